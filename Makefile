@@ -1,0 +1,53 @@
+# opencode-bridge — the two commands a newcomer needs are `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+OPENCODE_VERSION := 1.18.33
+OPENCODE_DIR := .opencode
+OPENCODE_BIN := $(OPENCODE_DIR)/node_modules/.bin/opencode
+PYTEST_ARGS ?=
+
+.PHONY: run test test-unit test-integration test-e2e lint bench soak opencode venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# opencode serve 1.18.33 from npm, into a project-local folder (never global).
+opencode: $(OPENCODE_BIN)
+
+$(OPENCODE_BIN):
+	mkdir -p $(OPENCODE_DIR)
+	cd $(OPENCODE_DIR) && npm install --no-audit --no-fund --loglevel=error opencode-ai@$(OPENCODE_VERSION)
+	$(OPENCODE_BIN) --version | grep -qx '$(OPENCODE_VERSION)'
+
+# Runs the daemon in the foreground. Without BRIDGE_DATABASE_URL it starts an embedded PostgreSQL
+# under $BRIDGE_STATE_DIR (default ./.state) and applies migrations.
+run: $(STAMP)
+	$(BIN)/opencode-bridge run
+
+# Every test: unit (pure), integration (real PostgreSQL), e2e (real opencode serve + mock provider).
+test: $(STAMP) $(OPENCODE_BIN)
+	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra $(PYTEST_ARGS)
+
+test-unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
+
+test-integration: $(STAMP)
+	$(BIN)/pytest -q tests/integration $(PYTEST_ARGS)
+
+test-e2e: $(STAMP) $(OPENCODE_BIN)
+	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra tests/e2e $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check bridge tests
+	$(BIN)/mypy bridge
+
+clean:
+	rm -rf $(VENV) $(OPENCODE_DIR) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,82 @@
+"""`opencode-bridge` command line: run | migrate | map | version."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+import structlog
+
+from bridge import __version__
+from bridge.config import ConfigError, Settings, load_settings
+from bridge.log import configure_logging
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="opencode-bridge", description=__doc__)
+    p.add_argument("--version", action="version", version=f"opencode-bridge {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("run", help="run the daemon (applies pending migrations first)")
+    sub.add_parser("migrate", help="apply pending migrations and exit")
+    m = sub.add_parser("map", help="print the normalized events of a captured .sse stream (offline)")
+    m.add_argument("file")
+    return p
+
+
+def _database_url(settings: Settings) -> tuple[str, object | None]:
+    """The configured URL, or an embedded PostgreSQL under the state dir."""
+    if not settings.embedded_database:
+        return settings.database_url.value, None
+    from bridge.store.embedded import start_embedded
+
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    pg = start_embedded(settings.state_dir.resolve())
+    return pg.url, pg
+
+
+async def _migrate(url: str) -> None:
+    from bridge.store.db import make_engine, upgrade_to_head
+
+    engine = make_engine(url)
+    try:
+        await upgrade_to_head(engine)
+    finally:
+        await engine.dispose()
+
+
+async def _run(settings: Settings, url: str) -> int:
+    from bridge.daemon import Daemon, install_signal_handlers
+
+    daemon = Daemon(settings, url)
+    install_signal_handlers(daemon)
+    return await daemon.run()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "map":
+        from bridge.mapcli import run_map
+
+        return run_map(args.file, sys.stdout)
+    try:
+        settings = load_settings()
+    except ConfigError as e:
+        print(f"opencode-bridge: configuration error: {e}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_format, settings.log_level)
+    log = structlog.get_logger("bridge")
+    url, embedded = _database_url(settings)
+    if embedded is not None:
+        log.info("embedded_postgres", data_dir=str(settings.state_dir.resolve() / "pgdata"))
+    if args.command == "migrate":
+        asyncio.run(_migrate(url))
+        log.info("migrations_applied")
+        return 0
+    log.info("bridge_config", **settings.redacted())
+    return asyncio.run(_run(settings, url))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,151 @@
+"""Settings from the environment (and an optional TOML file), validated once at start-up.
+
+A bad value stops start-up with one line naming the variable (`ConfigError`). Secrets are held in
+`Secret` so that a settings object can be logged without leaking them.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+
+class ConfigError(ValueError):
+    """A setting is missing or malformed; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class Secret:
+    value: str
+
+    def __repr__(self) -> str:
+        return "Secret('***')" if self.value else "Secret('')"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class Settings:
+    upstream_url: str = "http://127.0.0.1:4096"
+    upstream_username: str = "opencode"
+    upstream_password: Secret = field(default_factory=lambda: Secret(""))
+    upstream_name: str = ""
+    database_url: Secret = field(default_factory=lambda: Secret(""))
+    state_dir: Path = Path("./.state")
+    http_host: str = "127.0.0.1"
+    http_port: int = 8765
+    # Writer: a batch is what one read of the durable stream delivered, split at this many events.
+    batch_max_events: int = 200
+    # Reconnect backoff for upstream streams (capped exponential with full jitter).
+    reconnect_min_s: float = 0.2
+    reconnect_max_s: float = 5.0
+    # /api/event sends `: heartbeat` every 15 s; no byte for this long means the stream is dead.
+    live_heartbeat_timeout_s: float = 45.0
+    # A durable stream that stays silent although /api/event announced a newer seq is restarted.
+    durable_stall_s: float = 10.0
+    log_format: str = "auto"  # auto | json | console
+    log_level: str = "info"
+
+    @property
+    def embedded_database(self) -> bool:
+        return not self.database_url.value
+
+    def redacted(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = repr(v) if isinstance(v, Secret) else str(v)
+        return out
+
+
+# env var -> (field, parser)
+_ENV: dict[str, str] = {
+    "BRIDGE_UPSTREAM_URL": "upstream_url",
+    "BRIDGE_UPSTREAM_USERNAME": "upstream_username",
+    "BRIDGE_UPSTREAM_PASSWORD": "upstream_password",
+    "BRIDGE_UPSTREAM_NAME": "upstream_name",
+    "BRIDGE_DATABASE_URL": "database_url",
+    "BRIDGE_STATE_DIR": "state_dir",
+    "BRIDGE_HTTP_HOST": "http_host",
+    "BRIDGE_HTTP_PORT": "http_port",
+    "BRIDGE_BATCH_MAX_EVENTS": "batch_max_events",
+    "BRIDGE_RECONNECT_MIN_S": "reconnect_min_s",
+    "BRIDGE_RECONNECT_MAX_S": "reconnect_max_s",
+    "BRIDGE_LIVE_HEARTBEAT_TIMEOUT_S": "live_heartbeat_timeout_s",
+    "BRIDGE_DURABLE_STALL_S": "durable_stall_s",
+    "BRIDGE_LOG_FORMAT": "log_format",
+    "BRIDGE_LOG_LEVEL": "log_level",
+}
+_TOML_KEYS = {v: k for k, v in _ENV.items()}
+
+
+def _parse(name: str, fname: str, raw: str) -> Any:
+    default = Settings.__dataclass_fields__[fname]
+    kind = default.type
+    try:
+        if kind == "int":
+            v: Any = int(raw)
+            if v <= 0:
+                raise ValueError("must be positive")
+            return v
+        if kind == "float":
+            v = float(raw)
+            if not v > 0:
+                raise ValueError("must be positive")
+            return v
+    except ValueError as e:
+        raise ConfigError(f"{name}={raw!r} is not valid: {e}") from None
+    if kind == "Secret":
+        return Secret(raw)
+    if kind == "Path":
+        return Path(raw)
+    return raw
+
+
+def _validate(s: Settings) -> Settings:
+    u = urlsplit(s.upstream_url)
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise ConfigError(f"BRIDGE_UPSTREAM_URL={s.upstream_url!r} must be an http(s):// URL with a host")
+    if s.database_url.value:
+        d = urlsplit(s.database_url.value)
+        if d.scheme not in ("postgresql", "postgres"):
+            raise ConfigError("BRIDGE_DATABASE_URL must be a postgresql:// URL")
+    if not 0 < s.http_port < 65536:
+        raise ConfigError(f"BRIDGE_HTTP_PORT={s.http_port} must be between 1 and 65535")
+    if s.log_format not in ("auto", "json", "console"):
+        raise ConfigError(f"BRIDGE_LOG_FORMAT={s.log_format!r} must be auto, json or console")
+    if s.log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise ConfigError(f"BRIDGE_LOG_LEVEL={s.log_level!r} must be debug, info, warning or error")
+    if s.reconnect_min_s > s.reconnect_max_s:
+        raise ConfigError("BRIDGE_RECONNECT_MIN_S must not exceed BRIDGE_RECONNECT_MAX_S")
+    if not s.upstream_name:
+        port = u.port or (443 if u.scheme == "https" else 80)
+        object.__setattr__(s, "upstream_name", f"{u.hostname}:{port}")
+    return s
+
+
+def load_settings(env: Mapping[str, str] | None = None, toml_path: str | None = None) -> Settings:
+    """Environment wins over the TOML file (`BRIDGE_CONFIG`), which wins over the defaults."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    toml_path = toml_path or env.get("BRIDGE_CONFIG")
+    if toml_path:
+        try:
+            with open(toml_path, "rb") as fh:
+                doc = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(f"BRIDGE_CONFIG={toml_path!r} cannot be read: {e}") from None
+        for key, raw in doc.items():
+            if key not in _TOML_KEYS:
+                raise ConfigError(f"BRIDGE_CONFIG: unknown key {key!r}")
+            values[key] = _parse(f"{toml_path}:{key}", key, str(raw))
+    for name, fname in _ENV.items():
+        raw = env.get(name)
+        if raw is not None and raw != "":
+            values[fname] = _parse(name, fname, raw)
+    return _validate(Settings(**values))
