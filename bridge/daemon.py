@@ -1,0 +1,172 @@
+"""`opencode-bridge run`: wires config, database, upstream streams, followers and HTTP together.
+
+Every background task has an owner: the daemon's TaskGroup holds the live reader, the discovery loop
+and the supervisor (which holds the followers). Shutdown is ordered: stop discovery and the live
+reader, stop followers (they give their leases back), close the HTTP site, dispose the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import uuid
+from typing import Any
+
+import structlog
+from aiohttp import web
+from sqlalchemy import text
+
+from bridge.config import Settings
+from bridge.events import ChatEvent
+from bridge.http.app import build_app
+from bridge.sessions.supervisor import FollowerSupervisor
+from bridge.store.db import make_engine, schema_is_at_head, upgrade_to_head
+from bridge.store.events_store import EventStore
+from bridge.upstream.backoff import Backoff
+from bridge.upstream.client import UpstreamClient, UpstreamError
+from bridge.upstream.live import LiveStream
+
+
+def new_incarnation_id() -> str:
+    """Unique per process start, never reused (even by the same host and pid)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+class _LiveRouter:
+    """Turns /api/event traffic into supervisor commands (hints only; never stored as truth)."""
+
+    def __init__(self, supervisor: FollowerSupervisor, resync: asyncio.Event) -> None:
+        self._sup = supervisor
+        self._resync = resync
+
+    async def on_live_connected(self) -> None:
+        # Hints may have been lost while we were disconnected: list sessions again.
+        self._resync.set()
+
+    async def on_live_event(self, ev: ChatEvent) -> None:
+        sid = ev.envelope.session_id
+        if not sid:
+            return
+        if ev.kind == "session:deleted":
+            await self._sup.deleted(sid)
+            return
+        loc = ev.envelope.raw.get("location")
+        directory = loc.get("directory") if isinstance(loc, dict) else None
+        self._sup.warm(sid, directory if isinstance(directory, str) else None, reason=ev.type)
+        # Only v2 events reach the durable stream; legacy writes burn seqs without being delivered
+        # there (PROTOCOL.md §3.1), so they must not arm the stall watchdog.
+        if ev.seq is not None and ev.type.startswith("session.next."):
+            self._sup.notify_seen(sid, ev.seq)
+
+
+class Daemon:
+    def __init__(self, settings: Settings, database_url: str) -> None:
+        self.settings = settings
+        self.database_url = database_url
+        self.owner = new_incarnation_id()
+        self._stop = asyncio.Event()
+        self._started = False
+        self._log = structlog.get_logger("bridge.daemon").bind(upstream=settings.upstream_name)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> int:
+        s = self.settings
+        engine = make_engine(self.database_url)
+        try:
+            await upgrade_to_head(engine)
+            store = EventStore(engine, s.upstream_name)
+            async with UpstreamClient(s.upstream_url, s.upstream_username, s.upstream_password.value) as client:
+                supervisor = FollowerSupervisor(store, client, s, self.owner)
+                resync = asyncio.Event()
+                live = LiveStream(
+                    client,
+                    _LiveRouter(supervisor, resync),
+                    heartbeat_timeout_s=s.live_heartbeat_timeout_s,
+                    reconnect_min_s=s.reconnect_min_s,
+                    reconnect_max_s=s.reconnect_max_s,
+                    upstream=s.upstream_name,
+                )
+
+                async def readiness() -> dict[str, Any]:
+                    checks: dict[str, Any] = {"started": {"ok": self._started}}
+                    try:
+                        async with engine.connect() as conn:
+                            await conn.execute(text("select 1"))
+                        checks["database"] = {"ok": True}
+                        checks["migrations"] = {"ok": await schema_is_at_head(engine)}
+                    except Exception as e:
+                        checks["database"] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
+                    checks["upstream_live"] = {"ok": live.connected.is_set()}
+                    checks["followers"] = {"ok": supervisor.running, "warm": len(supervisor.warm_sessions())}
+                    return checks
+
+                runner = web.AppRunner(build_app(readiness), handle_signals=False, access_log=None)
+                await runner.setup()
+                site = web.TCPSite(runner, s.http_host, s.http_port)
+                await site.start()
+                self._log.info("http_listening", host=s.http_host, port=s.http_port, owner=self.owner)
+                try:
+                    async with asyncio.TaskGroup() as tg:
+                        tg.create_task(supervisor.run(), name="supervisor")
+                        await asyncio.sleep(0)  # let the supervisor open its task group
+                        for row in await store.sessions(include_deleted=True):
+                            if row.deleted:
+                                supervisor.forget_deleted({row.session_id})
+                        for row in await store.sessions():
+                            supervisor.warm(row.session_id, row.directory, reason="known")
+                        live_task = tg.create_task(live.run(), name="live")
+                        disc_task = tg.create_task(self._discovery(client, supervisor, resync), name="discovery")
+                        self._started = True
+                        self._log.info("bridge_started", warm=len(supervisor.warm_sessions()))
+                        await self._stop.wait()
+                        self._log.info("bridge_stopping")
+                        self._started = False
+                        live_task.cancel()
+                        disc_task.cancel()
+                        supervisor.stop()
+                finally:
+                    await runner.cleanup()
+        finally:
+            await engine.dispose()
+        self._log.info("bridge_stopped")
+        return 0
+
+    async def _discovery(self, client: UpstreamClient, sup: FollowerSupervisor, resync: asyncio.Event) -> None:
+        """Warm every session the upstream lists, at start and after each live reconnect."""
+        backoff = Backoff(self.settings.reconnect_min_s, self.settings.reconnect_max_s)
+        resync.set()
+        while True:
+            await resync.wait()
+            resync.clear()
+            try:
+                sessions = await client.list_sessions()
+            except UpstreamError as e:
+                self._log.warning("session_list_failed", error=str(e))
+                await asyncio.sleep(backoff.next_delay())
+                resync.set()
+                continue
+            backoff.reset()
+            for info in sessions:
+                loc = info.get("location")
+                directory = loc.get("directory") if isinstance(loc, dict) else None
+                sup.warm(str(info["id"]), directory if isinstance(directory, str) else None, reason="listed")
+
+
+def install_signal_handlers(daemon: Daemon) -> None:
+    loop = asyncio.get_running_loop()
+    count = 0
+
+    def on_signal(signame: str) -> None:
+        nonlocal count
+        count += 1
+        if count > 1:
+            os._exit(1)  # second signal: exit at once
+        structlog.get_logger("bridge.daemon").info("signal_received", signal=signame)
+        daemon.request_stop()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig.name)

@@ -1,0 +1,49 @@
+"""Prometheus metrics (base units, `_total` counters, no session ids in labels)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+EVENTS_INGESTED = Counter(
+    "bridge_events_ingested_total",
+    "Durable events committed to chat_session_events, by normalized kind and source",
+    ["kind", "source"],
+    registry=REGISTRY,
+)
+EVENTS_DUPLICATE = Counter(
+    "bridge_events_duplicate_total", "Identical events seen again (benign)", registry=REGISTRY
+)
+REJECTS = Counter(
+    "bridge_rejects_total", "Frames or events set aside in chat_event_rejects, by reason", ["reason"],
+    registry=REGISTRY,
+)
+UNKNOWN_EVENTS = Counter(
+    "bridge_unknown_events_total", "Events of a type the mapper does not know (stored as kind unknown)",
+    ["stream"], registry=REGISTRY,
+)
+UPSTREAM_RECONNECTS = Counter(
+    "bridge_upstream_reconnects_total", "Reconnects of upstream streams, by stream and cause",
+    ["stream", "cause"], registry=REGISTRY,
+)
+LEASE_LOSSES = Counter(
+    "bridge_lease_losses_total", "Write batches refused because the lease epoch moved on", registry=REGISTRY
+)
+BATCH_SIZE = Histogram(
+    "bridge_write_batch_events", "Events per write transaction", registry=REGISTRY,
+    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500),
+)
+COMMIT_SECONDS = Histogram(
+    "bridge_commit_duration_seconds", "Duration of one write transaction", registry=REGISTRY,
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
+UPSTREAM_TO_COMMIT = Histogram(
+    "bridge_upstream_to_commit_seconds", "From the upstream event timestamp to our commit",
+    registry=REGISTRY, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+SESSIONS_WARM = Gauge("bridge_sessions_warm", "Sessions with a running durable follower", registry=REGISTRY)
+FOLLOWER_CRASHES = Counter(
+    "bridge_follower_crashes_total", "Followers that died on an unexpected error and were restarted",
+    registry=REGISTRY,
+)

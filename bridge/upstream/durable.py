@@ -1,0 +1,260 @@
+"""One session's durable follower: `/history` catch-up, then `/event?after=<cursor>` forever.
+
+Traps handled (PROTOCOL.md):
+- §3.3 no headers until the first event → no header/read timeout; only the connect phase is timed.
+- §3.4 no keepalive, never ends → TCP keepalive on the socket; a *stall* watchdog restarts the stream
+  when `/api/event` announced a seq we have not received within `durable_stall_s`.
+- §3.1 seq gaps (legacy turns) → we never assume contiguity; the cursor is simply the highest stored seq.
+- §3.2 `after` is exclusive → resume with `after=<stored cursor>`.
+- §7 upstream restart drops the connection mid-body → reconnect with capped backoff + jitter.
+
+The follower never writes the cursor itself: `EventSink.write()` stores rows and cursor in one
+transaction (and refuses when the lease moved on), so the cursor never passes an unstored event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Protocol
+
+import structlog
+
+from bridge import metrics
+from bridge.events import BadFrame, ChatEvent, normalize, parse_envelope, parse_frame
+from bridge.upstream.backoff import Backoff
+from bridge.upstream.client import (
+    InvalidRequest,
+    SessionNotFound,
+    UpstreamClient,
+    UpstreamError,
+    UpstreamUnavailable,
+)
+from bridge.upstream.sse import SSEComment, SSEFrameTooLarge, SSEParser
+
+
+class FollowerExit(enum.Enum):
+    STOPPED = "stopped"  # asked to stop
+    GONE = "gone"  # the session was deleted upstream (404)
+    BAD_CURSOR = "bad_cursor"  # the upstream refuses our cursor (400): needs an operator
+    LEASE_LOST = "lease_lost"  # another writer holds the session now
+
+
+class LeaseLostError(Exception):
+    """Raised by an EventSink when its write was fenced off."""
+
+
+class EventSink(Protocol):
+    async def write(self, events: Sequence[ChatEvent], received_at: datetime) -> int:
+        """Store events and advance the cursor in one transaction; returns the stored cursor.
+        Raises LeaseLostError when fenced off."""
+
+    async def reject(self, reason: str, raw: str, received_at: datetime, seq: int | None = None) -> None:
+        """Keep an unusable frame with its reason."""
+
+
+def _json_text(item: object) -> str:
+    return json.dumps(item, ensure_ascii=False, separators=(",", ":"), default=repr)
+
+
+class _Stalled(Exception):
+    pass
+
+
+class DurableFollower:
+    def __init__(
+        self,
+        session_id: str,
+        client: UpstreamClient,
+        sink: EventSink,
+        cursor: int,
+        *,
+        batch_max_events: int = 200,
+        reconnect_min_s: float = 0.2,
+        reconnect_max_s: float = 5.0,
+        stall_s: float = 10.0,
+        history_page: int = 100,
+        upstream: str = "",
+        rand: Callable[[], float] | None = None,
+        on_committed: Callable[[Sequence[ChatEvent]], None] | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.cursor = cursor
+        self._client = client
+        self._sink = sink
+        self._batch_max = batch_max_events
+        self._backoff = (
+            Backoff(reconnect_min_s, reconnect_max_s, rand) if rand else Backoff(reconnect_min_s, reconnect_max_s)
+        )
+        self._stall_s = stall_s
+        self._history_page = history_page
+        self._on_committed = on_committed
+        self._log = structlog.get_logger("bridge.durable").bind(upstream=upstream, session_id=session_id)
+        self._hint_seq = 0  # highest seq announced by /api/event
+        self._timeout: asyncio.Timeout | None = None
+        self.connected = asyncio.Event()  # set while the stream is open with headers received
+        self.last_event_monotonic: float | None = None
+
+    # -- hints from the live stream -------------------------------------------------------------
+    def notify_seen(self, seq: int) -> None:
+        """/api/event showed this durable seq; if it does not arrive soon, the stream is stuck."""
+        if seq <= self._hint_seq:
+            return
+        self._hint_seq = seq
+        self._arm_stall_timer()
+
+    def _arm_stall_timer(self, progress: bool = False) -> None:
+        t = self._timeout
+        if t is None:
+            return
+        if self._hint_seq > self.cursor:
+            if t.when() is None or progress:
+                t.reschedule(asyncio.get_running_loop().time() + self._stall_s)
+        else:
+            t.reschedule(None)
+
+    # -- main loop ------------------------------------------------------------------------------
+    async def run(self) -> FollowerExit:
+        self._log.info("follower_started", cursor_seq=self.cursor)
+        while True:
+            cause = "eof"
+            try:
+                await self._catch_up()
+                await self._stream()
+            except SessionNotFound:
+                self._log.info("session_gone_upstream", cursor_seq=self.cursor)
+                return FollowerExit.GONE
+            except InvalidRequest as e:
+                metrics.REJECTS.labels(reason="bad_cursor").inc()
+                self._log.error("upstream_rejected_cursor", cursor_seq=self.cursor, error=str(e))
+                return FollowerExit.BAD_CURSOR
+            except LeaseLostError:
+                metrics.LEASE_LOSSES.inc()
+                self._log.warning("lease_lost", cursor_seq=self.cursor)
+                return FollowerExit.LEASE_LOST
+            except _Stalled:
+                cause = "stall"
+                self._log.warning("durable_stream_stalled", cursor_seq=self.cursor, hint_seq=self._hint_seq)
+            except SSEFrameTooLarge as e:
+                # The next catch-up reads the same event from /history, which has no frame limit.
+                cause = "frame_too_large"
+                metrics.REJECTS.labels(reason="frame_too_large").inc()
+                self._log.error("durable_frame_too_large", cursor_seq=self.cursor, error=str(e))
+            except UpstreamUnavailable as e:
+                cause = "unavailable"
+                self._log.warning("durable_stream_error", cursor_seq=self.cursor, error=str(e))
+            except UpstreamError as e:
+                cause = "error"
+                self._log.error("durable_stream_error", cursor_seq=self.cursor, error=str(e))
+            finally:
+                self.connected.clear()
+            metrics.UPSTREAM_RECONNECTS.labels(stream="durable", cause=cause).inc()
+            delay = self._backoff.next_delay()
+            self._log.debug("durable_reconnect", delay_s=round(delay, 3), cause=cause)
+            await asyncio.sleep(delay)
+
+    async def _catch_up(self) -> None:
+        """Page `/history` until the upstream says there is no more (also detects 404 early)."""
+        while True:
+            page = await self._client.history(self.session_id, self.cursor, self._history_page)
+            received_at = datetime.now(UTC)
+            events: list[ChatEvent] = []
+            for item in page.events:
+                ev = await self._accept_obj(item, received_at)
+                if ev is not None:
+                    events.append(ev)
+            await self._write(events, received_at, source="history")
+            if not page.has_more or not page.events:
+                return
+
+    async def _stream(self) -> None:
+        try:
+            async with asyncio.timeout(None) as t:
+                self._timeout = t
+                self._arm_stall_timer()
+                await self._stream_inner()
+        except TimeoutError:
+            # Only the stall timer can expire here: the stream itself has no timeout (§3.3/§3.4).
+            raise _Stalled() from None
+        finally:
+            self._timeout = None
+
+    async def _stream_inner(self) -> None:
+        params = {"after": str(self.cursor)}
+        async with self._client.open_stream(f"/api/session/{self.session_id}/event", params) as resp:
+            self.connected.set()
+            parser = SSEParser()
+            while True:
+                chunk = await resp.content.readany()
+                if not chunk:
+                    parser.close()  # a frame cut by EOF is discarded: it is replayed after reconnect
+                    return
+                received_at = datetime.now(UTC)
+                events: list[ChatEvent] = []
+                for item in parser.feed(chunk):
+                    if isinstance(item, SSEComment):
+                        continue
+                    ev = await self._accept_text(item.data, received_at)
+                    if ev is not None:
+                        events.append(ev)
+                await self._write(events, received_at, source="stream")
+
+    # -- frames → events --------------------------------------------------------------------------
+    async def _accept_text(self, data: str, received_at: datetime) -> ChatEvent | None:
+        try:
+            env = parse_frame(data)
+        except BadFrame as e:
+            await self._reject(e.reason, data, received_at, None, str(e))
+            return None
+        return await self._accept_env(normalize(env), data, received_at)
+
+    async def _accept_obj(self, item: object, received_at: datetime) -> ChatEvent | None:
+        """One `/history` item (already decoded JSON)."""
+        try:
+            env = parse_envelope(item)
+        except BadFrame as e:
+            await self._reject(e.reason, _json_text(item), received_at, None, str(e))
+            return None
+        return await self._accept_env(normalize(env), _json_text(item), received_at)
+
+    async def _accept_env(self, ev: ChatEvent, raw: str, received_at: datetime) -> ChatEvent | None:
+        env = ev.envelope
+        if env.seq is None:
+            await self._reject("not_durable", raw, received_at, None, f"type {env.type} without durable.seq")
+            return None
+        if env.aggregate_id is not None and env.aggregate_id != self.session_id:
+            await self._reject("wrong_session", raw, received_at, env.seq, f"aggregateID {env.aggregate_id}")
+            return None
+        if ev.kind == "unknown":
+            metrics.UNKNOWN_EVENTS.labels(stream="durable").inc()
+            self._log.warning("unknown_event_type", type=env.type, seq=env.seq)
+        return ev
+
+    async def _reject(self, reason: str, raw: str, received_at: datetime, seq: int | None, detail: str) -> None:
+        metrics.REJECTS.labels(reason=reason).inc()
+        self._log.error("frame_rejected", reason=reason, seq=seq, detail=detail[:300])
+        await self._sink.reject(reason, raw, received_at, seq)
+
+    async def _write(self, events: list[ChatEvent], received_at: datetime, source: str) -> None:
+        for i in range(0, len(events), self._batch_max):
+            batch = events[i : i + self._batch_max]
+            t0 = time.perf_counter()
+            self.cursor = await self._sink.write(batch, received_at)
+            metrics.COMMIT_SECONDS.observe(time.perf_counter() - t0)
+            metrics.BATCH_SIZE.observe(len(batch))
+            now_ms = time.time() * 1000
+            for ev in batch:
+                metrics.EVENTS_INGESTED.labels(kind=ev.kind, source=source).inc()
+                if ev.timestamp_ms is not None:
+                    metrics.UPSTREAM_TO_COMMIT.observe(max(0.0, (now_ms - ev.timestamp_ms) / 1000))
+            self.last_event_monotonic = time.monotonic()
+            self._backoff.reset()
+            self._log.debug("batch_committed", events=len(batch), cursor_seq=self.cursor, source=source)
+            if self._on_committed is not None:
+                self._on_committed(batch)
+        if events:
+            self._arm_stall_timer(progress=True)

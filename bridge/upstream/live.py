@@ -1,0 +1,112 @@
+"""The one global `/api/event` reader per upstream.
+
+The stream is lossy by contract (PROTOCOL.md §5): it closes cleanly whenever a legacy prompt starts,
+and events between EOF and reconnect are gone. So it is never a source of stored truth; it gives
+hints (a session is active, a durable seq exists, a session was created/deleted) and deltas. We
+reconnect at once after a clean EOF, and when no byte (not even `: heartbeat`, sent every 15 s)
+arrived within `heartbeat_timeout_s`. After every (re)connect the handler re-syncs, because hints may
+have been lost while we were away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+import structlog
+
+from bridge import metrics
+from bridge.events import BadFrame, ChatEvent, normalize, parse_frame
+from bridge.upstream.backoff import Backoff
+from bridge.upstream.client import UpstreamClient, UpstreamError
+from bridge.upstream.sse import SSEComment, SSEEvent, SSEFrameTooLarge, SSEParser
+
+
+class LiveHandler(Protocol):
+    async def on_live_connected(self) -> None: ...
+
+    async def on_live_event(self, ev: ChatEvent) -> None: ...
+
+
+class LiveStream:
+    def __init__(
+        self,
+        client: UpstreamClient,
+        handler: LiveHandler,
+        *,
+        heartbeat_timeout_s: float = 45.0,
+        reconnect_min_s: float = 0.2,
+        reconnect_max_s: float = 5.0,
+        upstream: str = "",
+    ) -> None:
+        self._client = client
+        self._handler = handler
+        self._heartbeat_timeout_s = heartbeat_timeout_s
+        self._backoff = Backoff(reconnect_min_s, reconnect_max_s)
+        self._log = structlog.get_logger("bridge.live").bind(upstream=upstream)
+        self.connected = asyncio.Event()
+        self.connections = 0  # successful connects so far (tests and /readyz read it)
+
+    async def run(self) -> None:
+        while True:
+            cause = "eof"
+            try:
+                got_data = await self._read_once()
+                if got_data:
+                    self._backoff.reset()
+            except TimeoutError:
+                cause = "heartbeat_timeout"
+                self._log.warning("live_stream_silent", timeout_s=self._heartbeat_timeout_s)
+            except SSEFrameTooLarge as e:
+                cause = "frame_too_large"
+                self._log.error("live_frame_too_large", error=str(e))
+            except UpstreamError as e:
+                cause = "error"
+                self._log.warning("live_stream_error", error=str(e))
+            finally:
+                self.connected.clear()
+            metrics.UPSTREAM_RECONNECTS.labels(stream="live", cause=cause).inc()
+            # A clean EOF after a healthy connection is the legacy-prompt close: reconnect at once.
+            delay = 0.0 if cause == "eof" and self._backoff.attempt == 0 else self._backoff.next_delay()
+            if cause == "eof" and delay == 0.0:
+                self._backoff.attempt = 1  # the next quick failure backs off
+            await asyncio.sleep(delay)
+
+    async def _read_once(self) -> bool:
+        got_data = False
+        async with asyncio.timeout(self._heartbeat_timeout_s) as t:
+            async with self._client.open_stream("/api/event") as resp:
+                self.connected.set()
+                self.connections += 1
+                self._log.info("live_stream_connected")
+                await self._handler.on_live_connected()
+                parser = SSEParser()
+                loop = asyncio.get_running_loop()
+                while True:
+                    chunk = await resp.content.readany()
+                    if not chunk:
+                        self._log.info("live_stream_ended")
+                        return got_data
+                    got_data = True
+                    t.reschedule(loop.time() + self._heartbeat_timeout_s)
+                    for item in parser.feed(chunk):
+                        if isinstance(item, SSEComment):
+                            continue
+                        await self._dispatch(item)
+
+    async def _dispatch(self, item: SSEEvent) -> None:
+        try:
+            env = parse_frame(item.data)
+        except BadFrame as e:
+            metrics.REJECTS.labels(reason=f"live_{e.reason}").inc()
+            self._log.warning("live_frame_rejected", reason=e.reason, detail=e.detail[:300])
+            return
+        ev = normalize(env)
+        if ev.kind == "noise":
+            return
+        if ev.kind == "unknown":
+            metrics.UNKNOWN_EVENTS.labels(stream="live").inc()
+        try:
+            await self._handler.on_live_event(ev)
+        except Exception as e:  # a handler bug must not take the global stream down
+            self._log.error("live_handler_failed", type=ev.type, error=f"{type(e).__name__}: {e}", exc_info=True)

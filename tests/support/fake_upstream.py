@@ -1,0 +1,258 @@
+"""A fake `opencode serve` for fault injection: speaks the wire format of the captures exactly.
+
+Only what the bridge reads is implemented: `/api/session`, `/api/session/active`,
+`/api/session/{id}/history`, `/api/session/{id}/event` and `/api/event`. Like the real server, the
+durable stream sends **no status line or headers until it has an event** (PROTOCOL.md §3.3), frames
+are `data: <one-line JSON>\\n\\n` only, `/api/event` opens with `server.connected` and `: heartbeat`.
+
+Faults a test can inject: raw bytes on a durable stream (bad frames, huge frames), dropping every open
+connection mid-body (like a killed server), answering a route with an error status, and holding the
+durable stream silent (a hung server) while /history and /api/event still tell the truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+FIXTURES = "fixtures/opencode-1.18.33"
+
+
+def dumps(obj: Any) -> str:
+    # The server's JSON is compact with keys in insertion order (see captures/*.sse).
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass
+class FakeSession:
+    id: str
+    directory: str = "/srv/agent/proj"
+    events: list[dict[str, Any]] = field(default_factory=list)  # durable envelopes (no location)
+    deleted: bool = False
+    next_seq: int = 1
+    raw_injections: list[tuple[int, bytes]] = field(default_factory=list)  # (after seq, bytes)
+
+
+class FakeUpstream:
+    def __init__(self) -> None:
+        self.sessions: dict[str, FakeSession] = {}
+        self.active: dict[str, Any] = {}
+        self._hung: set[int] = set()  # ids of durable requests that went silent (hang_durable_streams)
+        self.fail_status: dict[str, int] = {}  # route name -> status to answer with
+        self._changed = asyncio.Condition()
+        self._durable_conns: set[web.StreamResponse] = set()
+        self._durable_reqs: dict[int, web.Request] = {}
+        self._generation = 0  # bumped by drop_connections(); durable handlers of older generations die
+        self._live_queues: list[asyncio.Queue[bytes | None]] = []
+        self.durable_connects = 0
+        self.history_calls = 0
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # -- test API -------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def add_session(self, sid: str) -> FakeSession:
+        s = FakeSession(sid)
+        self.sessions[sid] = s
+        return s
+
+    async def append(self, sid: str, type_: str, data: dict[str, Any], *, version: int = 1,
+                     seq: int | None = None, live: bool = True) -> dict[str, Any]:
+        """Commit one durable event (seq = next, or given to create gaps) and publish it."""
+        s = self.sessions[sid]
+        seq = s.next_seq if seq is None else seq
+        s.next_seq = seq + 1
+        n = len(s.events) + sum(len(x.events) for x in self.sessions.values())
+        env = {"id": f"evt_{seq:012d}{n:014d}", "type": type_,
+               "durable": {"aggregateID": sid, "seq": seq, "version": version},
+               "data": {"timestamp": 1796004921000 + seq, "sessionID": sid, **data}}
+        s.events.append(env)
+        if live:
+            self.publish_live({**env, "location": {"directory": s.directory}})
+        async with self._changed:
+            self._changed.notify_all()
+        return env
+
+    async def inject_raw(self, sid: str, raw: bytes) -> None:
+        """Send raw bytes on durable streams of `sid` after the current head (bad input)."""
+        s = self.sessions[sid]
+        s.raw_injections.append((s.next_seq - 1, raw))
+        async with self._changed:
+            self._changed.notify_all()
+
+    def publish_live(self, env: dict[str, Any]) -> None:
+        frame = f"data: {dumps(env)}\n\n".encode()
+        for q in self._live_queues:
+            q.put_nowait(frame)
+
+    async def delete(self, sid: str) -> None:
+        self.sessions[sid].deleted = True
+        self.publish_live({"id": "evt_del" + sid, "type": "session.deleted",
+                           "durable": {"aggregateID": sid, "seq": 99, "version": 1},
+                           "location": {"directory": "/srv/agent/proj"}, "data": {"sessionID": sid}})
+
+    def open_durable_streams(self, sid: str) -> int:
+        """Durable streams of `sid` that have sent their headers (i.e. at least one event)."""
+        return sum(1 for r in self._durable_conns if r._req is not None
+                   and r._req.match_info.get("sid") == sid)
+
+    def hang_durable_streams(self) -> None:
+        """Every durable stream open now goes silent forever (a hung server); new ones work."""
+        self._hung |= set(self._durable_reqs)
+
+    def durable_requests(self, sid: str) -> int:
+        """Durable stream requests of `sid` currently held open (with or without headers sent)."""
+        return sum(1 for r in self._durable_reqs.values() if r.match_info.get("sid") == sid)
+
+    def drop_connections(self) -> None:
+        """Cut every open stream mid-body, like a killed server (no final chunk)."""
+        self._generation += 1
+        for req in list(self._durable_reqs.values()):
+            if req.transport is not None:
+                req.transport.abort()
+        for resp in list(self._durable_conns):
+            tr = resp._req.transport if resp._req is not None else None
+            if tr is not None:
+                tr.abort()
+        self._durable_reqs.clear()
+        self._durable_conns.clear()
+        for q in self._live_queues:
+            q.put_nowait(None)
+
+    async def _wake(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/api/health", self._health)
+        app.router.add_get("/api/session", self._list)
+        app.router.add_get("/api/session/active", self._active)
+        app.router.add_get("/api/session/{sid}/history", self._history)
+        app.router.add_get("/api/session/{sid}/event", self._durable)
+        app.router.add_get("/api/event", self._live)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port or 0)
+        await site.start()
+        server = site._server
+        assert server is not None and server.sockets  # type: ignore[attr-defined]
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+
+    async def stop(self) -> None:
+        self.drop_connections()
+        await self._wake()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- handlers ----------------------------------------------------------------------------------
+    def _session_or_404(self, sid: str) -> FakeSession:
+        s = self.sessions.get(sid)
+        if s is None or s.deleted:
+            raise web.HTTPNotFound(text=dumps({"_tag": "SessionNotFoundError", "sessionID": sid,
+                                               "message": f"Session not found: {sid}"}),
+                                   content_type="application/json")
+        return s
+
+    def _failure(self, route: str) -> web.Response | None:
+        status = self.fail_status.get(route)
+        if not status:
+            return None
+        return web.Response(status=status, text=dumps({"_tag": "InjectedError", "message": f"injected {status}"}),
+                            content_type="application/json")
+
+    @staticmethod
+    def _after(request: web.Request) -> int:
+        raw = request.query.get("after", "")
+        if raw == "":
+            return 0
+        if not raw.isdigit() or int(raw) > 2**53 - 1:
+            raise web.HTTPBadRequest(text=dumps({"_tag": "InvalidRequestError", "kind": "Query",
+                                                 "message": f"Expected an integer, got {raw}\n  at [\"after\"]"}),
+                                     content_type="application/json")
+        return int(raw)
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"healthy": True, "version": "1.18.33"})
+
+    async def _list(self, request: web.Request) -> web.Response:
+        if (failed := self._failure("list")) is not None:
+            return failed
+        data = [{"id": s.id, "location": {"directory": s.directory}} for s in self.sessions.values()
+                if not s.deleted]
+        return web.json_response({"data": data, "cursor": {"previous": None, "next": None}})
+
+    async def _active(self, request: web.Request) -> web.Response:
+        return web.json_response({"data": self.active})
+
+    async def _history(self, request: web.Request) -> web.Response:
+        self.history_calls += 1
+        s = self._session_or_404(request.match_info["sid"])
+        if (failed := self._failure("history")) is not None:
+            return failed
+        after = self._after(request)
+        limit = min(int(request.query.get("limit", "100")), 100)
+        newer = [e for e in s.events if e["durable"]["seq"] > after]
+        return web.json_response({"data": newer[:limit], "hasMore": len(newer) > limit})
+
+    async def _durable(self, request: web.Request) -> web.StreamResponse:
+        s = self._session_or_404(request.match_info["sid"])
+        if (failed := self._failure("durable")) is not None:
+            return failed
+        after = self._after(request)
+        self.durable_connects += 1
+        generation = self._generation
+        self._durable_reqs[id(request)] = request
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Vary": "Origin"})
+        sent_raw = {i for i, (at, _) in enumerate(s.raw_injections) if at < after}
+        prepared = False
+        try:
+            while generation == self._generation:
+                pending: list[bytes] = []
+                if id(request) not in self._hung:
+                    for e in s.events:
+                        if e["durable"]["seq"] > after:
+                            pending.append(f"data: {dumps(e)}\n\n".encode())
+                            after = e["durable"]["seq"]
+                    for i, (_, raw) in enumerate(s.raw_injections):
+                        if i not in sent_raw:
+                            sent_raw.add(i)
+                            pending.append(raw)
+                if pending:
+                    if not prepared:  # headers only with the first event (PROTOCOL.md §3.3)
+                        await resp.prepare(request)
+                        self._durable_conns.add(resp)
+                        prepared = True
+                    await resp.write(b"".join(pending))
+                async with self._changed:
+                    await self._changed.wait()
+            if request.transport is not None:
+                request.transport.abort()  # dropped mid-body: no final chunk, like a killed server
+            return resp
+        finally:
+            self._durable_conns.discard(resp)
+            self._durable_reqs.pop(id(request), None)
+
+    async def _live(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache, no-transform"})
+        await resp.prepare(request)
+        q: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._live_queues.append(q)
+        try:
+            await resp.write(b'data: {"id":"evt_connected","type":"server.connected","data":{}}\n\n: heartbeat\n\n')
+            while True:
+                item = await q.get()
+                if item is None:
+                    return resp  # clean EOF, like a legacy prompt start
+                await resp.write(item)
+        finally:
+            self._live_queues.remove(q)

@@ -1,0 +1,106 @@
+"""Wait for a condition with a deadline instead of sleeping for a guessed amount of time.
+
+    value = await wait_until(lambda: mock.requests_for("text"), timeout=10, message="no provider call")
+
+The predicate may be a plain function or a coroutine function. ``wait_until`` returns the first
+*truthy* value it produces, so the predicate can hand back what the caller wants to look at next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar, cast
+
+T = TypeVar("T")
+
+__all__ = ["WaitTimeout", "wait_until", "wait_until_sync"]
+
+
+class WaitTimeout(TimeoutError):
+    """The condition did not become true before the deadline."""
+
+    def __init__(self, message: str, *, last_value: object = None, last_error: BaseException | None = None):
+        detail = f"{message} (last value: {last_value!r}"
+        if last_error is not None:
+            detail += f"; last error: {type(last_error).__name__}: {last_error}"
+        super().__init__(detail + ")")
+        self.last_value = last_value
+        self.last_error = last_error
+
+
+async def _evaluate(predicate: Callable[[], T | Awaitable[T]]) -> T:
+    result = predicate()
+    if inspect.isawaitable(result):
+        return cast(T, await result)
+    return cast(T, result)
+
+
+def _describe(predicate: object, timeout: float, message: str | None) -> str:
+    what = message or getattr(predicate, "__qualname__", repr(predicate))
+    return f"condition not met within {timeout:g} s: {what}"
+
+
+async def wait_until(
+    predicate: Callable[[], T | Awaitable[T]],
+    timeout: float,
+    interval: float = 0.1,
+    *,
+    message: str | None = None,
+    ignore: tuple[type[BaseException], ...] = (),
+) -> T:
+    """Poll ``predicate`` until it returns a truthy value; return that value.
+
+    ``interval`` is the pause between polls (the poll itself is not counted). Exceptions of the types
+    in ``ignore`` count as "not yet" (e.g. ``aiohttp.ClientConnectionError`` while a server starts);
+    any other exception propagates at once. The predicate is always evaluated at least once and once
+    more at the deadline, so a slow event loop cannot make a met condition time out.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last_value: object = None
+    last_error: BaseException | None = None
+    while True:
+        final = loop.time() >= deadline
+        try:
+            value = await _evaluate(predicate)
+        except ignore as exc:
+            last_error = exc
+        else:
+            if value:
+                return value
+            last_value, last_error = value, None
+        if final:
+            raise WaitTimeout(_describe(predicate, timeout, message), last_value=last_value,
+                              last_error=last_error)
+        await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))
+
+
+def wait_until_sync(
+    predicate: Callable[[], T],
+    timeout: float,
+    interval: float = 0.1,
+    *,
+    message: str | None = None,
+    ignore: tuple[type[BaseException], ...] = (),
+) -> T:
+    """Blocking twin of :func:`wait_until` for synchronous code (never call it on an event loop)."""
+    deadline = time.monotonic() + timeout
+    last_value: object = None
+    last_error: BaseException | None = None
+    while True:
+        final = time.monotonic() >= deadline
+        try:
+            value = predicate()
+        except ignore as exc:
+            last_error = exc
+        else:
+            if value:
+                return value
+            last_value, last_error = value, None
+        if final:
+            raise WaitTimeout(_describe(predicate, timeout, message), last_value=last_value,
+                              last_error=last_error)
+        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
