@@ -119,3 +119,7 @@ chat_event_rejects = Table(
     PrimaryKeyConstraint("id", name="pk_chat_event_rejects"),
     Index("ix_chat_event_rejects_session", "upstream", "session_id"),
 )
+
+# Tables of later issues live in their own modules on this same metadata; importing them here makes
+# `metadata` complete for Alembic and the migration test.
+from bridge.store import schema_audit, schema_fanout, schema_lifecycle  # noqa: E402, F401

@@ -1,0 +1,7 @@
+"""Tables of issue #5 (audit views and the per-session hash chain), on the shared metadata of `bridge.store.schema`."""
+
+from __future__ import annotations
+
+from bridge.store.schema import metadata
+
+__all__ = ["metadata"]
