@@ -1,4 +1,4 @@
-"""`opencode-bridge` command line: run | migrate | map | version."""
+"""`opencode-bridge` command line: run | migrate | map | token."""
 
 from __future__ import annotations
 
@@ -22,6 +22,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="apply pending migrations and exit")
     m = sub.add_parser("map", help="print the normalized events of a captured .sse stream (offline)")
     m.add_argument("file")
+    t = sub.add_parser("token", help="print an access token for the WebSocket and audit API")
+    t.add_argument("--session", action="append", default=None, metavar="ID",
+                   help="grant this session (repeatable); none: every session of the upstream")
+    t.add_argument("--ttl", type=float, default=3600.0, metavar="SECONDS", help="lifetime (default 3600)")
+    t.add_argument("--subject", default="", help="who the token is for (kept in the token, logged on use)")
     return p
 
 
@@ -54,6 +59,17 @@ async def _run(settings: Settings, url: str) -> int:
     return await daemon.run()
 
 
+def _token(settings: Settings, sessions: list[str] | None, ttl: float, subject: str) -> int:
+    from bridge.auth import load_or_create_secret, mint_token
+
+    if ttl <= 0:
+        print("opencode-bridge token: --ttl must be positive", file=sys.stderr)
+        return 2
+    secret = load_or_create_secret(settings.auth_secret.value, settings.state_dir)
+    print(mint_token(secret, settings.upstream_name, sessions, ttl, subject))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "map":
@@ -65,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         print(f"opencode-bridge: configuration error: {e}", file=sys.stderr)
         return 2
+    if args.command == "token":
+        return _token(settings, args.session, args.ttl, args.subject)
     configure_logging(settings.log_format, settings.log_level)
     log = structlog.get_logger("bridge")
     url, embedded = _database_url(settings)

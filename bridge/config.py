@@ -48,6 +48,12 @@ class Settings:
     live_heartbeat_timeout_s: float = 45.0
     # A durable stream that stays silent although /api/event announced a newer seq is restarted.
     durable_stall_s: float = 10.0
+    # Access tokens for the WebSocket and audit API (bridge.auth). Empty: a secret under state_dir.
+    auth_secret: Secret = field(default_factory=lambda: Secret(""))
+    # Local development only: accept unauthenticated clients (logged loudly at start).
+    auth_disabled: bool = False
+    # Origins allowed to open the WebSocket (comma-separated); empty: same-origin and non-browser clients.
+    allowed_origins: str = ""
     log_format: str = "auto"  # auto | json | console
     log_level: str = "info"
 
@@ -78,6 +84,9 @@ _ENV: dict[str, str] = {
     "BRIDGE_RECONNECT_MAX_S": "reconnect_max_s",
     "BRIDGE_LIVE_HEARTBEAT_TIMEOUT_S": "live_heartbeat_timeout_s",
     "BRIDGE_DURABLE_STALL_S": "durable_stall_s",
+    "BRIDGE_AUTH_SECRET": "auth_secret",
+    "BRIDGE_AUTH_DISABLED": "auth_disabled",
+    "BRIDGE_ALLOWED_ORIGINS": "allowed_origins",
     "BRIDGE_LOG_FORMAT": "log_format",
     "BRIDGE_LOG_LEVEL": "log_level",
 }
@@ -100,6 +109,13 @@ def _parse(name: str, fname: str, raw: str) -> Any:
             return v
     except ValueError as e:
         raise ConfigError(f"{name}={raw!r} is not valid: {e}") from None
+    if kind == "bool":
+        low = raw.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name}={raw!r} is not valid: expected true/false")
     if kind == "Secret":
         return Secret(raw)
     if kind == "Path":
@@ -123,6 +139,8 @@ def _validate(s: Settings) -> Settings:
         raise ConfigError(f"BRIDGE_LOG_LEVEL={s.log_level!r} must be debug, info, warning or error")
     if s.reconnect_min_s > s.reconnect_max_s:
         raise ConfigError("BRIDGE_RECONNECT_MIN_S must not exceed BRIDGE_RECONNECT_MAX_S")
+    if s.auth_secret.value and len(s.auth_secret.value) < 32:
+        raise ConfigError("BRIDGE_AUTH_SECRET must be at least 32 characters (HS256 key)")
     if not s.upstream_name:
         port = u.port or (443 if u.scheme == "https" else 80)
         object.__setattr__(s, "upstream_name", f"{u.hostname}:{port}")

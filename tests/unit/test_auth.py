@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import jwt
+import pytest
+
+from bridge.auth import AuthError, bearer_token, load_or_create_secret, mint_token, verify_token
+
+NOW = 1_800_000_000.0
+K = "k" * 32
+OTHER = "o" * 32
+
+
+def test_a_token_for_listed_sessions_allows_only_those() -> None:
+    tok = mint_token(K, "up", ["ses_A", "ses_B"], ttl_s=60, now=NOW)
+    claims = verify_token(tok, K, "up", now=NOW + 1)
+    assert claims.allows("ses_A") and claims.allows("ses_B") and not claims.allows("ses_C")
+    with pytest.raises(AuthError) as e:
+        claims.require("ses_C")
+    assert e.value.code == "forbidden"
+
+
+def test_a_token_without_sessions_allows_every_session_of_its_upstream() -> None:
+    claims = verify_token(mint_token(K, "up", None, now=NOW), K, "up", now=NOW)
+    assert claims.sessions is None and claims.allows("anything")
+
+
+@pytest.mark.parametrize(
+    ("token", "secret", "upstream", "now", "code"),
+    [
+        (None, K, "up", NOW, "missing"),
+        ("", K, "up", NOW, "missing"),
+        ("not.a.jwt", K, "up", NOW, "invalid"),
+        (mint_token(OTHER, "up", now=NOW), K, "up", NOW, "invalid"),
+        (mint_token(K, "up", ttl_s=10, now=NOW), K, "up", NOW + 10, "expired"),
+        (mint_token(K, "up2", now=NOW), K, "up", NOW, "wrong_upstream"),
+        (jwt.encode({"iss": "opencode-bridge", "upstream": "up", "exp": NOW + 5, "sessions": "ses_A"}, K),
+         K, "up", NOW, "invalid"),
+        (jwt.encode({"upstream": "up", "exp": NOW + 5}, K), K, "up", NOW, "invalid"),
+        (jwt.encode({"iss": "opencode-bridge", "upstream": "up", "exp": NOW + 5}, K, algorithm="HS512"),
+         K, "up", NOW, "invalid"),
+    ],
+)
+def test_bad_tokens_are_refused_with_a_stable_code(token, secret, upstream, now, code) -> None:
+    with pytest.raises(AuthError) as e:
+        verify_token(token, secret, upstream, now=now)
+    assert e.value.code == code
+
+
+def test_bearer_header_wins_over_query_token() -> None:
+    assert bearer_token({"Authorization": "Bearer abc"}, {"token": "xyz"}) == "abc"
+    assert bearer_token({}, {"token": "xyz"}) == "xyz"
+    assert bearer_token({"Authorization": "Basic abc"}, {}) is None
+
+
+def test_generated_secret_is_kept_private_and_reused(tmp_path: Path) -> None:
+    first = load_or_create_secret("", tmp_path / "state")
+    assert load_or_create_secret("", tmp_path / "state") == first
+    assert (tmp_path / "state" / "auth_secret").stat().st_mode & 0o077 == 0
+    assert load_or_create_secret("configured", tmp_path / "state") == "configured"
