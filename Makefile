@@ -45,8 +45,12 @@ test-integration: $(STAMP)
 test-e2e: $(STAMP) $(OPENCODE_BIN)
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra tests/e2e $(PYTEST_ARGS)
 
+# Benchmarks (not part of `make test`): numbers for BENCHMARKS.md.
+bench: $(STAMP)
+	$(BIN)/python -m bench.ingest --events 5000 --sessions 20
+
 lint: $(STAMP)
-	$(BIN)/ruff check bridge tests
+	$(BIN)/ruff check bridge tests bench
 	$(BIN)/mypy bridge
 
 clean:

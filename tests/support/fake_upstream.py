@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,7 @@ class FakeUpstream:
         self._generation = 0  # bumped by drop_connections(); durable handlers of older generations die
         self._live_queues: list[asyncio.Queue[bytes | None]] = []
         self.durable_connects = 0
+        self._counter = 0
         self.history_calls = 0
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -69,10 +71,11 @@ class FakeUpstream:
         s = self.sessions[sid]
         seq = s.next_seq if seq is None else seq
         s.next_seq = seq + 1
-        n = len(s.events) + sum(len(x.events) for x in self.sessions.values())
-        env = {"id": f"evt_{seq:012d}{n:014d}", "type": type_,
+        self._counter += 1
+        # Like the real server: ids are time-prefixed and unique; timestamp is the commit time (epoch ms).
+        env = {"id": f"evt_{seq:012d}{self._counter:014d}", "type": type_,
                "durable": {"aggregateID": sid, "seq": seq, "version": version},
-               "data": {"timestamp": 1796004921000 + seq, "sessionID": sid, **data}}
+               "data": {"timestamp": int(time.time() * 1000), "sessionID": sid, **data}}
         s.events.append(env)
         if live:
             self.publish_live({**env, "location": {"directory": s.directory}})
@@ -214,11 +217,14 @@ class FakeUpstream:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Vary": "Origin"})
         sent_raw = {i for i, (at, _) in enumerate(s.raw_injections) if at < after}
         prepared = False
+        pos = 0
         try:
             while generation == self._generation:
                 pending: list[bytes] = []
                 if id(request) not in self._hung:
-                    for e in s.events:
+                    while pos < len(s.events):  # events are appended in seq order
+                        e = s.events[pos]
+                        pos += 1
                         if e["durable"]["seq"] > after:
                             pending.append(f"data: {dumps(e)}\n\n".encode())
                             after = e["durable"]["seq"]

@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar, cast
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -31,11 +31,9 @@ class WaitTimeout(TimeoutError):
         self.last_error = last_error
 
 
-async def _evaluate(predicate: Callable[[], T | Awaitable[T]]) -> T:
+async def _evaluate(predicate: Callable[[], Any]) -> Any:
     result = predicate()
-    if inspect.isawaitable(result):
-        return cast(T, await result)
-    return cast(T, result)
+    return await result if inspect.isawaitable(result) else result
 
 
 def _describe(predicate: object, timeout: float, message: str | None) -> str:
@@ -43,14 +41,36 @@ def _describe(predicate: object, timeout: float, message: str | None) -> str:
     return f"condition not met within {timeout:g} s: {what}"
 
 
+@overload
 async def wait_until(
-    predicate: Callable[[], T | Awaitable[T]],
+    predicate: Callable[[], Awaitable[T]],
+    timeout: float,
+    interval: float = ...,
+    *,
+    message: str | None = ...,
+    ignore: tuple[type[BaseException], ...] = ...,
+) -> T: ...
+
+
+@overload
+async def wait_until(
+    predicate: Callable[[], T],
+    timeout: float,
+    interval: float = ...,
+    *,
+    message: str | None = ...,
+    ignore: tuple[type[BaseException], ...] = ...,
+) -> T: ...
+
+
+async def wait_until(
+    predicate: Callable[[], Any],
     timeout: float,
     interval: float = 0.1,
     *,
     message: str | None = None,
     ignore: tuple[type[BaseException], ...] = (),
-) -> T:
+) -> Any:
     """Poll ``predicate`` until it returns a truthy value; return that value.
 
     ``interval`` is the pause between polls (the poll itself is not counted). Exceptions of the types

@@ -1,0 +1,172 @@
+"""Ingest benchmark: durable events from a fake upstream (the captures' exact wire format) into a real
+PostgreSQL through the real follower, supervisor sink and batch writer.
+
+Scenarios, all measured in one run so that ratios are comparable (absolute times on shared 2-core
+machines are noisy):
+- catch-up:  N events already upstream; time to mirror them (via /history pages of 100).
+- burst:     the follower is caught up; N events appended as fast as possible; time until all stored,
+             for BRIDGE_BATCH_MAX_EVENTS = 200 (adaptive group commit) and = 1 (one commit per event).
+- trickle:   one event at a time, waiting for each to be stored: upstream commit -> our commit latency.
+- sessions:  S sessions streaming at once (one burst each).
+
+Usage: python -m bench.ingest [--events N] [--sessions S] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+
+from bridge.log import configure_logging
+from bridge.sessions.supervisor import _StoreSink
+from bridge.store.db import make_engine, upgrade_to_head
+from bridge.store.events_store import EventStore
+from bridge.upstream.client import UpstreamClient
+from bridge.upstream.durable import DurableFollower
+from tests.support.fake_upstream import FakeUpstream
+
+TEXT = "The quick brown fox jumps over the lazy dog. " * 8  # ~360 bytes, a typical text.ended
+
+
+async def _mirrored(store: EventStore, sid: str, n: int) -> None:
+    while True:
+        row = await store.get_session(sid)
+        if row is not None and row.cursor_seq >= n:
+            return
+        await asyncio.sleep(0.005)
+
+
+async def _append(fake: FakeUpstream, sid: str, i: int) -> None:
+    await fake.append(sid, "session.next.text.ended",
+                      {"assistantMessageID": f"msg_{i // 10}", "textID": f"text-{i}", "text": TEXT})
+
+
+async def _follow(store: EventStore, client: UpstreamClient, sid: str, batch: int) -> asyncio.Task[Any]:
+    epoch, cursor = await store.claim(sid, "bench")
+    f = DurableFollower(sid, client, _StoreSink(store, sid, epoch), cursor, batch_max_events=batch,
+                        reconnect_min_s=0.01, reconnect_max_s=0.1, upstream="bench")
+    return asyncio.create_task(f.run())
+
+
+async def _stop(tasks: list[asyncio.Task[Any]]) -> None:
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def run(database_url: str, events: int, sessions: int) -> dict[str, Any]:
+    engine = make_engine(database_url)
+    await upgrade_to_head(engine)
+    store = EventStore(engine, f"bench-{uuid.uuid4().hex[:8]}")
+    fake = FakeUpstream()
+    await fake.start()
+    out: dict[str, Any] = {}
+    try:
+        async with UpstreamClient(fake.url) as client:
+            # catch-up
+            sid = "ses_catchup"
+            fake.add_session(sid)
+            for i in range(events):
+                await _append(fake, sid, i)
+            t0 = time.perf_counter()
+            task = await _follow(store, client, sid, 200)
+            await _mirrored(store, sid, events)
+            out["catchup_events_per_s"] = events / (time.perf_counter() - t0)
+            await _stop([task])
+
+            # burst, adaptive batches vs one event per transaction
+            for batch in (200, 1):
+                sid = f"ses_burst_{batch}"
+                fake.add_session(sid)
+                task = await _follow(store, client, sid, batch)
+                await asyncio.sleep(0.2)  # let it connect and park on the empty stream
+                t0 = time.perf_counter()
+                for i in range(events):
+                    await _append(fake, sid, i)
+                await _mirrored(store, sid, events)
+                out[f"burst_batch{batch}_events_per_s"] = events / (time.perf_counter() - t0)
+                await _stop([task])
+
+            # trickle: per-event latency, upstream commit -> our commit
+            sid = "ses_trickle"
+            fake.add_session(sid)
+            task = await _follow(store, client, sid, 200)
+            await asyncio.sleep(0.2)
+            lat: list[float] = []
+            for i in range(min(events, 300)):
+                t0 = time.perf_counter()
+                await _append(fake, sid, i)
+                await _mirrored(store, sid, i + 1)
+                lat.append((time.perf_counter() - t0) * 1000)
+            await _stop([task])
+            lat.sort()
+            out["trickle_latency_ms_p50"] = statistics.median(lat)
+            out["trickle_latency_ms_p99"] = lat[int(len(lat) * 0.99) - 1]
+
+            # many sessions at once
+            sids = [f"ses_multi_{k}" for k in range(sessions)]
+            tasks = []
+            for sid in sids:
+                fake.add_session(sid)
+                tasks.append(await _follow(store, client, sid, 200))
+            await asyncio.sleep(0.3)
+            per = max(1, events // sessions)
+            t0 = time.perf_counter()
+            for i in range(per):
+                for sid in sids:
+                    await _append(fake, sid, i)
+            await asyncio.gather(*(_mirrored(store, sid, per) for sid in sids))
+            out["multi_sessions"] = sessions
+            out["multi_events_per_s"] = per * sessions / (time.perf_counter() - t0)
+            await _stop(tasks)
+
+            async with engine.connect() as c:
+                out["rows_stored"] = (await c.execute(text(
+                    "select count(*) from chat_session_events where upstream = :u"), {"u": store.upstream})
+                ).scalar_one()
+    finally:
+        await fake.stop()
+        await engine.dispose()
+    out["batch200_over_batch1"] = out["burst_batch200_events_per_s"] / out["burst_batch1_events_per_s"]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=5000)
+    ap.add_argument("--sessions", type=int, default=20)
+    ap.add_argument("--json", help="also write the results here")
+    a = ap.parse_args()
+    configure_logging("console", "warning")
+    url = os.environ.get("BRIDGE_DATABASE_URL")
+    pg = None
+    if not url:
+        from bridge.store.embedded import start_embedded
+
+        pg = start_embedded(Path(tempfile.mkdtemp(prefix="bridge-bench-")))
+        url = pg.url
+    try:
+        res = asyncio.run(run(url, a.events, a.sessions))
+    finally:
+        if pg is not None:
+            pg.stop()
+    res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    for k, v in res.items():
+        print(f"{k:32s} {v:.2f}" if isinstance(v, float) else f"{k:32s} {v}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
