@@ -29,6 +29,8 @@ class LiveHandler(Protocol):
 
 
 class LiveStream:
+    HEALTHY_AFTER_S = 1.0  # a connection that lasted this long ended "normally"
+
     def __init__(
         self,
         client: UpstreamClient,
@@ -48,12 +50,12 @@ class LiveStream:
         self.connections = 0  # successful connects so far (tests and /readyz read it)
 
     async def run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             cause = "eof"
+            started = loop.time()
             try:
-                got_data = await self._read_once()
-                if got_data:
-                    self._backoff.reset()
+                await self._read_once()
             except TimeoutError:
                 cause = "heartbeat_timeout"
                 self._log.warning("live_stream_silent", timeout_s=self._heartbeat_timeout_s)
@@ -66,14 +68,17 @@ class LiveStream:
             finally:
                 self.connected.clear()
             metrics.UPSTREAM_RECONNECTS.labels(stream="live", cause=cause).inc()
-            # A clean EOF after a healthy connection is the legacy-prompt close: reconnect at once.
-            delay = 0.0 if cause == "eof" and self._backoff.attempt == 0 else self._backoff.next_delay()
-            if cause == "eof" and delay == 0.0:
-                self._backoff.attempt = 1  # the next quick failure backs off
+            # A clean EOF after a connection that lived a while is the legacy-prompt close (§5): every
+            # moment away loses events, so reconnect at once. Anything else, or a server that keeps
+            # closing right away, backs off.
+            if cause == "eof" and loop.time() - started >= self.HEALTHY_AFTER_S:
+                self._backoff.reset()
+                delay = 0.0
+            else:
+                delay = self._backoff.next_delay()
             await asyncio.sleep(delay)
 
-    async def _read_once(self) -> bool:
-        got_data = False
+    async def _read_once(self) -> None:
         async with asyncio.timeout(self._heartbeat_timeout_s) as t:
             async with self._client.open_stream("/api/event") as resp:
                 self.connected.set()
@@ -86,8 +91,7 @@ class LiveStream:
                     chunk = await resp.content.readany()
                     if not chunk:
                         self._log.info("live_stream_ended")
-                        return got_data
-                    got_data = True
+                        return
                     t.reschedule(loop.time() + self._heartbeat_timeout_s)
                     for item in parser.feed(chunk):
                         if isinstance(item, SSEComment):

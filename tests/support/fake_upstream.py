@@ -91,9 +91,15 @@ class FakeUpstream:
             self._changed.notify_all()
 
     def publish_live(self, env: dict[str, Any]) -> None:
-        frame = f"data: {dumps(env)}\n\n".encode()
+        self.publish_live_raw(f"data: {dumps(env)}\n\n".encode())
+
+    def publish_live_raw(self, frame: bytes) -> None:
         for q in self._live_queues:
             q.put_nowait(frame)
+
+    @property
+    def live_subscribers(self) -> int:
+        return len(self._live_queues)
 
     async def delete(self, sid: str) -> None:
         self.sessions[sid].deleted = True
