@@ -1,0 +1,104 @@
+"""Lease decisions (pure): may this incarnation take a session's lease, and is a lease orphaned?
+
+A lease is `(owner, epoch, expires_at)` on the session row. The owner renews `expires_at` with its
+heartbeat; the epoch is the fencing token every write batch presents (DESIGN §5). Taking a lease always
+moves the epoch on — even when we already hold it — so that an older follower of the same session, in
+this process or another, is fenced off the moment the new one starts (the supersede race).
+
+Time comes in as an argument (the database's `now()`, one clock for every replica), never read here.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class LeaseView:
+    owner: str | None
+    epoch: int
+    expires_at: datetime | None
+    deleted: bool = False
+
+
+class ClaimVerdict(enum.Enum):
+    FREE = "free"  # nobody holds it (never claimed, or released)
+    EXPIRED = "expired"  # the holder stopped renewing: dead, paused or partitioned
+    HOLDER_DEAD = "holder_dead"  # the holder is a process of this host that no longer exists
+    OURS = "ours"  # we hold it: a new follower supersedes our old one
+    HELD = "held"  # another live incarnation holds it: refuse
+    DELETED = "deleted"  # the session is deleted upstream: nobody follows it again
+
+    @property
+    def takes(self) -> bool:
+        return self in _TAKING
+
+
+_TAKING = frozenset({ClaimVerdict.FREE, ClaimVerdict.EXPIRED, ClaimVerdict.HOLDER_DEAD, ClaimVerdict.OURS})
+
+
+def is_expired(lease: LeaseView, now: datetime) -> bool:
+    """A held lease without an expiry was never renewed by a heartbeat (rows from before leases
+    expired): treat it as expired rather than held forever."""
+    return lease.owner is not None and (lease.expires_at is None or lease.expires_at <= now)
+
+
+def decide_claim(
+    lease: LeaseView, me: str, now: datetime, holder_dead: Callable[[str], bool] = lambda _owner: False
+) -> ClaimVerdict:
+    if lease.deleted:
+        return ClaimVerdict.DELETED
+    if lease.owner is None:
+        return ClaimVerdict.FREE
+    if lease.owner == me:
+        return ClaimVerdict.OURS
+    if is_expired(lease, now):
+        return ClaimVerdict.EXPIRED
+    if holder_dead(lease.owner):
+        return ClaimVerdict.HOLDER_DEAD
+    return ClaimVerdict.HELD
+
+
+def is_orphan(lease: LeaseView, now: datetime) -> bool:
+    """Held by an incarnation that stopped renewing (or handed it off at shutdown): adopt it."""
+    return not lease.deleted and is_expired(lease, now)
+
+
+@dataclass(frozen=True)
+class IncarnationId:
+    hostname: str
+    pid: int
+
+
+def parse_incarnation(owner: str) -> IncarnationId | None:
+    """`host:pid:random` (bridge.daemon.new_incarnation_id); None for anything else."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return None
+    return IncarnationId(parts[0], int(parts[1]))
+
+
+def local_holder_dead(owner: str, my_hostname: str, pid_alive: Callable[[int], bool]) -> bool:
+    """True only when certain: the holder ran on this host and its pid no longer exists. A reused pid
+    looks alive (we then wait for expiry: safe). Off by default across hosts, since hostnames may repeat
+    (BRIDGE_LEASE_PID_PROBE)."""
+    inc = parse_incarnation(owner)
+    if inc is None or inc.hostname != my_hostname:
+        return False
+    return not pid_alive(inc.pid)
+
+
+def adoption_reason(owner: str | None, expired: bool, holder_dead: Callable[[str], bool]) -> str | None:
+    """Why the sweep should warm a session it does not follow, or None. `owner` None means the lease is
+    free and the session was last known running (its previous owner released it mid-turn, e.g. at a
+    clean shutdown before leases were handed off)."""
+    if owner is None:
+        return "last_running"
+    if expired:
+        return "orphan"
+    if holder_dead(owner):
+        return "orphan_holder_dead"
+    return None

@@ -1,0 +1,148 @@
+"""The session status machine (pure; the clock is an argument).
+
+Upstream has no end-of-turn event (PROTOCOL.md §4): a turn's end is only visible as "the session left
+`GET /api/session/active`". So the status is derived from two inputs:
+
+- committed durable events (`on_events`): a prompt or step makes the session `running`;
+- observations of `/api/session/active` (`on_active`), each stamped with the time its request *started*.
+
+A "not active" observation closes the turn, and how it closes depends on what the events left open:
+
+- nothing open → `idle`;
+- a prompt taken (`prompted`) but no step started for `stall_timeout_s` → `stalled`: the silent failure
+  of a model without a provider or credential (PROTOCOL.md §4, last bullets);
+- a step started and never ended → `interrupted`: the upstream restarted mid-turn (§7) or the provider
+  stream was cut (§4); the bridge closes the turn since upstream never will.
+
+Two races are guarded. An observation that started before our latest event is stale (the poll may
+predate the prompt) and is ignored. And our durable stream lags the upstream by a little, so an open step
+is only closed after "not active" held for `settle_s` with no new event (else a poll landing between the
+upstream's `step.ended` and our receiving it would flash `interrupted`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+class Status(enum.StrEnum):
+    IDLE = "idle"  # no turn running
+    RUNNING = "running"  # a turn is running (events, or listed by /api/session/active)
+    STALLED = "stalled"  # prompt taken, no step started, not active: the turn silently failed
+    INTERRUPTED = "interrupted"  # a step was left open and the session is no longer active
+    DELETED = "deleted"  # deleted upstream: terminal
+
+
+# Kinds that mean "a turn is in progress" (bridge.events kinds of session.next.*).
+_PROMPT = frozenset({"prompt:admitted", "prompt:started"})
+_STEP_START = "step:start"
+_STEP_END = frozenset({"step:end", "step:fail"})
+_TURN_KINDS = _PROMPT | {_STEP_START} | _STEP_END | frozenset(
+    {
+        "text:start",
+        "text:end",
+        "reasoning:start",
+        "reasoning:end",
+        "tool:input-start",
+        "tool:input-end",
+        "tool:start",
+        "tool:success",
+        "tool:fail",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Transition:
+    status: Status
+    reason: str | None
+
+
+class TurnTracker:
+    """One session's status. Every method returns the new `Transition`, or None if nothing changed."""
+
+    def __init__(self, stall_timeout_s: float, settle_s: float = 2.0, status: Status = Status.IDLE) -> None:
+        self.stall_timeout_s = stall_timeout_s
+        self.settle_s = settle_s
+        self.status = status
+        self.reason: str | None = None
+        self.prompted_at: float | None = None  # a prompt waits for its first step since then
+        self.step_open = False
+        self.last_event_at: float | None = None
+        self.inactive_since: float | None = None  # first "not active" observation after our last event
+
+    def _move(self, status: Status, reason: str | None) -> Transition | None:
+        if (status, reason) == (self.status, self.reason):
+            return None
+        self.status, self.reason = status, reason
+        return Transition(status, reason)
+
+    def on_events(self, kinds: Iterable[str], now: float) -> Transition | None:
+        if self.status is Status.DELETED:
+            return None
+        turn = False
+        for kind in kinds:
+            if kind not in _TURN_KINDS:
+                continue
+            turn = True
+            if kind == "prompt:started" or (kind == "prompt:admitted" and self.prompted_at is None):
+                self.prompted_at = now
+            elif kind == _STEP_START:
+                self.prompted_at = None
+                self.step_open = True
+            elif kind in _STEP_END:
+                self.step_open = False
+        if not turn:
+            return None
+        self.last_event_at = now
+        self.inactive_since = None
+        return self._move(Status.RUNNING, None)
+
+    def on_active(self, active: bool, observed_at: float, now: float) -> Transition | None:
+        """`observed_at`: when the /api/session/active request started; `now`: when it answered."""
+        if self.status is Status.DELETED:
+            return None
+        if self.last_event_at is not None and observed_at < self.last_event_at:
+            return None  # the observation predates our latest event: it says nothing about it
+        if active:
+            self.inactive_since = None
+            return self._move(Status.RUNNING, None)
+        if self.inactive_since is None:
+            self.inactive_since = observed_at
+        settled = observed_at - self.inactive_since >= self.settle_s
+        if self.prompted_at is not None:
+            if self.status is Status.STALLED:
+                return None  # said once; the reason's "N s ago" must not re-announce it on every poll
+            waited = now - self.prompted_at
+            if waited >= self.stall_timeout_s and settled:
+                return self._move(
+                    Status.STALLED,
+                    f"prompt taken {waited:.0f} s ago but no step started and the session is not active "
+                    "upstream: the model is probably unavailable (no provider or credential); see the "
+                    "opencode server log",
+                )
+            return None
+        if self.step_open:
+            if not settled:
+                return None
+            self.step_open = False
+            return self._move(
+                Status.INTERRUPTED,
+                "turn cut: a step was still open when the session stopped being active upstream "
+                "(upstream restart or provider stream cut)",
+            )
+        if self.status is Status.RUNNING:
+            return self._move(Status.IDLE, None)
+        return None
+
+    def on_deleted(self) -> Transition | None:
+        self.prompted_at = None
+        self.step_open = False
+        return self._move(Status.DELETED, "deleted upstream")
+
+    @property
+    def wants_polling(self) -> bool:
+        """A turn may be running: poll /api/session/active quickly until it settles."""
+        return self.status is Status.RUNNING

@@ -1,0 +1,292 @@
+"""SQL of the warm-session lifecycle: lease claim/renew/hand-off, incarnation heartbeats, orphans,
+session status and legacy seq gaps. Statements are named constructs; `LeaseStore` executes them.
+
+All lease times use the database clock (`now()`), so replicas with skewed clocks still agree on expiry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Insert, Select, Update, and_, false, func, or_, select, true
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from bridge.sessions.lease import ClaimVerdict, LeaseView, decide_claim
+from bridge.store.schema import chat_session_events, chat_sessions
+from bridge.store.schema_lifecycle import bridge_incarnations, chat_session_gaps
+
+S = chat_sessions.c
+I = bridge_incarnations.c  # noqa: E741 - the table's column namespace, as S and E elsewhere
+G = chat_session_gaps.c
+
+
+def _ttl(seconds: float) -> Any:
+    return func.now() + func.make_interval(0, 0, 0, 0, 0, 0, seconds)
+
+
+def _key(upstream: str, session_id: str) -> Any:
+    return and_(S.upstream == upstream, S.session_id == session_id)
+
+
+# --- statements ---------------------------------------------------------------------------------------
+
+
+def ensure_session(upstream: str, session_id: str, directory: str | None) -> Insert:
+    stmt = pg_insert(chat_sessions).values(upstream=upstream, session_id=session_id, directory=directory)
+    return stmt.on_conflict_do_update(
+        index_elements=[S.upstream, S.session_id],
+        set_={"directory": func.coalesce(stmt.excluded.directory, S.directory)},
+    )
+
+
+def lock_lease(upstream: str, session_id: str) -> Select[Any]:
+    return (
+        select(S.lease_owner, S.lease_epoch, S.lease_expires_at, S.cursor_seq, S.deleted, func.now().label("now"))
+        .where(_key(upstream, session_id))
+        .with_for_update()
+    )
+
+
+def take_lease(upstream: str, session_id: str, owner: str, ttl_s: float) -> Update:
+    return (
+        chat_sessions.update()
+        .where(_key(upstream, session_id))
+        .values(lease_owner=owner, lease_epoch=S.lease_epoch + 1, lease_expires_at=_ttl(ttl_s), updated_at=func.now())
+        .returning(S.lease_epoch, S.cursor_seq)
+    )
+
+
+def renew_leases(upstream: str, owner: str, ttl_s: float) -> Update:
+    """Renew every unexpired lease we hold; what is not returned is no longer ours."""
+    return (
+        chat_sessions.update()
+        .where(S.upstream == upstream, S.lease_owner == owner, S.lease_expires_at > func.now(), S.deleted == false())
+        .values(lease_expires_at=_ttl(ttl_s))
+        .returning(S.session_id, S.lease_epoch)
+    )
+
+
+def hand_off_leases(upstream: str, owner: str) -> Update:
+    """Clean shutdown: expire our leases now (owner kept), so peers see orphans and adopt at once.
+    (A *release* clears the owner instead: nobody needs to follow that session.)"""
+    return (
+        chat_sessions.update()
+        .where(S.upstream == upstream, S.lease_owner == owner)
+        .values(lease_expires_at=func.now(), updated_at=func.now())
+    )
+
+
+def select_adoption_candidates(upstream: str, me: str) -> Select[Any]:
+    """Sessions held by another incarnation (with whether that lease expired, by the database clock) and
+    sessions last known running whose lease is free. The caller decides (bridge.sessions.lease)."""
+    expired = or_(S.lease_expires_at.is_(None), S.lease_expires_at <= func.now())
+    # Our own expired leases count too: after a heartbeat outage we stopped following them, and in a
+    # single-process deployment nobody else would adopt them.
+    held_elsewhere = and_(S.lease_owner.is_not(None), or_(S.lease_owner != me, expired))
+    running_unowned = and_(S.lease_owner.is_(None), S.status == "running")
+    return (
+        select(S.session_id, S.directory, S.lease_owner, expired.label("expired"))
+        .where(S.upstream == upstream, S.deleted == false(), or_(held_elsewhere, running_unowned))
+        .order_by(S.session_id)
+    )
+
+
+def select_turn_tail(upstream: str, session_id: str, limit: int) -> Select[Any]:
+    E = chat_session_events.c
+    return (
+        select(E.seq, E.kind)
+        .where(E.upstream == upstream, E.session_id == session_id)
+        .order_by(E.seq.desc())
+        .limit(limit)
+    )
+
+
+def select_status(upstream: str, session_id: str) -> Select[Any]:
+    return select(S.status, S.status_reason).where(_key(upstream, session_id))
+
+
+def upsert_incarnation(incarnation_id: str, upstream: str, hostname: str, pid: int, ttl_s: float) -> Insert:
+    stmt = pg_insert(bridge_incarnations).values(
+        incarnation_id=incarnation_id, upstream=upstream, hostname=hostname, pid=pid, expires_at=_ttl(ttl_s)
+    )
+    return stmt.on_conflict_do_update(
+        index_elements=[I.incarnation_id], set_={"heartbeat_at": func.now(), "expires_at": _ttl(ttl_s)}
+    )
+
+
+def stop_incarnation(incarnation_id: str) -> Update:
+    return (
+        bridge_incarnations.update()
+        .where(I.incarnation_id == incarnation_id)
+        .values(stopped_at=func.now(), expires_at=func.now())
+    )
+
+
+def set_status_if_owner(upstream: str, session_id: str, owner: str, status: str, reason: str | None) -> Update:
+    """Only the lease holder speaks for a session's status (a fenced follower must not overwrite it);
+    `deleted` is terminal."""
+    return (
+        chat_sessions.update()
+        .where(_key(upstream, session_id), S.lease_owner == owner, S.deleted == false())
+        .values(status=status, status_reason=reason, updated_at=func.now())
+    )
+
+
+def insert_gap(upstream: str, session_id: str, from_seq: int, to_seq: int) -> Insert:
+    return (
+        pg_insert(chat_session_gaps)
+        .values(upstream=upstream, session_id=session_id, from_seq=from_seq, to_seq=to_seq)
+        .on_conflict_do_nothing()
+    )
+
+
+def mark_incomplete(upstream: str, session_id: str) -> Update:
+    return chat_sessions.update().where(_key(upstream, session_id)).values(incomplete=true(), updated_at=func.now())
+
+
+def mark_incomplete_above(upstream: str, session_id: str, seq: int) -> Update:
+    """A legacy-only seq above our cursor was seen on /api/event: the mirror will miss it."""
+    return (
+        chat_sessions.update()
+        .where(_key(upstream, session_id), S.cursor_seq < seq, S.incomplete == false())
+        .values(incomplete=true(), updated_at=func.now())
+    )
+
+
+def select_gaps(upstream: str, session_id: str) -> Select[Any]:
+    return (
+        select(G.from_seq, G.to_seq)
+        .where(G.upstream == upstream, G.session_id == session_id)
+        .order_by(G.from_seq)
+    )
+
+
+def select_incarnations(upstream: str) -> Select[Any]:
+    alive = and_(I.stopped_at.is_(None), I.expires_at > func.now()).label("alive")
+    return select(I.incarnation_id, I.hostname, I.pid, I.heartbeat_at, I.stopped_at, alive).where(
+        I.upstream == upstream
+    )
+
+
+# --- execution ----------------------------------------------------------------------------------------
+
+
+class LeaseHeld(Exception):
+    """Another live incarnation holds the session (or it is deleted): not ours to follow now."""
+
+    def __init__(self, session_id: str, verdict: ClaimVerdict, holder: str | None) -> None:
+        super().__init__(f"session {session_id!r}: {verdict.value} (holder {holder!r})")
+        self.verdict = verdict
+        self.holder = holder
+
+
+@dataclass(frozen=True)
+class Claim:
+    epoch: int
+    cursor_seq: int
+    verdict: ClaimVerdict
+    previous_owner: str | None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    session_id: str
+    directory: str | None
+    owner: str | None  # None: free, last known running
+    expired: bool  # the owner's lease expired (database clock)
+
+
+@dataclass(frozen=True)
+class TurnState:
+    status: str
+    reason: str | None
+    tail_kinds: list[str]  # kinds of the latest stored events since the last prompt, oldest first
+
+
+async def claim_in(
+    conn: AsyncConnection,
+    upstream: str,
+    session_id: str,
+    owner: str,
+    directory: str | None,
+    ttl_s: float,
+    holder_dead: Callable[[str], bool],
+) -> Claim:
+    """Inside one transaction: create the row if needed, lock it, decide (pure), take or refuse."""
+    await conn.execute(ensure_session(upstream, session_id, directory))
+    row = (await conn.execute(lock_lease(upstream, session_id))).one()
+    lease = LeaseView(row.lease_owner, int(row.lease_epoch), row.lease_expires_at, bool(row.deleted))
+    verdict = decide_claim(lease, owner, row.now, holder_dead)
+    if not verdict.takes:
+        raise LeaseHeld(session_id, verdict, lease.owner)
+    taken = (await conn.execute(take_lease(upstream, session_id, owner, ttl_s))).one()
+    return Claim(int(taken.lease_epoch), int(taken.cursor_seq), verdict, lease.owner)
+
+
+class LeaseStore:
+    def __init__(self, engine: AsyncEngine, upstream: str) -> None:
+        self._engine = engine
+        self._upstream = upstream
+
+    async def register(self, incarnation_id: str, hostname: str, pid: int, ttl_s: float) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(upsert_incarnation(incarnation_id, self._upstream, hostname, pid, ttl_s))
+
+    async def heartbeat(self, incarnation_id: str, hostname: str, pid: int, ttl_s: float) -> dict[str, int]:
+        """Renew the incarnation row and every lease still ours; returns {session_id: epoch} held."""
+        async with self._engine.begin() as conn:
+            await conn.execute(upsert_incarnation(incarnation_id, self._upstream, hostname, pid, ttl_s))
+            rows = await conn.execute(renew_leases(self._upstream, incarnation_id, ttl_s))
+            return {str(r.session_id): int(r.lease_epoch) for r in rows}
+
+    async def hand_off(self, incarnation_id: str) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(hand_off_leases(self._upstream, incarnation_id))
+            await conn.execute(stop_incarnation(incarnation_id))
+
+    async def adoption_candidates(self, me: str) -> list[Candidate]:
+        async with self._engine.connect() as conn:
+            rows = await conn.execute(select_adoption_candidates(self._upstream, me))
+            return [Candidate(r.session_id, r.directory, r.lease_owner, bool(r.expired)) for r in rows]
+
+    async def turn_state(self, session_id: str, limit: int = 200) -> TurnState:
+        """What a new owner needs to continue the status machine where the previous one stopped."""
+        async with self._engine.connect() as conn:
+            st = (await conn.execute(select_status(self._upstream, session_id))).one_or_none()
+            rows = list(await conn.execute(select_turn_tail(self._upstream, session_id, limit)))
+        kinds: list[str] = []
+        for r in rows:  # newest first: stop at the last prompt
+            kinds.append(str(r.kind))
+            if r.kind in ("prompt:admitted", "prompt:started"):
+                break
+        kinds.reverse()
+        if st is None:
+            return TurnState("idle", None, kinds)
+        return TurnState(str(st.status), st.status_reason, kinds)
+
+    async def set_status(self, session_id: str, owner: str, status: str, reason: str | None) -> bool:
+        async with self._engine.begin() as conn:
+            result = await conn.execute(set_status_if_owner(self._upstream, session_id, owner, status, reason))
+            return bool(result.rowcount)
+
+    async def record_gap(self, session_id: str, from_seq: int, to_seq: int) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(insert_gap(self._upstream, session_id, from_seq, to_seq))
+            await conn.execute(mark_incomplete(self._upstream, session_id))
+
+    async def legacy_seq_seen(self, session_id: str, seq: int) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(mark_incomplete_above(self._upstream, session_id, seq))
+
+    async def gaps(self, session_id: str) -> list[tuple[int, int]]:
+        async with self._engine.connect() as conn:
+            rows = await conn.execute(select_gaps(self._upstream, session_id))
+            return [(int(r.from_seq), int(r.to_seq)) for r in rows]
+
+    async def incarnations(self) -> list[dict[str, Any]]:
+        async with self._engine.connect() as conn:
+            return [dict(r._mapping) for r in await conn.execute(select_incarnations(self._upstream))]
+

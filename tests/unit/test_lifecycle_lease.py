@@ -1,0 +1,129 @@
+"""Lease decisions: who may take a session's lease, what counts as an orphan (pure, injected clock)."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bridge.sessions.lease import (
+    ClaimVerdict,
+    IncarnationId,
+    LeaseView,
+    adoption_reason,
+    decide_claim,
+    is_orphan,
+    local_holder_dead,
+    parse_incarnation,
+)
+
+NOW = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
+ME = "host-a:100:aaaaaaaaaaaa"
+PEER = "host-b:200:bbbbbbbbbbbb"
+FUTURE = NOW + timedelta(seconds=5)
+PAST = NOW - timedelta(seconds=5)
+
+
+def never_dead(_owner: str) -> bool:
+    return False
+
+
+def always_dead(_owner: str) -> bool:
+    return True
+
+
+@pytest.mark.parametrize(
+    ("owner", "expires", "deleted", "dead", "expected"),
+    [
+        (None, None, False, False, ClaimVerdict.FREE),
+        (None, PAST, False, True, ClaimVerdict.FREE),
+        (ME, FUTURE, False, False, ClaimVerdict.OURS),
+        (ME, PAST, False, False, ClaimVerdict.OURS),
+        (PEER, FUTURE, False, False, ClaimVerdict.HELD),
+        (PEER, PAST, False, False, ClaimVerdict.EXPIRED),
+        (PEER, NOW, False, False, ClaimVerdict.EXPIRED),  # expiry is exclusive: at the instant, it is gone
+        (PEER, None, False, False, ClaimVerdict.EXPIRED),  # never renewed
+        (PEER, FUTURE, False, True, ClaimVerdict.HOLDER_DEAD),
+        (PEER, FUTURE, True, False, ClaimVerdict.DELETED),
+        (None, None, True, False, ClaimVerdict.DELETED),
+        (ME, FUTURE, True, False, ClaimVerdict.DELETED),
+    ],
+)
+def test_claim_verdict_for_every_lease_shape(
+    owner: str | None, expires: datetime | None, deleted: bool, dead: bool, expected: ClaimVerdict
+) -> None:
+    lease = LeaseView(owner, 3, expires, deleted)
+    assert decide_claim(lease, ME, NOW, always_dead if dead else never_dead) is expected
+
+
+def test_only_a_live_peer_or_a_deleted_session_refuses_a_claim() -> None:
+    owners = [None, ME, PEER]
+    expiries = [None, PAST, NOW, FUTURE]
+    for owner, expires, deleted, dead in itertools.product(owners, expiries, [False, True], [False, True]):
+        verdict = decide_claim(LeaseView(owner, 1, expires, deleted), ME, NOW, always_dead if dead else never_dead)
+        live_peer = owner == PEER and expires is not None and expires > NOW and not dead
+        assert verdict.takes == (not deleted and not live_peer), (owner, expires, deleted, dead, verdict)
+
+
+def test_the_holder_probe_is_only_asked_about_unexpired_foreign_leases() -> None:
+    asked: list[str] = []
+
+    def probe(owner: str) -> bool:
+        asked.append(owner)
+        return False
+
+    decide_claim(LeaseView(None, 0, None), ME, NOW, probe)
+    decide_claim(LeaseView(ME, 1, FUTURE), ME, NOW, probe)
+    decide_claim(LeaseView(PEER, 1, PAST), ME, NOW, probe)
+    assert asked == []
+    decide_claim(LeaseView(PEER, 1, FUTURE), ME, NOW, probe)
+    assert asked == [PEER]
+
+
+def test_an_orphan_is_a_held_lease_that_was_not_renewed() -> None:
+    assert is_orphan(LeaseView(PEER, 1, PAST), NOW)
+    assert is_orphan(LeaseView(PEER, 1, None), NOW)
+    assert not is_orphan(LeaseView(PEER, 1, FUTURE), NOW)
+    assert not is_orphan(LeaseView(None, 1, PAST), NOW)  # released: nobody needs to follow it
+    assert not is_orphan(LeaseView(PEER, 1, PAST, deleted=True), NOW)
+
+
+def test_time_moving_past_the_expiry_turns_a_held_lease_into_an_expired_one() -> None:
+    lease = LeaseView(PEER, 7, NOW + timedelta(seconds=15))
+    verdicts = [decide_claim(lease, ME, NOW + timedelta(seconds=s), never_dead) for s in (0, 14, 15, 16)]
+    assert verdicts == [ClaimVerdict.HELD, ClaimVerdict.HELD, ClaimVerdict.EXPIRED, ClaimVerdict.EXPIRED]
+
+
+def test_incarnation_ids_parse_host_and_pid_and_reject_anything_else() -> None:
+    assert parse_incarnation("web-1:4242:0123456789ab") == IncarnationId("web-1", 4242)
+    assert parse_incarnation("a:b:c:77:0123") == IncarnationId("a:b:c", 77)  # hostnames may hold colons
+    assert parse_incarnation("owner-1") is None
+    assert parse_incarnation("host:notapid:x") is None
+
+
+def test_a_holder_is_dead_only_on_this_host_with_its_pid_gone() -> None:
+    alive = {100}
+
+    def pid_alive(pid: int) -> bool:
+        return pid in alive
+
+    assert local_holder_dead("host-a:200:x", "host-a", pid_alive)
+    assert not local_holder_dead("host-a:100:x", "host-a", pid_alive)
+    assert not local_holder_dead("host-b:200:x", "host-a", pid_alive)  # other host: cannot know
+    assert not local_holder_dead("owner-1", "host-a", pid_alive)
+
+
+@pytest.mark.parametrize(
+    ("owner", "expired", "dead", "expected"),
+    [
+        (None, False, False, "last_running"),
+        (None, True, True, "last_running"),
+        (PEER, True, False, "orphan"),
+        (PEER, True, True, "orphan"),
+        (PEER, False, True, "orphan_holder_dead"),
+        (PEER, False, False, None),
+    ],
+)
+def test_adoption_reason(owner: str | None, expired: bool, dead: bool, expected: str | None) -> None:
+    assert adoption_reason(owner, expired, always_dead if dead else never_dead) == expected
