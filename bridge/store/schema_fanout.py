@@ -1,7 +1,40 @@
-"""Tables of issue #3 (permission requests and WebSocket fan-out), on the shared metadata of `bridge.store.schema`."""
+"""Tables of issue #3 (permission requests and WebSocket fan-out), on the shared metadata of `bridge.store.schema`.
+
+`chat_permission_requests`: permission requests are live-only upstream (`permission.v2.*` on `/api/event`
+only, PROTOCOL.md §4.4), so the bridge keeps them itself; a page opened later still sees a pending one.
+One row per request id; `reply` is NULL while the request is pending.
+"""
 
 from __future__ import annotations
 
-from bridge.store.schema import metadata
+from sqlalchemy import Column, Index, PrimaryKeyConstraint, Table, Text, func, text
+from sqlalchemy.dialects.postgresql import JSONB
 
-__all__ = ["metadata"]
+from bridge.store.schema import TIMESTAMPTZ, metadata
+
+chat_permission_requests = Table(
+    "chat_permission_requests",
+    metadata,
+    Column("upstream", Text, nullable=False),
+    Column("request_id", Text, nullable=False),
+    Column("session_id", Text, nullable=False),
+    Column("action", Text, nullable=True),
+    Column("assistant_message_id", Text, nullable=True),
+    Column("call_id", Text, nullable=True),
+    # The `permission.v2.asked` envelope exactly as received (resources, save, source …).
+    Column("asked", JSONB, nullable=True),
+    Column("asked_at", TIMESTAMPTZ, nullable=True),
+    Column("reply", Text, nullable=True),  # once | always | reject; NULL: pending
+    Column("replied", JSONB, nullable=True),
+    Column("replied_at", TIMESTAMPTZ, nullable=True),
+    Column("updated_at", TIMESTAMPTZ, nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("upstream", "request_id", name="pk_chat_permission_requests"),
+    Index(
+        "ix_chat_permission_requests_pending",
+        "upstream",
+        "session_id",
+        postgresql_where=text("reply IS NULL"),
+    ),
+)
+
+__all__ = ["chat_permission_requests", "metadata"]

@@ -1,0 +1,144 @@
+"""One WebSocket client's protocol state: authorizes and runs its ops against the hub (no sockets here;
+`bridge.http.ws` moves frames between the socket and `Client.queue`)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from bridge.auth import AuthError, Claims, verify_token
+from bridge.fanout import metrics
+from bridge.fanout import protocol as p
+from bridge.fanout.hub import Client, Hub, Subscription
+from bridge.fanout.queue import QueueLimits
+from bridge.store.fanout import FanoutStore
+
+
+@dataclass
+class FanoutService:
+    """Everything a connection needs, owned by the daemon."""
+
+    hub: Hub
+    store: FanoutStore
+    upstream: str
+    secret: str
+    auth_disabled: bool = False
+    allowed_origins: frozenset[str] = frozenset()
+    limits: QueueLimits = field(default_factory=QueueLimits)
+    replay_page: int = 500
+    warm: Callable[[str], object] = lambda _sid: None
+    now: Callable[[], float] = time.time
+
+    def authenticate(self, token: str | None) -> Claims:
+        if self.auth_disabled:
+            return Claims(upstream=self.upstream, sessions=None, expires_at=math.inf, subject="auth-disabled")
+        return verify_token(token, self.secret, self.upstream, now=self.now())
+
+
+class Connection:
+    def __init__(self, service: FanoutService, claims: Claims, client: Client) -> None:
+        self._svc = service
+        self.claims = claims
+        self.client = client
+        self._log = structlog.get_logger("bridge.ws").bind(client=client.id, subject=claims.subject)
+
+    def _send(self, message: dict[str, object]) -> None:
+        self.client._durable(p.dumps(message))
+
+    def hello(self) -> None:
+        c = self.claims
+        self._send(p.hello_message(self._svc.upstream, sorted(c.sessions) if c.sessions is not None else None,
+                                   None if math.isinf(c.expires_at) else c.expires_at))
+
+    def expired(self) -> bool:
+        return self.claims.expires_at <= self._svc.now()
+
+    async def handle_text(self, text: str) -> None:
+        try:
+            op = p.parse_client_message(text)
+        except p.ProtocolError as e:
+            self._send(p.error_message(e.code, e.message, e.ref))
+            return
+        if isinstance(op, p.Ping):
+            self._send(p.pong_message(op.ref))
+        elif isinstance(op, p.ListSessions):
+            try:
+                listed = await self._svc.store.session_list()
+            except Exception as e:
+                self._log.error("ws_sessions_failed", error=f"{type(e).__name__}: {e}")
+                self._send(p.error_message(p.ERR_INTERNAL, "listing failed, retry later", op.ref))
+                return
+            self._send(p.sessions_message([s for s in listed if self.claims.allows(s["session"])], op.ref))
+        elif isinstance(op, p.Unsubscribe):
+            if op.session not in self.client.subscriptions:
+                self._send(p.error_message(p.ERR_NOT_SUBSCRIBED, "not subscribed", op.ref, op.session))
+                return
+            self._svc.hub.unregister(self.client, op.session)
+            self._send(p.unsubscribed_message(op.session, op.ref))
+        else:
+            try:
+                await self.subscribe(op)
+            except Exception as e:  # the database is away: say so, keep the connection
+                self._log.error("ws_subscribe_failed", session_id=op.session, error=f"{type(e).__name__}: {e}")
+                self._svc.hub.unregister(self.client, op.session)
+                self._send(p.error_message(p.ERR_INTERNAL, "subscribe failed, retry later", op.ref, op.session))
+
+    async def subscribe(self, op: p.Subscribe) -> None:
+        sid = op.session
+        if self.expired():  # the close follows from the expiry timer; never serve past expiry
+            self._send(p.error_message(p.ERR_TOKEN_EXPIRED, "token expired", op.ref, sid))
+            return
+        try:
+            self.claims.require(sid)
+        except AuthError as e:
+            metrics.WS_REFUSED.labels(reason=e.code).inc()
+            self._send(p.error_message(p.ERR_FORBIDDEN, str(e), op.ref, sid))
+            return
+        if sid not in self.client.subscriptions and len(self.client.subscriptions) >= p.MAX_SUBSCRIPTIONS:
+            self._send(p.error_message(p.ERR_TOO_MANY, f"at most {p.MAX_SUBSCRIPTIONS} subscriptions", op.ref, sid))
+            return
+        self._svc.warm(sid)
+        head = await self._svc.store.head(sid)
+        after = -1 if op.after is None else op.after
+        sub = self._svc.hub.register(self.client, sid, after)
+        # complete: every stored event after `after` is about to be sent; false when the bridge knows its
+        # history of the session has a hole, or the client claims a seq beyond anything stored.
+        complete = not head.incomplete and (op.after is None or op.after <= max(head.cursor_seq, 0))
+        self._send(p.subscribed_message(sid, op.after, head.cursor_seq, complete, head.status, op.ref))
+        self._log.info("ws_subscribed", session_id=sid, after=op.after, head=head.cursor_seq)
+        if not await self._replay(sub, head.cursor_seq):
+            return
+        self._send(p.caught_up_message(sid, sub.sent_seq))
+        for envelope in await self._svc.store.pending_permissions(sid):
+            if self.client.subscriptions.get(sid) is not sub:
+                return
+            self._send(p.permission_message(sid, envelope))
+
+    async def _replay(self, sub: Subscription, head: int) -> bool:
+        """Stored events with seq > sub.sent_seq, then live; False if the subscription ended meanwhile."""
+        queue = self.client.queue
+        read_any = False
+        while True:
+            rows = await self._svc.store.events_after(sub.session_id, sub.sent_seq, self._svc.replay_page)
+            for seq, envelope in rows:
+                await queue.wait_room()
+                if queue.closed or self.client.subscriptions.get(sub.session_id) is not sub:
+                    return False
+                if seq > sub.sent_seq:
+                    sub.sent_seq = seq
+                    read_any = True
+                    self.client._durable(p.dumps(p.event_message(sub.session_id, seq, envelope)),
+                                         (sub.session_id, seq))
+            if queue.closed or self.client.subscriptions.get(sub.session_id) is not sub:
+                return False
+            if len(rows) < self._svc.replay_page:
+                replayed_to = sub.sent_seq if read_any else min(sub.sent_seq, head)
+                if self._svc.hub.go_live(sub, replayed_to):
+                    return True
+
+    def close(self) -> None:
+        self._svc.hub.remove_client(self.client)

@@ -1,0 +1,131 @@
+"""From "a batch of session S committed up to seq N" to `event` messages for the live subscribers.
+
+Wake-ups come from this process's own writer (`on_committed`) and from every process's writer through
+PostgreSQL `LISTEN/NOTIFY` (`CommitListener`). Either way the feed reads the committed rows back by seq
+(`seq > last published`), so what it publishes is exactly what is stored, in seq order, whichever process
+wrote it. Wake-ups coalesce: one read per session covers any number of notifications.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import asyncpg  # type: ignore[import-untyped]
+import structlog
+
+from bridge.fanout import metrics
+from bridge.fanout.hub import Hub
+from bridge.fanout.protocol import dumps, event_message
+from bridge.store.fanout import NOTIFY_CHANNEL, FanoutStore, parse_notice
+from bridge.upstream.backoff import Backoff
+
+
+class DurableFeed:
+    def __init__(self, hub: Hub, store: FanoutStore, *, page: int = 500) -> None:
+        self._hub = hub
+        self._store = store
+        self._page = page
+        self._dirty: set[str] = set()
+        self._event = asyncio.Event()
+        self._log = structlog.get_logger("bridge.feed").bind(upstream=store.upstream)
+        hub.set_wake(self.wake)
+
+    def wake(self, session_id: str) -> None:
+        if self._hub.has_subscribers(session_id):
+            self._dirty.add(session_id)
+            self._event.set()
+
+    def committed(self, session_id: str, max_seq: int) -> None:
+        """A batch of the session committed up to `max_seq` (non-blocking; safe to call from ingest)."""
+        published = self._hub.published_seq(session_id)
+        if published is not None and max_seq > published:
+            self.wake(session_id)
+
+    def wake_all(self) -> None:
+        """Notifications may have been missed (LISTEN reconnect): read every subscribed session."""
+        for sid in self._hub.sessions():
+            self.wake(sid)
+
+    async def run(self) -> None:
+        backoff = Backoff(0.1, 5.0)
+        while True:
+            await self._event.wait()
+            self._event.clear()
+            dirty, self._dirty = self._dirty, set()
+            for sid in sorted(dirty):
+                try:
+                    await self._catch_up(sid)
+                    backoff.reset()
+                except Exception as e:  # database away: keep the session dirty and retry
+                    self._log.warning("feed_read_failed", session_id=sid, error=f"{type(e).__name__}: {e}")
+                    self._dirty.add(sid)
+                    await asyncio.sleep(backoff.next_delay())
+                    self._event.set()
+
+    async def _catch_up(self, session_id: str) -> None:
+        while True:
+            top = self._hub.published_seq(session_id)
+            if top is None:  # nobody live on it here (yet): the replay's go_live wakes us
+                return
+            rows = await self._store.events_after(session_id, top, self._page)
+            metrics.FEED_READS.inc()
+            frames = [(seq, dumps(event_message(session_id, seq, env))) for seq, env in rows]
+            self._hub.publish_durable(session_id, frames)
+            if len(rows) < self._page:
+                return
+
+
+class CommitListener:
+    """One raw asyncpg connection doing `LISTEN bridge_events`, reconnecting with backoff.
+
+    After every (re)connect `on_connected` runs: notifications sent while we were away are lost, so the
+    feed re-reads every subscribed session then."""
+
+    def __init__(self, dsn: str, upstream: str, on_notice: Callable[[str, int], None],
+                 on_connected: Callable[[], None], *, check_interval_s: float = 30.0) -> None:
+        self._dsn = dsn
+        self._upstream = upstream
+        self._on_notice = on_notice
+        self._on_connected = on_connected
+        self._check_interval_s = check_interval_s
+        self.connected = asyncio.Event()
+        self._log = structlog.get_logger("bridge.listen").bind(upstream=upstream)
+
+    def _notified(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        notice = parse_notice(payload)
+        if notice is not None and notice.upstream == self._upstream:
+            self._on_notice(notice.session_id, notice.max_seq)
+
+    async def run(self) -> None:
+        backoff = Backoff(0.2, 5.0)
+        while True:
+            try:
+                await self._listen_once()
+                backoff.reset()
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as e:
+                self._log.warning("listen_connection_lost", error=f"{type(e).__name__}: {e}")
+            finally:
+                self.connected.clear()
+            metrics.NOTIFY_RECONNECTS.inc()
+            await asyncio.sleep(backoff.next_delay())
+
+    async def _listen_once(self) -> None:
+        conn = await asyncpg.connect(self._dsn, timeout=10,
+                                     server_settings={"application_name": "opencode-bridge-listen"})
+        lost = asyncio.Event()
+        try:
+            conn.add_termination_listener(lambda _c: lost.set())
+            await conn.add_listener(NOTIFY_CHANNEL, self._notified)
+            self.connected.set()
+            self._log.info("listen_connected", channel=NOTIFY_CHANNEL)
+            self._on_connected()
+            while not lost.is_set():
+                try:
+                    await asyncio.wait_for(lost.wait(), self._check_interval_s)
+                except TimeoutError:
+                    # A half-open TCP connection never terminates by itself: probe it.
+                    await conn.fetchval("SELECT 1", timeout=10)
+        finally:
+            if not conn.is_closed():
+                conn.terminate()

@@ -1,0 +1,26 @@
+"""Prometheus metrics of the WebSocket fan-out, on the bridge's registry (no session ids in labels)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from bridge.metrics import REGISTRY
+
+WS_CONNECTIONS = Gauge("bridge_ws_connections", "Open /v1/ws connections", registry=REGISTRY)
+WS_SUBSCRIPTIONS = Gauge("bridge_ws_subscriptions", "Session subscriptions over all connections", registry=REGISTRY)
+WS_REFUSED = Counter("bridge_ws_refused_total", "Connections or subscriptions refused, by reason", ["reason"],
+                     registry=REGISTRY)
+WS_CLOSED = Counter("bridge_ws_closed_total", "Connections closed by the bridge, by close code", ["code"],
+                    registry=REGISTRY)
+WS_SENT = Counter("bridge_ws_messages_sent_total", "Messages written to clients, by message type", ["type"],
+                  registry=REGISTRY)
+WS_DELTAS_DROPPED = Counter("bridge_ws_deltas_dropped_total", "Deltas not queued for a client that is behind",
+                            registry=REGISTRY)
+FEED_READS = Counter("bridge_fanout_feed_reads_total", "Reads of committed events for live subscribers",
+                     registry=REGISTRY)
+NOTIFY_RECONNECTS = Counter("bridge_fanout_listen_reconnects_total", "Reconnects of the LISTEN connection",
+                            registry=REGISTRY)
+DELTA_QUEUE_SECONDS = Histogram(
+    "bridge_ws_delta_queue_seconds", "From a delta reaching the hub to its write on a client socket",
+    registry=REGISTRY, buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
+)

@@ -1,0 +1,202 @@
+"""The `/v1/ws` wire protocol (docs/websocket.md), pure: client ops in, server messages out. No I/O.
+
+Every frame is one JSON object in a text frame. Client frames carry `op`; server frames carry `type`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from bridge.events import BadFrame, ChatEvent, normalize, parse_envelope, to_json
+
+# --- close codes (documented in docs/websocket.md) -----------------------------------------------------
+CLOSE_GOING_AWAY = 1001  # the bridge is shutting down: reconnect (to any replica) and resume
+CLOSE_MESSAGE_TOO_BIG = 1009  # a client frame exceeded MAX_CLIENT_MESSAGE_BYTES
+CLOSE_UNAUTHORIZED = 4401  # token missing, malformed, badly signed or for another upstream: do not retry as is
+CLOSE_TOKEN_EXPIRED = 4402  # the token expired (at connect or later): reconnect with a fresh token and resume
+CLOSE_SLOW_CONSUMER = 4429  # the client fell too far behind: reconnect and resume from the last seq received
+
+MAX_CLIENT_MESSAGE_BYTES = 64 * 1024
+MAX_SUBSCRIPTIONS = 100
+
+# --- error codes of `error` messages ----------------------------------------------------------------
+ERR_BAD_MESSAGE = "bad_message"  # not JSON, not an object, unknown op, wrong field type
+ERR_FORBIDDEN = "forbidden"  # the token does not grant this session
+ERR_TOO_MANY = "too_many_subscriptions"
+ERR_NOT_SUBSCRIBED = "not_subscribed"
+ERR_SLOW_CONSUMER = "slow_consumer"  # sent just before CLOSE_SLOW_CONSUMER, with `resume`
+ERR_TOKEN_EXPIRED = "token_expired"  # sent just before CLOSE_TOKEN_EXPIRED
+ERR_INTERNAL = "internal"
+
+
+class ProtocolError(ValueError):
+    def __init__(self, code: str, message: str, ref: object = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.ref = ref
+
+
+@dataclass(frozen=True)
+class Subscribe:
+    session: str
+    after: int | None  # None: from the beginning
+    ref: object = None
+
+
+@dataclass(frozen=True)
+class Unsubscribe:
+    session: str
+    ref: object = None
+
+
+@dataclass(frozen=True)
+class Ping:
+    ref: object = None
+
+
+@dataclass(frozen=True)
+class ListSessions:
+    ref: object = None
+
+
+ClientOp = Subscribe | Unsubscribe | Ping | ListSessions
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _ref(obj: dict[str, Any]) -> object:
+    ref = obj.get("id")
+    # Echoed back verbatim, so it must stay small and plain.
+    if ref is None or (isinstance(ref, str | int | float) and not isinstance(ref, bool) and len(str(ref)) <= 100):
+        return ref
+    raise ProtocolError(ERR_BAD_MESSAGE, "id must be a short string or number")
+
+
+def _session(obj: dict[str, Any], ref: object) -> str:
+    sid = obj.get("session")
+    if not isinstance(sid, str) or not sid or len(sid) > 200:
+        raise ProtocolError(ERR_BAD_MESSAGE, "session must be a non-empty string", ref)
+    return sid
+
+
+def parse_client_message(text: str) -> ClientOp:
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        raise ProtocolError(ERR_BAD_MESSAGE, "not JSON") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(ERR_BAD_MESSAGE, "a message is a JSON object")
+    ref = _ref(obj)
+    op = obj.get("op")
+    if op == "subscribe":
+        after = obj.get("after")
+        if after is not None and (not _is_int(after) or after < 0):
+            raise ProtocolError(ERR_BAD_MESSAGE, "after must be an integer >= 0 or omitted", ref)
+        return Subscribe(_session(obj, ref), after, ref)
+    if op == "unsubscribe":
+        return Unsubscribe(_session(obj, ref), ref)
+    if op == "ping":
+        return Ping(ref)
+    if op == "sessions":
+        return ListSessions(ref)
+    raise ProtocolError(ERR_BAD_MESSAGE, f"unknown op {str(op)[:40]!r}", ref)
+
+
+# --- server messages ------------------------------------------------------------------------------------
+
+
+def dumps(msg: dict[str, Any]) -> str:
+    return json.dumps(msg, ensure_ascii=False, separators=(",", ":"))
+
+
+def _with_ref(msg: dict[str, Any], ref: object) -> dict[str, Any]:
+    if ref is not None:
+        msg["id"] = ref
+    return msg
+
+
+def event_message(session_id: str, seq: int, envelope: dict[str, Any]) -> dict[str, Any]:
+    """A stored durable event. `fields` is the normalized view, `data` the upstream `data` untouched."""
+    try:
+        ev = normalize(parse_envelope(envelope))
+        fields = {k: v for k, v in to_json(ev).items() if k not in ("kind", "seq", "event_id", "type", "session_id")}
+        kind, event_id, event_type = ev.kind, ev.event_id, ev.type
+    except BadFrame:  # stored rows are valid envelopes; never let one odd row break a replay
+        fields, kind = {}, "unknown"
+        event_id, event_type = str(envelope.get("id", "")), str(envelope.get("type", ""))
+    data = envelope.get("data")
+    return {"type": "event", "session": session_id, "seq": seq, "event_id": event_id, "event_type": event_type,
+            "kind": kind, "fields": fields, "data": data if isinstance(data, dict) else {}}
+
+
+def delta_message(session_id: str, ev: ChatEvent, after_seq: int) -> dict[str, Any]:
+    msg: dict[str, Any] = {"type": "delta", "session": session_id, "kind": ev.kind, "after_seq": after_seq,
+                           "assistant_message_id": ev.assistant_message_id, "delta": ev.text or ""}
+    if ev.kind == "delta:tool-input":
+        msg["call_id"] = ev.call_id
+    else:
+        msg["part_id"] = ev.part_id
+    return msg
+
+
+def permission_message(session_id: str, envelope: dict[str, Any]) -> dict[str, Any]:
+    """A permission request's state, from its `permission.v2.asked` or `.replied` envelope."""
+    ev = normalize(parse_envelope(envelope))
+    data = envelope.get("data")
+    msg: dict[str, Any] = {
+        "type": "permission",
+        "session": session_id,
+        "state": "replied" if ev.kind == "permission:replied" else "asked",
+        "request_id": ev.request_id,
+        "data": data if isinstance(data, dict) else {},
+    }
+    if ev.kind == "permission:replied":
+        msg["reply"] = ev.reply
+    else:
+        msg.update(action=ev.action, assistant_message_id=ev.assistant_message_id, call_id=ev.call_id)
+    return msg
+
+
+def status_message(session_id: str, status: str, reason: str | None) -> dict[str, Any]:
+    return {"type": "status", "session": session_id, "status": status, "reason": reason}
+
+
+def subscribed_message(session_id: str, after: int | None, head: int, complete: bool, status: str | None,
+                       ref: object) -> dict[str, Any]:
+    return _with_ref({"type": "subscribed", "session": session_id, "after": after, "head": head,
+                      "complete": complete, "status": status}, ref)
+
+
+def caught_up_message(session_id: str, seq: int) -> dict[str, Any]:
+    return {"type": "caught_up", "session": session_id, "seq": seq}
+
+
+def unsubscribed_message(session_id: str, ref: object) -> dict[str, Any]:
+    return _with_ref({"type": "unsubscribed", "session": session_id}, ref)
+
+
+def sessions_message(sessions: list[dict[str, Any]], ref: object) -> dict[str, Any]:
+    return _with_ref({"type": "sessions", "sessions": sessions}, ref)
+
+
+def pong_message(ref: object) -> dict[str, Any]:
+    return _with_ref({"type": "pong"}, ref)
+
+
+def hello_message(upstream: str, sessions: list[str] | None, expires_at: float | None) -> dict[str, Any]:
+    return {"type": "hello", "upstream": upstream, "sessions": sessions, "expires_at": expires_at,
+            "max_subscriptions": MAX_SUBSCRIPTIONS, "max_message_bytes": MAX_CLIENT_MESSAGE_BYTES}
+
+
+def error_message(code: str, message: str, ref: object = None, session: str | None = None,
+                  **extra: Any) -> dict[str, Any]:
+    msg: dict[str, Any] = {"type": "error", "code": code, "message": message}
+    if session is not None:
+        msg["session"] = session
+    msg.update(extra)
+    return _with_ref(msg, ref)

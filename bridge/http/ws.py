@@ -1,0 +1,155 @@
+"""`GET /v1/ws`: the transport of the fan-out protocol (`bridge.fanout`). Frames between the socket and
+the client's bounded queue; origin check, token at connect, close at expiry, close codes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from urllib.parse import urlsplit
+
+import structlog
+from aiohttp import WSMsgType, web
+
+from bridge.auth import AuthError, bearer_token
+from bridge.fanout import metrics
+from bridge.fanout import protocol as p
+from bridge.fanout.connection import Connection, FanoutService
+from bridge.fanout.hub import Client
+
+FANOUT_KEY: web.AppKey[FanoutService] = web.AppKey("fanout")
+_SOCKETS_KEY: web.AppKey[set[web.WebSocketResponse[bool]]] = web.AppKey("fanout_sockets")
+
+HEARTBEAT_S = 30.0
+CLOSE_TIMEOUT_S = 5.0
+
+_log = structlog.get_logger("bridge.ws")
+
+
+def origin_allowed(origin: str | None, host: str | None, allowed: frozenset[str]) -> bool:
+    """No Origin: not a browser (a browser always sends it on a WebSocket). Same origin: the built-in
+    viewer. Anything else only if listed in BRIDGE_ALLOWED_ORIGINS (`*` allows every origin)."""
+    if origin is None:
+        return True
+    if "*" in allowed or origin.rstrip("/") in allowed:
+        return True
+    return bool(host) and urlsplit(origin).netloc == host
+
+
+def _close_code(reason: str | None) -> tuple[int, str | None]:
+    if reason == "slow_consumer":
+        return p.CLOSE_SLOW_CONSUMER, p.ERR_SLOW_CONSUMER
+    if reason == "token_expired":
+        return p.CLOSE_TOKEN_EXPIRED, p.ERR_TOKEN_EXPIRED
+    return p.CLOSE_GOING_AWAY, None
+
+
+async def ws_handler(request: web.Request) -> web.StreamResponse:
+    svc = request.app[FANOUT_KEY]
+    if not origin_allowed(request.headers.get("Origin"), request.host, svc.allowed_origins):
+        metrics.WS_REFUSED.labels(reason="bad_origin").inc()
+        # Refused before the upgrade: a cross-site page must not even open the socket.
+        return web.json_response({"error": "bad_origin", "message": "origin not allowed"}, status=403)
+    ws = web.WebSocketResponse(max_msg_size=p.MAX_CLIENT_MESSAGE_BYTES, heartbeat=HEARTBEAT_S)
+    await ws.prepare(request)
+    try:
+        claims = svc.authenticate(bearer_token(request.headers, request.query))
+    except AuthError as e:
+        # Close codes, not HTTP statuses: a browser cannot see the status of a refused upgrade.
+        code = p.CLOSE_TOKEN_EXPIRED if e.code == "expired" else p.CLOSE_UNAUTHORIZED
+        metrics.WS_REFUSED.labels(reason=e.code).inc()
+        metrics.WS_CLOSED.labels(code=str(code)).inc()
+        _log.info("ws_refused", reason=e.code)
+        await ws.close(code=code, message=e.code.encode())
+        return ws
+    sockets = request.app[_SOCKETS_KEY]
+    sockets.add(ws)
+    metrics.WS_CONNECTIONS.inc()
+    client = Client(svc.limits)
+    conn = Connection(svc, claims, client)
+    _log.info("ws_connected", client=client.id, subject=claims.subject,
+              sessions=None if claims.sessions is None else len(claims.sessions))
+    try:
+        conn.hello()
+        async with asyncio.TaskGroup() as tg:
+            writer = tg.create_task(_write(ws, client), name=f"ws-writer:{client.id}")
+            expiry = tg.create_task(_expire_at(conn, svc), name=f"ws-expiry:{client.id}")
+            try:
+                await _read(ws, conn)
+            finally:
+                expiry.cancel()
+                if not writer.done():
+                    client.queue.close()
+    finally:
+        conn.close()
+        sockets.discard(ws)
+        metrics.WS_CONNECTIONS.dec()
+        _log.info("ws_disconnected", client=client.id, close_code=ws.close_code, reason=client.close_reason)
+    return ws
+
+
+async def _read(ws: web.WebSocketResponse, conn: Connection) -> None:
+    async for msg in ws:
+        if msg.type is WSMsgType.TEXT:
+            await conn.handle_text(msg.data)
+        elif msg.type is WSMsgType.BINARY:
+            conn._send(p.error_message(p.ERR_BAD_MESSAGE, "text frames only"))
+        elif msg.type is WSMsgType.ERROR:
+            return
+
+
+async def _write(ws: web.WebSocketResponse, client: Client) -> None:
+    """Queue → socket. A stuck socket blocks only this task; the queue bounds what piles up behind it."""
+    while True:
+        item = await client.queue.get()
+        if item is None:
+            break
+        frame, stamp, key = item
+        if ws.closed:
+            return
+        try:
+            await ws.send_str(frame)
+        except ConnectionError:  # the client went away; the reader loop ends on its own
+            client.queue.close()
+            return
+        if stamp:
+            metrics.DELTA_QUEUE_SECONDS.observe(time.monotonic() - stamp)
+        if key is not None:
+            client.written[key[0]] = key[1]
+    if ws.closed or client.close_reason is None:
+        return
+    code, error = _close_code(client.close_reason)
+    metrics.WS_CLOSED.labels(code=str(code)).inc()
+    _log.warning("ws_closing", client=client.id, reason=client.close_reason, code=code)
+    with contextlib.suppress(TimeoutError, ConnectionError):
+        async with asyncio.timeout(CLOSE_TIMEOUT_S):
+            if error is not None:
+                await ws.send_str(p.dumps(p.error_message(error, client.close_reason.replace("_", " "),
+                                                          resume=client.resume_points())))
+            await ws.close(code=code, message=client.close_reason.encode())
+    if not ws.closed:  # the client does not even read its close frame: drop the TCP connection
+        await ws.close(code=code)
+
+
+async def _expire_at(conn: Connection, svc: FanoutService) -> None:
+    remaining = conn.claims.expires_at - svc.now()
+    if remaining == float("inf"):
+        return
+    # Waiting for a deadline, not for a condition: the token's expiry is the event.
+    await asyncio.sleep(max(0.0, remaining))
+    conn.client.end("token_expired")
+
+
+async def _shutdown(app: web.Application) -> None:
+    sockets: set[web.WebSocketResponse[bool]] = app[_SOCKETS_KEY]
+    for ws in list(sockets):
+        with contextlib.suppress(Exception):
+            await ws.close(code=p.CLOSE_GOING_AWAY, message=b"shutting down")
+
+
+def add_websocket(app: web.Application, service: FanoutService) -> None:
+    """Mount `/v1/ws` on the bridge's app; every open socket is closed with 1001 on shutdown."""
+    app[FANOUT_KEY] = service
+    app[_SOCKETS_KEY] = set()
+    app.router.add_get("/v1/ws", ws_handler)
+    app.on_shutdown.append(_shutdown)

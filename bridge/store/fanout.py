@@ -1,0 +1,179 @@
+"""SQL of the WebSocket fan-out (issue #3): replay reads by seq, commit notifications, permission requests.
+
+Commit notifications: `write_batch` runs `notify_committed()` inside its transaction; PostgreSQL delivers a
+NOTIFY only when (and if) that transaction commits, in commit order, to every `LISTEN bridge_events`
+connection of every bridge process. The payload is `<upstream>|<session>|<max seq of the batch>`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Insert, Select, TextClause, bindparam, func, select, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bridge.store.payload import storable_json
+from bridge.store.schema import chat_session_events, chat_sessions
+from bridge.store.schema_fanout import chat_permission_requests
+
+NOTIFY_CHANNEL = "bridge_events"
+
+E = chat_session_events.c
+S = chat_sessions.c
+P = chat_permission_requests.c
+
+
+@dataclass(frozen=True)
+class CommitNotice:
+    upstream: str
+    session_id: str
+    max_seq: int
+
+
+def notice_payload(upstream: str, session_id: str, max_seq: int) -> str:
+    return f"{upstream}|{session_id}|{max_seq}"
+
+
+def parse_notice(payload: str) -> CommitNotice | None:
+    """The inverse of `notice_payload`; None for a payload that is not ours. The upstream name may
+    itself hold `|` (it is configurable), session ids and seqs do not."""
+    parts = payload.rsplit("|", 2)
+    if len(parts) != 3 or not parts[1] or not parts[2].isdigit():
+        return None
+    return CommitNotice(parts[0], parts[1], int(parts[2]))
+
+
+# --- statements --------------------------------------------------------------------------------------
+
+
+def notify_committed(upstream: str, session_id: str, max_seq: int) -> TextClause:
+    return text("SELECT pg_notify(:channel, :payload)").bindparams(
+        bindparam("channel", NOTIFY_CHANNEL), bindparam("payload", notice_payload(upstream, session_id, max_seq))
+    )
+
+
+def select_events_after(upstream: str, session_id: str, after: int, limit: int) -> Select[Any]:
+    return (
+        select(E.seq, E.payload)
+        .where(E.upstream == upstream, E.session_id == session_id, E.seq > after)
+        .order_by(E.seq)
+        .limit(limit)
+    )
+
+
+def select_session_head(upstream: str, session_id: str) -> Select[Any]:
+    return select(S.cursor_seq, S.status, S.status_reason, S.incomplete, S.deleted).where(
+        S.upstream == upstream, S.session_id == session_id
+    )
+
+
+def select_session_list(upstream: str) -> Select[Any]:
+    return (
+        select(S.session_id, S.cursor_seq, S.status, S.last_event_at)
+        .where(S.upstream == upstream, S.deleted.is_(False))
+        .order_by(S.last_event_at.desc().nulls_last(), S.session_id)
+    )
+
+
+def upsert_permission_asked(row: dict[str, Any]) -> Insert:
+    stmt = pg_insert(chat_permission_requests).values(**row)
+    # A second process (or a reconnect) may record the same request: the first record wins.
+    return stmt.on_conflict_do_update(
+        index_elements=[P.upstream, P.request_id],
+        set_={
+            "asked": func.coalesce(P.asked, stmt.excluded.asked),
+            "asked_at": func.coalesce(P.asked_at, stmt.excluded.asked_at),
+            "action": func.coalesce(P.action, stmt.excluded.action),
+            "assistant_message_id": func.coalesce(P.assistant_message_id, stmt.excluded.assistant_message_id),
+            "call_id": func.coalesce(P.call_id, stmt.excluded.call_id),
+            "updated_at": func.now(),
+        },
+    )
+
+
+def upsert_permission_replied(row: dict[str, Any]) -> Insert:
+    stmt = pg_insert(chat_permission_requests).values(**row)
+    return stmt.on_conflict_do_update(
+        index_elements=[P.upstream, P.request_id],
+        set_={
+            "reply": func.coalesce(P.reply, stmt.excluded.reply),
+            "replied": func.coalesce(P.replied, stmt.excluded.replied),
+            "replied_at": func.coalesce(P.replied_at, stmt.excluded.replied_at),
+            "updated_at": func.now(),
+        },
+    )
+
+
+def select_pending_permissions(upstream: str, session_id: str) -> Select[Any]:
+    return (
+        select(P.request_id, P.asked)
+        .where(P.upstream == upstream, P.session_id == session_id, P.reply.is_(None), P.asked.is_not(None))
+        .order_by(P.asked_at, P.request_id)
+    )
+
+
+# --- the store ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionHead:
+    known: bool
+    cursor_seq: int
+    status: str | None
+    status_reason: str | None
+    incomplete: bool
+    deleted: bool
+
+
+class FanoutStore:
+    """Reads and writes of the fan-out, for one upstream."""
+
+    def __init__(self, engine: AsyncEngine, upstream: str) -> None:
+        self._engine = engine
+        self.upstream = upstream
+
+    async def events_after(self, session_id: str, after: int, limit: int) -> list[tuple[int, dict[str, Any]]]:
+        """Stored envelopes with seq > after, in seq order, at most `limit`."""
+        async with self._engine.connect() as conn:
+            rows = await conn.execute(select_events_after(self.upstream, session_id, after, limit))
+            return [(int(r.seq), r.payload) for r in rows]
+
+    async def head(self, session_id: str) -> SessionHead:
+        async with self._engine.connect() as conn:
+            r = (await conn.execute(select_session_head(self.upstream, session_id))).one_or_none()
+        if r is None:
+            return SessionHead(False, -1, None, None, False, False)
+        return SessionHead(True, int(r.cursor_seq), r.status, r.status_reason, bool(r.incomplete), bool(r.deleted))
+
+    async def session_list(self) -> list[dict[str, Any]]:
+        """Sessions of the upstream (not deleted), most recently active first."""
+        async with self._engine.connect() as conn:
+            rows = await conn.execute(select_session_list(self.upstream))
+            return [{"session": r.session_id, "head": int(r.cursor_seq), "status": r.status,
+                     "last_event_at": None if r.last_event_at is None else r.last_event_at.isoformat()}
+                    for r in rows]
+
+    async def permission_asked(self, session_id: str, request_id: str, envelope: dict[str, Any],
+                               at: datetime, action: str | None, assistant_message_id: str | None,
+                               call_id: str | None) -> None:
+        row = {"upstream": self.upstream, "request_id": request_id, "session_id": session_id,
+               "asked": storable_json(envelope).value, "asked_at": at, "action": action,
+               "assistant_message_id": assistant_message_id, "call_id": call_id}
+        async with self._engine.begin() as conn:
+            await conn.execute(upsert_permission_asked(row))
+
+    async def permission_replied(self, session_id: str, request_id: str, envelope: dict[str, Any],
+                                 at: datetime, reply: str | None) -> None:
+        row = {"upstream": self.upstream, "request_id": request_id, "session_id": session_id,
+               "reply": reply or "unknown", "replied": storable_json(envelope).value, "replied_at": at}
+        async with self._engine.begin() as conn:
+            await conn.execute(upsert_permission_replied(row))
+
+    async def pending_permissions(self, session_id: str) -> list[dict[str, Any]]:
+        """The `permission.v2.asked` envelopes of the session's requests that have no reply yet."""
+        async with self._engine.connect() as conn:
+            rows = await conn.execute(select_pending_permissions(self.upstream, session_id))
+            return [r.asked for r in rows]

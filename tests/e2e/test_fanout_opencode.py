@@ -1,0 +1,212 @@
+"""`/v1/ws` of a real bridge process on the real `opencode serve` 1.18.33 with the mock provider: the
+durable sequence a client receives equals the upstream's `/history`, deltas add up to the final text,
+resume after a disconnect and after a bridge restart is exact, and two bridge processes on one
+database deliver the same sequence."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.auth import mint_token
+from tests.support.bridge_proc import BridgeProcess
+from tests.support.fanout_client import WsClient
+from tests.support.mock_llm import HELLO_TEXT, MockLLM
+from tests.support.opencode import OpencodeServe
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.e2e
+
+UPSTREAM = "e2e"
+SECRET = "e2e-secret-" + "x" * 40
+
+
+@pytest.fixture
+async def bridges(tmp_path: Path, database_url: str, opencode: OpencodeServe,
+                  request: pytest.FixtureRequest) -> AsyncIterator[Callable[..., BridgeProcess]]:
+    made: list[BridgeProcess] = []
+
+    def make(name: str = "bridge") -> BridgeProcess:
+        b = BridgeProcess(tmp_path, opencode.base_url, database_url, name=name,
+                          extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET})
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.stop()
+    for b in made:
+        print(f"\n--- tail of {b.log_path} ---\n{b.log_tail(40)}")
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[list[WsClient]]:
+    made: list[WsClient] = []
+    yield made
+    for c in made:
+        await c.close()
+
+
+async def connect(clients: list[WsClient], bridge: BridgeProcess, session: str | None = None) -> WsClient:
+    token = mint_token(SECRET, UPSTREAM, [session] if session else None, 600)
+    c = await WsClient.connect(bridge.url, token)
+    clients.append(c)
+    return c
+
+
+async def started(make: Callable[..., BridgeProcess], name: str = "bridge") -> BridgeProcess:
+    b = make(name)
+    b.start()
+    await b.wait_ready(60)
+    return b
+
+
+def ids(history: list[dict[str, Any]], after: int = -1) -> list[tuple[int, str]]:
+    return [(int(e["durable"]["seq"]), str(e["id"])) for e in history if int(e["durable"]["seq"]) > after]
+
+
+def received(c: WsClient, sid: str) -> list[tuple[int, str]]:
+    return [(m["seq"], m["event_id"]) for m in c.of("event", sid)]
+
+
+async def wait_same_as_history(c: WsClient, serve: OpencodeServe, sid: str, after: int = -1,
+                               timeout: float = 60) -> list[tuple[int, str]]:
+    state: dict[str, Any] = {}
+
+    async def same() -> bool:
+        want = ids(await serve.history(sid), after)
+        got = received(c, sid)
+        state.update(want=len(want), got=len(got))
+        return bool(want) and got == want
+
+    await wait_until(same, timeout, 0.1, message=f"client events == /history after {after}: {state}")
+    return received(c, sid)
+
+
+async def test_a_subscriber_gets_every_durable_event_in_order_and_deltas_that_add_up_to_the_text(
+    opencode: OpencodeServe, bridges: Callable[..., BridgeProcess], clients: list[WsClient]
+) -> None:
+    bridge = await started(bridges)
+    sid = await opencode.create_session()
+    c = await connect(clients, bridge, sid)
+    await c.subscribe(sid)
+    await c.wait_for("caught_up", session=sid)
+    await opencode.prompt(sid, "MOCK:text Say hello.")
+    await opencode.wait_idle(sid, 60)
+    await wait_same_as_history(c, opencode, sid)
+
+    ended = [m for m in c.of("event", sid) if m["kind"] == "text:end"]
+    assert [m["fields"]["text"] for m in ended] == [HELLO_TEXT]
+    deltas = [m for m in c.of("delta", sid) if m["kind"] == "delta:text"]
+    part = ended[0]["fields"]["part_id"]
+    assert "".join(d["delta"] for d in deltas if d["part_id"] == part) == HELLO_TEXT
+    # Ordering against durable events: `after_seq` never goes back, and the deltas were all sent before
+    # the text.ended that carries the whole text (deltas take the short path; durable ones are stored first).
+    after_seqs = [d["after_seq"] for d in deltas]
+    assert after_seqs == sorted(after_seqs) and after_seqs[-1] < ended[0]["seq"]
+    positions = [c.messages.index(d) for d in deltas]
+    assert max(positions) < c.messages.index(ended[0])
+
+
+async def test_a_client_that_disconnects_mid_turn_resumes_with_exactly_the_missing_events(
+    opencode: OpencodeServe, mock_llm: MockLLM, bridges: Callable[..., BridgeProcess], clients: list[WsClient]
+) -> None:
+    bridge = await started(bridges)
+    sid = await opencode.create_session()
+    first = await connect(clients, bridge, sid)
+    await first.subscribe(sid)
+    await first.wait_for("caught_up", session=sid)
+    await opencode.prompt(sid, "MOCK:gate:ws1:2 Start talking")
+    await mock_llm.wait_gate_reached("ws1", timeout=30)
+    await first.wait_for("event", session=sid, kind="text:start", timeout=30)
+    await first.close()
+    seen = received(first, sid)
+    last = seen[-1][0]
+    mock_llm.release("ws1")
+    await opencode.wait_idle(sid, 60)
+
+    second = await connect(clients, bridge, sid)
+    await second.subscribe(sid, last)
+    await wait_same_as_history(second, opencode, sid, after=last)
+    history = ids(await opencode.history(sid))
+    assert seen + received(second, sid) == history
+
+
+async def test_after_a_bridge_restart_an_old_seq_resumes_exactly_after_it(
+    opencode: OpencodeServe, bridges: Callable[..., BridgeProcess], clients: list[WsClient]
+) -> None:
+    bridge = await started(bridges, "bridge-1")
+    sid = await opencode.create_session()
+    c = await connect(clients, bridge, sid)
+    await c.subscribe(sid)
+    await opencode.prompt(sid, "MOCK:text First turn")
+    await opencode.wait_idle(sid, 60)
+    before = await wait_same_as_history(c, opencode, sid)
+    old_seq = before[len(before) // 2][0]
+    await c.close()
+    assert bridge.kill() == -9
+    await opencode.prompt(sid, "MOCK:tool A turn while the bridge is down")
+    await opencode.wait_idle(sid, 60)
+
+    again = await started(bridges, "bridge-2")
+    c2 = await connect(clients, again, sid)
+    await c2.subscribe(sid, old_seq)
+    got = await wait_same_as_history(c2, opencode, sid, after=old_seq)
+    assert got[0][0] > old_seq and len(got) > len(before) - len(before) // 2
+    assert c2.of("subscribed")[0]["complete"] is True
+
+
+async def test_two_clients_on_two_bridge_processes_see_the_same_durable_sequence(
+    opencode: OpencodeServe, bridges: Callable[..., BridgeProcess], clients: list[WsClient]
+) -> None:
+    one, two = await asyncio.gather(started(bridges, "bridge-a"), started(bridges, "bridge-b"))
+    sid = await opencode.create_session()
+    a = await connect(clients, one, sid)
+    b = await connect(clients, two, sid)
+    await a.subscribe(sid)
+    await b.subscribe(sid)
+    await a.wait_for("caught_up", session=sid)
+    await b.wait_for("caught_up", session=sid)
+    await opencode.prompt(sid, "MOCK:tool Run echo")
+    await opencode.wait_idle(sid, 60)
+    got_a = await wait_same_as_history(a, opencode, sid)
+    got_b = await wait_same_as_history(b, opencode, sid)
+    assert got_a == got_b
+    assert any(m["kind"] == "tool:success" for m in a.of("event", sid))
+
+
+async def test_a_permission_request_is_pushed_kept_for_a_later_page_and_updated_when_answered(
+    opencode: OpencodeServe, bridges: Callable[..., BridgeProcess], clients: list[WsClient]
+) -> None:
+    bridge = await started(bridges)
+    sid = await opencode.create_session()
+    live = await connect(clients, bridge, sid)
+    await live.subscribe(sid)
+    await live.wait_for("caught_up", session=sid)
+    await opencode.prompt(sid, "MOCK:perm Touch a file")
+    asked = await live.wait_for("permission", session=sid, state="asked", timeout=60)
+    assert asked["action"] == "bash" and asked["request_id"].startswith("per_")
+    assert asked["data"]["resources"] == ["touch perm-test.txt"]
+
+    later = await connect(clients, bridge, sid)  # a page opened while the request is pending
+    await later.subscribe(sid)
+    pending = await later.wait_for("permission", session=sid, request_id=asked["request_id"])
+    assert pending["state"] == "asked"
+
+    await opencode.request("POST", f"/api/session/{sid}/permission/{asked['request_id']}/reply",
+                           json_body={"reply": "once"}, expect=(200, 204))
+    replied = await live.wait_for("permission", session=sid, state="replied", timeout=30)
+    assert replied["reply"] == "once" and replied["request_id"] == asked["request_id"]
+    await opencode.wait_idle(sid, 60)
+    await wait_same_as_history(live, opencode, sid)
+
+    after = await connect(clients, bridge, sid)
+    await after.subscribe(sid)
+    await after.wait_for("caught_up", session=sid)
+    await after.send(op="ping", id="p")
+    await after.wait_for("pong", id="p")
+    assert after.of("permission") == []

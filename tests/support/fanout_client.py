@@ -1,0 +1,85 @@
+"""A small test client of `/v1/ws` (docs/websocket.md): collects every server message per type."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+import aiohttp
+
+from tests.support.waiting import wait_until
+
+
+class WsClient:
+    def __init__(self, http: aiohttp.ClientSession, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.http = http
+        self.ws = ws
+        self.messages: list[dict[str, Any]] = []
+        self.close_code: int | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def connect(cls, url: str, token: str | None = None, *, read: bool = True,
+                      headers: dict[str, str] | None = None) -> WsClient:
+        http = aiohttp.ClientSession()
+        full = url + "/v1/ws" + (f"?token={token}" if token else "")
+        try:
+            ws = await http.ws_connect(full, headers=headers or {}, autoping=True)
+        except BaseException:
+            await http.close()
+            raise
+        client = cls(http, ws)
+        if read:
+            client.start_reading()
+        return client
+
+    def start_reading(self) -> None:
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for msg in self.ws:
+            if msg.type is aiohttp.WSMsgType.TEXT:
+                self.messages.append(json.loads(msg.data))
+        self.close_code = self.ws.close_code
+
+    async def send(self, **op: Any) -> None:
+        await self.ws.send_str(json.dumps(op))
+
+    async def subscribe(self, session: str, after: int | None = None, **extra: Any) -> None:
+        op: dict[str, Any] = {"op": "subscribe", "session": session, **extra}
+        if after is not None:
+            op["after"] = after
+        await self.send(**op)
+
+    def of(self, type_: str, session: str | None = None) -> list[dict[str, Any]]:
+        return [m for m in self.messages if m["type"] == type_ and (session is None or m.get("session") == session)]
+
+    def seqs(self, session: str | None = None) -> list[int]:
+        return [m["seq"] for m in self.of("event", session)]
+
+    async def wait_for(self, type_: str, timeout: float = 20, session: str | None = None,
+                       **match: Any) -> dict[str, Any]:
+        def found() -> dict[str, Any] | None:
+            for m in self.of(type_, session):
+                if all(m.get(k) == v for k, v in match.items()):
+                    return m
+            return None
+
+        return await wait_until(found, timeout, 0.02, message=f"{type_} {match} (have {len(self.messages)})")
+
+    async def wait_closed(self, timeout: float = 20) -> int:
+        await wait_until(lambda: self._reader is not None and self._reader.done(), timeout, 0.02,
+                         message="websocket closed")
+        assert self.close_code is not None
+        return self.close_code
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+        await self.http.close()
