@@ -1,0 +1,174 @@
+"""`opencode-bridge doctor`: checks the bridge's surroundings and explains each failure with a fix.
+
+Checks: database reachable and migrations at head; upstream reachable, authenticated, its version; the
+default model's provider has a connected credential (otherwise a prompt is admitted and then nothing
+happens, PROTOCOL.md §4); clocks agree (this host, the database, the upstream's `Date`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import aiohttp
+from sqlalchemy import text
+
+from bridge.config import Settings
+from bridge.store.db import current_revision, head_revision, make_engine
+
+TESTED_UPSTREAM_VERSION = "1.18.33"
+MAX_CLOCK_SKEW_S = 5.0
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def render(checks: list[Check]) -> str:
+    lines = []
+    for c in checks:
+        lines.append(f"{'ok  ' if c.ok else 'FAIL'}  {c.name}: {c.detail}")
+        if not c.ok and c.fix:
+            lines.append(f"      fix: {c.fix}")
+    failed = sum(not c.ok for c in checks)
+    lines.append("all checks passed" if not failed else f"{failed} check(s) failed")
+    return "\n".join(lines) + "\n"
+
+
+async def run_doctor(settings: Settings, database_url: str, *, now: Callable[[], float] = time.time) -> list[Check]:
+    checks: list[Check] = []
+    # Each remote clock is compared with ours at the moment it was read (the checks take a while).
+    db_skew = await _database(database_url, checks, now)
+    upstream_skew = await _upstream(settings, checks, now)
+    checks.append(_clock(now(), db_skew, upstream_skew))
+    return checks
+
+
+async def _database(url: str, checks: list[Check], now: Callable[[], float]) -> float | None:
+    """Adds the database checks; returns the database clock minus ours (None if unreachable)."""
+    engine = make_engine(url, pool_size=1, max_overflow=0)
+    try:
+        async with engine.connect() as conn:
+            before = now()
+            row = (await conn.execute(text("SELECT extract(epoch FROM clock_timestamp()), version()"))).one()
+            skew = float(row[0]) - (before + now()) / 2
+        checks.append(Check("database", True, f"reachable ({str(row[1]).split(',')[0]})"))
+        current, head = await current_revision(engine), head_revision()
+        if current == head:
+            checks.append(Check("migrations", True, f"at head ({head})"))
+        else:
+            checks.append(Check("migrations", False, f"database at {current or 'none'}, code expects {head}",
+                                "run `opencode-bridge migrate` (the daemon also migrates on start)"))
+        return skew
+    except Exception as e:
+        checks.append(Check("database", False, f"not reachable: {type(e).__name__}: {str(e)[:200]}",
+                            "check BRIDGE_DATABASE_URL (host, port, user, password, database) and that "
+                            "PostgreSQL is running; without it the embedded database under "
+                            "BRIDGE_STATE_DIR is used"))
+        return None
+    finally:
+        await engine.dispose()
+
+
+async def _upstream(settings: Settings, checks: list[Check], now: Callable[[], float]) -> float | None:
+    """Adds the upstream checks; returns the upstream's `Date` minus our clock (None if unknown)."""
+    base = settings.upstream_url.rstrip("/")
+    password = settings.upstream_password.value
+    auth = aiohttp.BasicAuth(settings.upstream_username or "opencode", password) if password else None
+    timeout = aiohttp.ClientTimeout(total=10)
+    try:
+        async with aiohttp.ClientSession(auth=auth, timeout=timeout) as http:
+            async with http.get(base + "/global/health") as r:
+                date = r.headers.get("Date")
+                skew = parsedate_to_datetime(date).timestamp() - now() if date else None
+                if r.status == 401:
+                    checks.append(Check("upstream", True, f"reachable at {base}"))
+                    checks.append(_unauthorized(bool(password)))
+                    return None
+                body = await r.json(content_type=None) if r.status == 200 else None
+            checks.append(Check("upstream", True, f"reachable at {base}"))
+            checks.append(Check("upstream auth", True, "authenticated" if password else "no password needed"))
+            checks.append(_version(body))
+            await _default_model(http, base, checks)
+            return skew
+    except (aiohttp.ClientError, TimeoutError) as e:
+        checks.append(Check("upstream", False, f"not reachable at {base}: {type(e).__name__}: {e}",
+                            "start `opencode serve` or fix BRIDGE_UPSTREAM_URL"))
+        return None
+
+
+def _unauthorized(had_password: bool) -> Check:
+    if had_password:
+        return Check("upstream auth", False, "401: the upstream refused our username/password",
+                     "set BRIDGE_UPSTREAM_PASSWORD (or the upstream-password credential) to the serve's "
+                     "OPENCODE_SERVER_PASSWORD, and BRIDGE_UPSTREAM_USERNAME to its OPENCODE_SERVER_USERNAME "
+                     "(default opencode)")
+    return Check("upstream auth", False, "401: the upstream requires a password and none is configured",
+                 "set BRIDGE_UPSTREAM_PASSWORD to the serve's OPENCODE_SERVER_PASSWORD")
+
+
+def _version(body: Any) -> Check:
+    version = body.get("version") if isinstance(body, dict) else None
+    if not isinstance(version, str):
+        return Check("upstream version", False, "unknown (no version in /global/health)",
+                     f"the bridge is verified against opencode {TESTED_UPSTREAM_VERSION}")
+    note = "" if version == TESTED_UPSTREAM_VERSION else f" (the bridge is verified against {TESTED_UPSTREAM_VERSION})"
+    return Check("upstream version", True, f"opencode {version}{note}")
+
+
+async def _default_model(http: aiohttp.ClientSession, base: str, checks: list[Check]) -> None:
+    """The default model is `model` of the serve's config (legacy `GET /config`); providers with a
+    credential are the ones `GET /api/provider` lists (the legacy `/provider` calls them `connected`)."""
+    try:
+        async with http.get(base + "/config") as r:
+            config = await r.json(content_type=None)
+        async with http.get(base + "/api/provider") as r:
+            providers = await r.json(content_type=None)
+    except (aiohttp.ClientError, ValueError) as e:
+        checks.append(Check("default model", False, f"cannot read the serve's config: {e}",
+                            "check that the upstream is opencode serve " + TESTED_UPSTREAM_VERSION))
+        return
+    data = providers.get("data") if isinstance(providers, dict) else None
+    connected = sorted(str(p.get("id")) for p in data or [] if isinstance(p, dict))
+    model = config.get("model") if isinstance(config, dict) else None
+    if not isinstance(model, str) or "/" not in model:
+        ok = bool(connected)
+        checks.append(Check("default model", ok, f"not set; connected providers: {', '.join(connected) or 'none'}",
+                            "" if ok else "configure a provider credential (`opencode auth login`) and `model`"))
+        return
+    provider = model.split("/", 1)[0]
+    if provider in connected:
+        checks.append(Check("default model", True, f"{model} (provider {provider} has a credential)"))
+    else:
+        checks.append(Check(
+            "default model", False,
+            f"{model}: provider {provider!r} has no credential (connected: {', '.join(connected) or 'none'}); "
+            "prompts would be admitted and then silently do nothing",
+            f"give opencode a credential for {provider} (`opencode auth login`, or its API key in the serve's "
+            "environment), or set `model` in opencode.json to a connected provider's model"))
+
+
+def _clock(local: float, db_skew: float | None, upstream_skew: float | None) -> Check:
+    if local < 1_700_000_000:  # before November 2023: the clock was never set
+        return Check("clock", False, f"this host's clock says {time.ctime(local)}",
+                     "enable NTP (timedatectl set-ntp true)")
+    skews = []
+    if db_skew is not None:
+        skews.append(("database", db_skew))
+    if upstream_skew is not None:
+        skews.append(("upstream", upstream_skew))
+    detail = ", ".join(f"{name} {delta:+.2f} s" for name, delta in skews) or "nothing to compare with"
+    # The upstream's Date header has 1 s resolution.
+    bad = [name for name, delta in skews if abs(delta) > MAX_CLOCK_SKEW_S + (1 if name == "upstream" else 0)]
+    if bad:
+        return Check("clock", False, f"skew vs this host: {detail}",
+                     f"synchronise the clocks of this host and the {' and '.join(bad)} (NTP); event times "
+                     "and lag metrics compare them")
+    return Check("clock", True, f"in sync ({detail})")
