@@ -9,7 +9,7 @@ OPENCODE_DIR := .opencode
 OPENCODE_BIN := $(OPENCODE_DIR)/node_modules/.bin/opencode
 PYTEST_ARGS ?=
 
-.PHONY: run test test-unit test-integration test-e2e lint bench soak opencode venv clean
+.PHONY: chromium systemd-analyze run test test-unit test-integration test-e2e lint bench opencode venv clean
 
 venv: $(STAMP)
 
@@ -27,22 +27,34 @@ $(OPENCODE_BIN):
 	cd $(OPENCODE_DIR) && npm install --no-audit --no-fund --loglevel=error opencode-ai@$(OPENCODE_VERSION)
 	$(OPENCODE_BIN) --version | grep -qx '$(OPENCODE_VERSION)'
 
+# Headless Chromium for tests/e2e/test_fanout_viewer.py (Debian package; root or sudo).
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends chromium; }
+
+# systemd-analyze for tests/unit/test_ops_unit_file.py (Debian package `systemd`; root or sudo).
+systemd-analyze:
+	@command -v systemd-analyze >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends systemd; }
+
 # Runs the daemon in the foreground. Without BRIDGE_DATABASE_URL it starts an embedded PostgreSQL
 # under $BRIDGE_STATE_DIR (default ./.state) and applies migrations.
 run: $(STAMP)
 	$(BIN)/opencode-bridge run
 
 # Every test: unit (pure), integration (real PostgreSQL), e2e (real opencode serve + mock provider).
-test: $(STAMP) $(OPENCODE_BIN)
+test: $(STAMP) $(OPENCODE_BIN) chromium systemd-analyze
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra $(PYTEST_ARGS)
 
-test-unit: $(STAMP)
+test-unit: $(STAMP) systemd-analyze
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
 
 test-integration: $(STAMP)
 	$(BIN)/pytest -q tests/integration $(PYTEST_ARGS)
 
-test-e2e: $(STAMP) $(OPENCODE_BIN)
+test-e2e: $(STAMP) $(OPENCODE_BIN) chromium
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra tests/e2e $(PYTEST_ARGS)
 
 # Benchmarks (not part of `make test`): numbers for BENCHMARKS.md.

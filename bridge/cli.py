@@ -1,11 +1,12 @@
-"""`opencode-bridge` command line: run | migrate | map | token."""
+"""`opencode-bridge` command line: run | migrate | map | token | doctor | sessions | events | transcript |
+export | verify."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
@@ -27,6 +28,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="grant this session (repeatable); none: every session of the upstream")
     t.add_argument("--ttl", type=float, default=3600.0, metavar="SECONDS", help="lifetime (default 3600)")
     t.add_argument("--subject", default="", help="who the token is for (kept in the token, logged on use)")
+    sub.add_parser("doctor", help="check database, migrations, upstream, credentials and clock; explain fixes")
+    from bridge.audit.commands import add_parsers as add_audit_parsers
+
+    add_audit_parsers(sub)  # sessions | events | transcript | export | verify (issue #5)
     return p
 
 
@@ -70,6 +75,26 @@ def _token(settings: Settings, sessions: list[str] | None, ttl: float, subject: 
     return 0
 
 
+def _doctor(settings: Settings, url: str) -> int:
+    from bridge.ops.doctor import render, run_doctor
+
+    checks = asyncio.run(run_doctor(settings, url))
+    sys.stdout.write(render(checks))
+    return 0 if all(c.ok for c in checks) else 1
+
+
+def _audit(args: argparse.Namespace, settings: Settings, url: str) -> int:
+    from bridge.audit.commands import run as run_audit
+    from bridge.store.audit import AuditReader
+    from bridge.store.db import make_engine
+
+    async def open_reader() -> tuple[AuditReader, Callable[[], Awaitable[None]]]:
+        engine = make_engine(url, pool_size=2)
+        return AuditReader(engine, settings.upstream_name), engine.dispose
+
+    return run_audit(args, open_reader)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "map":
@@ -88,6 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     url, embedded = _database_url(settings)
     if embedded is not None:
         log.info("embedded_postgres", data_dir=str(settings.state_dir.resolve() / "pgdata"))
+    if args.command == "doctor":
+        return _doctor(settings, url)
+    from bridge.audit.commands import COMMANDS as AUDIT_COMMANDS
+
+    if args.command in AUDIT_COMMANDS:
+        return _audit(args, settings, url)
     if args.command == "migrate":
         asyncio.run(_migrate(url))
         log.info("migrations_applied")

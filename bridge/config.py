@@ -48,12 +48,32 @@ class Settings:
     live_heartbeat_timeout_s: float = 45.0
     # A durable stream that stays silent although /api/event announced a newer seq is restarted.
     durable_stall_s: float = 10.0
+    # Warm-session lifecycle (docs/lifecycle.md). A warm session with no durable event for idle_ttl_s,
+    # not active upstream and without subscribers is released (never interrupted).
+    idle_ttl_s: float = 600.0
+    # Leases: renewed every heartbeat_interval_s; a lease not renewed for lease_ttl_s is orphaned and
+    # adopted by the next sweep (every sweep_interval_s): adoption within lease_ttl_s + sweep_interval_s.
+    lease_ttl_s: float = 15.0
+    heartbeat_interval_s: float = 5.0
+    sweep_interval_s: float = 5.0
+    # A holder on this host whose pid is gone is dead: adopt without waiting for expiry.
+    lease_pid_probe: bool = True
+    # Status: prompted but no step started this long, and not active upstream -> stalled.
+    stall_timeout_s: float = 30.0
+    # /api/session/active is polled every active_poll_s while a session is running, backing off to
+    # active_poll_idle_s otherwise (it also discovers sessions that became active).
+    active_poll_s: float = 1.0
+    active_poll_idle_s: float = 15.0
     # Access tokens for the WebSocket and audit API (bridge.auth). Empty: a secret under state_dir.
     auth_secret: Secret = field(default_factory=lambda: Secret(""))
     # Local development only: accept unauthenticated clients (logged loudly at start).
     auth_disabled: bool = False
     # Origins allowed to open the WebSocket (comma-separated); empty: same-origin and non-browser clients.
     allowed_origins: str = ""
+    # Per WebSocket client outgoing queue (docs/websocket.md): deltas are dropped above half of these,
+    # a client still behind at the limit is closed with 4429 and resumes from its last seq.
+    ws_queue_max_messages: int = 2000
+    ws_queue_max_bytes: int = 8 * 1024 * 1024
     log_format: str = "auto"  # auto | json | console
     log_level: str = "info"
 
@@ -84,9 +104,19 @@ _ENV: dict[str, str] = {
     "BRIDGE_RECONNECT_MAX_S": "reconnect_max_s",
     "BRIDGE_LIVE_HEARTBEAT_TIMEOUT_S": "live_heartbeat_timeout_s",
     "BRIDGE_DURABLE_STALL_S": "durable_stall_s",
+    "BRIDGE_IDLE_TTL_S": "idle_ttl_s",
+    "BRIDGE_LEASE_TTL_S": "lease_ttl_s",
+    "BRIDGE_HEARTBEAT_INTERVAL_S": "heartbeat_interval_s",
+    "BRIDGE_SWEEP_INTERVAL_S": "sweep_interval_s",
+    "BRIDGE_LEASE_PID_PROBE": "lease_pid_probe",
+    "BRIDGE_STALL_TIMEOUT_S": "stall_timeout_s",
+    "BRIDGE_ACTIVE_POLL_S": "active_poll_s",
+    "BRIDGE_ACTIVE_POLL_IDLE_S": "active_poll_idle_s",
     "BRIDGE_AUTH_SECRET": "auth_secret",
     "BRIDGE_AUTH_DISABLED": "auth_disabled",
     "BRIDGE_ALLOWED_ORIGINS": "allowed_origins",
+    "BRIDGE_WS_QUEUE_MAX_MESSAGES": "ws_queue_max_messages",
+    "BRIDGE_WS_QUEUE_MAX_BYTES": "ws_queue_max_bytes",
     "BRIDGE_LOG_FORMAT": "log_format",
     "BRIDGE_LOG_LEVEL": "log_level",
 }
@@ -139,6 +169,11 @@ def _validate(s: Settings) -> Settings:
         raise ConfigError(f"BRIDGE_LOG_LEVEL={s.log_level!r} must be debug, info, warning or error")
     if s.reconnect_min_s > s.reconnect_max_s:
         raise ConfigError("BRIDGE_RECONNECT_MIN_S must not exceed BRIDGE_RECONNECT_MAX_S")
+    if s.heartbeat_interval_s * 2 > s.lease_ttl_s:
+        # One missed heartbeat must not cost the lease.
+        raise ConfigError("BRIDGE_HEARTBEAT_INTERVAL_S must be at most half of BRIDGE_LEASE_TTL_S")
+    if s.active_poll_s > s.active_poll_idle_s:
+        raise ConfigError("BRIDGE_ACTIVE_POLL_S must not exceed BRIDGE_ACTIVE_POLL_IDLE_S")
     if s.auth_secret.value and len(s.auth_secret.value) < 32:
         raise ConfigError("BRIDGE_AUTH_SECRET must be at least 32 characters (HS256 key)")
     if not s.upstream_name:
@@ -166,4 +201,31 @@ def load_settings(env: Mapping[str, str] | None = None, toml_path: str | None = 
         raw = env.get(name)
         if raw is not None and raw != "":
             values[fname] = _parse(name, fname, raw)
+    values.update(_credentials(env, values))
     return _validate(Settings(**values))
+
+
+# systemd `LoadCredential=<name>:<file>` → `$CREDENTIALS_DIRECTORY/<name>`; used when the variable is unset.
+_CREDENTIALS = {
+    "upstream-password": "upstream_password",
+    "auth-secret": "auth_secret",
+    "database-url": "database_url",
+}
+
+
+def _credentials(env: Mapping[str, str], values: Mapping[str, Any]) -> dict[str, Any]:
+    directory = env.get("CREDENTIALS_DIRECTORY")
+    if not directory:
+        return {}
+    out: dict[str, Any] = {}
+    for cred, fname in _CREDENTIALS.items():
+        path = Path(directory) / cred
+        if fname in values or not path.is_file():
+            continue
+        try:
+            raw = path.read_text().strip()
+        except OSError as e:
+            raise ConfigError(f"credential {cred!r} cannot be read: {e}") from None
+        if raw:
+            out[fname] = Secret(raw)
+    return out

@@ -20,12 +20,16 @@ from sqlalchemy import text
 
 from bridge.config import Settings
 from bridge.events import ChatEvent
+from bridge.fanout.service import Fanout
 from bridge.http.app import build_app
+from bridge.ops.health import HealthMonitor
+from bridge.ops.sdnotify import Notifier
+from bridge.ops.status import StatusSummary
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.db import make_engine, schema_is_at_head, upgrade_to_head
 from bridge.store.events_store import EventStore
 from bridge.upstream.backoff import Backoff
-from bridge.upstream.client import UpstreamClient, UpstreamError
+from bridge.upstream.client import Unauthorized, UpstreamClient, UpstreamError
 from bridge.upstream.live import LiveStream
 
 
@@ -59,6 +63,8 @@ class _LiveRouter:
         # there (PROTOCOL.md §3.1), so they must not arm the stall watchdog.
         if ev.seq is not None and ev.type.startswith("session.next."):
             self._sup.notify_seen(sid, ev.seq)
+        elif ev.seq and ev.type in ("session.updated", "message.updated", "message.part.updated"):
+            self._sup.notify_legacy_seq(sid, ev.seq)  # a legacy-driven turn: the mirror is incomplete
 
 
 class Daemon:
@@ -80,11 +86,16 @@ class Daemon:
             await upgrade_to_head(engine)
             store = EventStore(engine, s.upstream_name)
             async with UpstreamClient(s.upstream_url, s.upstream_username, s.upstream_password.value) as client:
-                supervisor = FollowerSupervisor(store, client, s, self.owner)
+                # WebSocket fan-out (#3): warms a session a client subscribes to; committed batches wake it.
+                fanout = Fanout(s, engine, self.database_url,
+                                warm=lambda sid: supervisor.warm(sid, reason="subscriber"),
+                                on_subscribers=lambda sid, n: supervisor.set_subscriber_count(sid, n))
+                supervisor = FollowerSupervisor(store, client, s, self.owner, on_committed=fanout.on_committed,
+                                                on_status=fanout.publish_status)
                 resync = asyncio.Event()
                 live = LiveStream(
                     client,
-                    _LiveRouter(supervisor, resync),
+                    fanout.tap(_LiveRouter(supervisor, resync)),
                     heartbeat_timeout_s=s.live_heartbeat_timeout_s,
                     reconnect_min_s=s.reconnect_min_s,
                     reconnect_max_s=s.reconnect_max_s,
@@ -101,14 +112,18 @@ class Daemon:
                     except Exception as e:
                         checks["database"] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
                     checks["upstream_live"] = {"ok": live.connected.is_set()}
+                    checks["upstream_auth"] = await _upstream_auth_check(client)
                     checks["followers"] = {"ok": supervisor.running, "warm": len(supervisor.warm_sessions())}
                     return checks
 
-                runner = web.AppRunner(build_app(readiness), handle_signals=False, access_log=None)
+                app = fanout.mount(_with_audit(build_app(readiness), s, engine))
+                runner = web.AppRunner(app, handle_signals=False, access_log=None)
                 await runner.setup()
                 site = web.TCPSite(runner, s.http_host, s.http_port)
                 await site.start()
                 self._log.info("http_listening", host=s.http_host, port=s.http_port, owner=self.owner)
+                notifier = Notifier.from_env()
+                health = _health_monitor(notifier, engine, supervisor)
                 try:
                     async with asyncio.TaskGroup() as tg:
                         tg.create_task(supervisor.run(), name="supervisor")
@@ -120,13 +135,20 @@ class Daemon:
                             supervisor.warm(row.session_id, row.directory, reason="known")
                         live_task = tg.create_task(live.run(), name="live")
                         disc_task = tg.create_task(self._discovery(client, supervisor, resync), name="discovery")
+                        fanout_task = tg.create_task(fanout.run(), name="fanout")
+                        health_task = tg.create_task(health.run(), name="health")
                         self._started = True
                         self._log.info("bridge_started", warm=len(supervisor.warm_sessions()))
+                        # Database reachable, migrations at head (upgrade_to_head above), HTTP bound.
+                        notifier.ready(_status_line(supervisor))
                         await self._stop.wait()
                         self._log.info("bridge_stopping")
                         self._started = False
+                        notifier.stopping()
+                        health_task.cancel()
                         live_task.cancel()
                         disc_task.cancel()
+                        fanout_task.cancel()
                         supervisor.stop()
                 finally:
                     await runner.cleanup()
@@ -156,6 +178,55 @@ class Daemon:
                 sup.warm(str(info["id"]), directory if isinstance(directory, str) else None, reason="listed")
 
 
+def _with_audit(app: web.Application, settings: Settings, engine: Any) -> web.Application:
+    """The read-only audit API (/v1/...), behind the same tokens as the WebSocket (issue #5)."""
+    from bridge.auth import load_or_create_secret
+    from bridge.http.audit import AuditContext, add_audit_routes
+    from bridge.store.audit import AuditReader
+
+    secret = "" if settings.auth_disabled else load_or_create_secret(settings.auth_secret.value, settings.state_dir)
+    add_audit_routes(app, AuditContext(AuditReader(engine, settings.upstream_name), secret, settings.auth_disabled))
+    return app
+
+
+async def _upstream_auth_check(client: UpstreamClient) -> dict[str, Any]:
+    """Reachable and authenticated: `/api/health` needs the basic-auth password too (PROTOCOL.md §8)."""
+    try:
+        async with asyncio.timeout(3.0):
+            await client.health()
+    except Unauthorized as e:
+        return {"ok": False, "error": str(e)[:300], "authenticated": False}
+    except (UpstreamError, TimeoutError) as e:
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
+    return {"ok": True}
+
+
+def _status_line(supervisor: FollowerSupervisor) -> str:
+    return f"following {len(supervisor.warm_sessions())} sessions"
+
+
+def _status_summary(supervisor: FollowerSupervisor) -> StatusSummary:
+    return StatusSummary(lambda: len(supervisor.warm_sessions()))
+
+
+def _health_monitor(notifier: Notifier, engine: Any, supervisor: FollowerSupervisor) -> HealthMonitor:
+    async def database_probe() -> None:
+        async with engine.connect() as conn:
+            await conn.execute(text("select 1"))
+
+    # Ping at half of WatchdogSec; without a watchdog still tick for STATUS= and the loop-lag metric.
+    interval = notifier.watchdog_interval_s or 5.0
+    return HealthMonitor(
+        notifier,
+        database_probe=database_probe,
+        supervisor_alive=lambda: supervisor.running,
+        status_line=_status_summary(supervisor),
+        interval_s=interval,
+        max_loop_lag_s=min(1.0, interval),
+        probe_timeout_s=min(5.0, interval),
+    )
+
+
 def install_signal_handlers(daemon: Daemon) -> None:
     loop = asyncio.get_running_loop()
     count = 0
@@ -170,3 +241,8 @@ def install_signal_handlers(daemon: Daemon) -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig.name)
+    # Nothing is reloadable in place (settings are validated once; logs go to stdout/journald): SIGHUP
+    # is logged and ignored instead of killing the process (its default action). Restart to reconfigure.
+    loop.add_signal_handler(
+        signal.SIGHUP, lambda: structlog.get_logger("bridge.daemon").warning("sighup_ignored", hint="restart to reload")
+    )

@@ -47,3 +47,30 @@ FOLLOWER_CRASHES = Counter(
     "bridge_follower_crashes_total", "Followers that died on an unexpected error and were restarted",
     registry=REGISTRY,
 )
+
+# --- issue #5: operations ------------------------------------------------------------------------------
+EVENT_LOOP_LAG = Gauge(
+    "bridge_event_loop_lag_seconds", "How late the health task woke up on its last tick", registry=REGISTRY
+)
+HEALTH_CHECKS_FAILED = Counter(
+    "bridge_health_checks_failed_total", "Health ticks that withheld the systemd watchdog", registry=REGISTRY
+)
+AUDIT_REQUESTS = Counter(
+    "bridge_audit_requests_total", "Audit API requests, by route and status", ["route", "status"], registry=REGISTRY
+)
+# Warm-session lifecycle (issue #4, docs/lifecycle.md).
+LEASE_CLAIMS = Counter(
+    "bridge_lease_claims_total", "Leases taken, by what warmed the session (orphan = adoption)", ["reason"],
+    registry=REGISTRY,
+)
+SESSION_RELEASES = Counter(
+    "bridge_session_releases_total", "Warm sessions released (follower stopped, lease freed), by reason",
+    ["reason"], registry=REGISTRY,
+)
+SESSION_STATUS = Counter(
+    "bridge_session_status_total", "Session status transitions, by new status", ["status"], registry=REGISTRY
+)
+SESSION_GAPS = Counter(
+    "bridge_session_gaps_total", "Seq gaps recorded (legacy-driven turns; the mirror is incomplete there)",
+    registry=REGISTRY,
+)

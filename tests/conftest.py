@@ -31,6 +31,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bridge.store.db import make_engine, to_async_url, upgrade_to_head
 from bridge.store.embedded import start_embedded
+from bridge.upstream.client import UpstreamClient
+from tests.support.fake_upstream import FakeUpstream
 
 T = TypeVar("T")
 
@@ -122,3 +124,21 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
         yield eng
     finally:
         await eng.dispose()
+
+
+@pytest_asyncio.fixture
+async def fake() -> AsyncIterator[FakeUpstream]:
+    """A fake `opencode serve` speaking the captures' wire format (fault injection, benchmarks)."""
+    f = FakeUpstream()
+    await f.start()
+    try:
+        yield f
+    finally:
+        await f.stop()
+
+
+@pytest_asyncio.fixture
+async def fake_client(fake: FakeUpstream) -> AsyncIterator[UpstreamClient]:
+    """The real upstream client, pointed at `fake`."""
+    async with UpstreamClient(fake.url) as c:
+        yield c

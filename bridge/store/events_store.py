@@ -19,6 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.events import ChatEvent
 from bridge.log import get_logger
+from bridge.store import audit as audit_q
+from bridge.store import fanout as fanout_q
+from bridge.store import leases
 from bridge.store import queries as q
 from bridge.store.payload import exact_json_text, same_json, storable_text
 from bridge.store.rows import PreparedEvent, prepare_event
@@ -81,12 +84,26 @@ class EventStore:
     def engine(self) -> AsyncEngine:
         return self._engine
 
-    async def claim(self, session_id: str, owner: str, directory: str | None = None) -> tuple[int, int]:
-        """Upsert the session row, take the lease: lease_epoch += 1, lease_owner = owner.
+    async def claim(
+        self,
+        session_id: str,
+        owner: str,
+        directory: str | None = None,
+        *,
+        lease_ttl_s: float = 15.0,
+        holder_dead: Callable[[str], bool] = lambda _owner: False,
+        force: bool = False,
+    ) -> tuple[int, int]:
+        """Upsert the session row and take the lease if it is free, expired, ours, or its holder is known
+        dead (bridge.sessions.lease.decide_claim): lease_epoch += 1, lease_owner = owner, expiry = now +
+        lease_ttl_s. Raises `LeaseHeld` otherwise. `force` takes it unconditionally (operator take-over).
         Returns (epoch, cursor_seq)."""
         async with self._engine.begin() as conn:
-            row = (await conn.execute(q.claim_session(self._upstream, session_id, owner, directory))).one()
-        return int(row.lease_epoch), int(row.cursor_seq)
+            if force:
+                row = (await conn.execute(q.claim_session(self._upstream, session_id, owner, directory))).one()
+                return int(row.lease_epoch), int(row.cursor_seq)
+            taken = await leases.claim_in(conn, self._upstream, session_id, owner, directory, lease_ttl_s, holder_dead)
+        return taken.epoch, taken.cursor_seq
 
     async def write_batch(
         self, session_id: str, epoch: int, events: Sequence[ChatEvent], received_at: datetime
@@ -106,6 +123,8 @@ class EventStore:
             if not prepared:
                 return BatchResult(0, 0, 0, int(lease.cursor_seq))
             outcome = await self._insert(conn, session_id, prepared)
+            # Tamper evidence (issue #5): extend the session's hash chain under the row lock held above.
+            await audit_q.chain_new_events(conn, self._upstream, session_id, [p.seq for p in outcome.inserted])
             rejects = self._reject_rows(session_id, outcome, received_at)
             if rejects:
                 await conn.execute(q.insert_rejects(rejects))
@@ -117,6 +136,8 @@ class EventStore:
                     q.advance_cursor(self._upstream, session_id, max(p.seq for p in prepared), min(times), max(times))
                 )
             ).scalar_one()
+            # Delivered by PostgreSQL only if and when this transaction commits (WebSocket fan-out, #3).
+            await conn.execute(fanout_q.notify_committed(self._upstream, session_id, max(p.seq for p in prepared)))
         self._log_conflicts(session_id, outcome)
         return BatchResult(
             inserted=len(outcome.inserted),

@@ -175,6 +175,22 @@ class UpstreamClient:
         data = self._unwrap(await self._get_json("/api/session/active"), "/api/session/active")
         return data if isinstance(data, dict) else {}
 
+    async def interrupt(self, session_id: str) -> None:
+        """Stop the session's running turn upstream (204; a no-op when idle, PROTOCOL.md §4.2). Not to be
+        confused with releasing a session, which only stops the bridge's following of it."""
+        path = f"/api/session/{session_id}/interrupt"
+        timeout = aiohttp.ClientTimeout(total=self._request_timeout_s, connect=self._connect_timeout_s)
+        try:
+            async with self.http.post(self.base_url + path, timeout=timeout) as resp:
+                if resp.status not in (200, 204):
+                    try:
+                        body: Any = await resp.json(content_type=None)
+                    except ValueError:
+                        body = None
+                    raise _error_for(resp.status, body, f"POST {path}")
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise UpstreamUnavailable(f"POST {path}: {type(e).__name__}: {e}") from e
+
     async def history(self, session_id: str, after: int, limit: int = 100) -> HistoryPage:
         path = f"/api/session/{session_id}/history"
         body = await self._get_json(path, {"after": str(after), "limit": str(limit)})

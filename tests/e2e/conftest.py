@@ -4,6 +4,7 @@
 * ``mock_llm``         (function) in-process :class:`MockLLM` on 127.0.0.1 (requests also logged to a file)
 * ``opencode_factory`` (function) ``await opencode_factory(password=..., ...)`` -> started serve; all closed
 * ``opencode``         (function) one started :class:`OpencodeServe` bound to ``mock_llm``
+* ``db``               (function) an engine on ``database_url`` (the fixture of tests/conftest.py)
 
 When a test fails, the teardown prints the tail of every serve log it used (shown under
 "Captured stdout teardown").
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeFactory, OpencodeServe
@@ -84,6 +86,12 @@ async def opencode_factory(opencode_bin: Path, mock_llm: MockLLM, tmp_path: Path
         if _failed(request):
             for serve in made:
                 print(f"\n--- tail of {serve.log_path} ---\n{serve.log_tail(80)}")
+
+
+@pytest.fixture
+def db(engine: AsyncEngine) -> AsyncEngine:
+    """The test's database (`database_url`), to read what the bridge processes stored."""
+    return engine
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.store.db import make_engine
 from bridge.store.events_store import EventStore
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.mock_llm import HELLO_TEXT, MockLLM
@@ -26,13 +25,6 @@ pytestmark = pytest.mark.e2e
 UPSTREAM = "e2e"
 
 
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = make_engine(database_url)
-    try:
-        yield engine
-    finally:
-        await engine.dispose()
 
 
 @pytest.fixture

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -28,20 +26,8 @@ from tests.support.waiting import wait_until
 UPSTREAM = "fake:1"
 
 
-@pytest_asyncio.fixture
-async def fake() -> AsyncIterator[FakeUpstream]:
-    f = FakeUpstream()
-    await f.start()
-    try:
-        yield f
-    finally:
-        await f.stop()
 
 
-@pytest_asyncio.fixture
-async def client(fake: FakeUpstream) -> AsyncIterator[UpstreamClient]:
-    async with UpstreamClient(fake.url) as c:
-        yield c
 
 
 @pytest.fixture
@@ -69,10 +55,10 @@ def upstream_ids(fake: FakeUpstream, sid: str) -> list[tuple[int, str]]:
     return [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events]
 
 
-async def start_follower(store: EventStore, client: UpstreamClient, sid: str,
+async def start_follower(store: EventStore, fake_client: UpstreamClient, sid: str,
                          **kw: Any) -> tuple[DurableFollower, asyncio.Task[FollowerExit]]:
     epoch, cursor = await store.claim(sid, "test-owner")
-    f = DurableFollower(sid, client, _StoreSink(store, sid, epoch), cursor, reconnect_min_s=0.01,
+    f = DurableFollower(sid, fake_client, _StoreSink(store, sid, epoch), cursor, reconnect_min_s=0.01,
                         reconnect_max_s=0.05, upstream=UPSTREAM, **kw)
     return f, asyncio.create_task(f.run())
 
@@ -96,10 +82,10 @@ async def rejects(engine: AsyncEngine) -> list[tuple[str, int | None]]:
         return [(r[0], r[1]) for r in rows]
 
 
-async def test_catches_up_from_history_then_follows_the_stream(fake, client, store) -> None:
+async def test_catches_up_from_history_then_follows_the_stream(fake, fake_client, store) -> None:
     fake.add_session("ses_A")
     await turn(fake, "ses_A")
-    f, task = await start_follower(store, client, "ses_A")
+    f, task = await start_follower(store, fake_client, "ses_A")
     try:
         await wait_mirrored(store, fake, "ses_A")
         assert fake.history_calls >= 1
@@ -112,9 +98,9 @@ async def test_catches_up_from_history_then_follows_the_stream(fake, client, sto
         await stop(task)
 
 
-async def test_connection_cut_mid_body_loses_nothing_and_duplicates_nothing(fake, client, store) -> None:
+async def test_connection_cut_mid_body_loses_nothing_and_duplicates_nothing(fake, fake_client, store) -> None:
     fake.add_session("ses_A")
-    _f, task = await start_follower(store, client, "ses_A")
+    _f, task = await start_follower(store, fake_client, "ses_A")
     try:
         for i in range(5):
             await wait_until(lambda: fake.durable_requests("ses_A"), 5, 0.01, message="follower on the stream")
@@ -131,11 +117,11 @@ async def test_connection_cut_mid_body_loses_nothing_and_duplicates_nothing(fake
         await stop(task)
 
 
-async def test_seq_gaps_do_not_stall_the_follower(fake, client, store) -> None:
+async def test_seq_gaps_do_not_stall_the_follower(fake, fake_client, store) -> None:
     fake.add_session("ses_A")
     await fake.append("ses_A", "session.next.prompt.admitted", {"messageID": "m1", "prompt": {"text": "x"}})
     await fake.append("ses_A", "session.next.prompted", {"messageID": "m1"}, seq=17)  # legacy turn burnt 2-16
-    f, task = await start_follower(store, client, "ses_A")
+    f, task = await start_follower(store, fake_client, "ses_A")
     try:
         await wait_mirrored(store, fake, "ses_A")
         await fake.append("ses_A", "session.next.step.started", {"assistantMessageID": "a"}, seq=40)
@@ -145,10 +131,10 @@ async def test_seq_gaps_do_not_stall_the_follower(fake, client, store) -> None:
         await stop(task)
 
 
-async def test_bad_frames_are_kept_with_a_reason_and_the_stream_goes_on(fake, client, store, engine) -> None:
+async def test_bad_frames_are_kept_with_a_reason_and_the_stream_goes_on(fake, fake_client, store, engine) -> None:
     fake.add_session("ses_A")
     before = metrics.REJECTS.labels(reason="bad_json")._value.get()
-    _f, task = await start_follower(store, client, "ses_A")
+    _f, task = await start_follower(store, fake_client, "ses_A")
     try:
         await turn(fake, "ses_A")
         await wait_mirrored(store, fake, "ses_A")
@@ -170,10 +156,10 @@ async def test_bad_frames_are_kept_with_a_reason_and_the_stream_goes_on(fake, cl
         await stop(task)
 
 
-async def test_unknown_event_type_is_stored_as_unknown_kind(fake, client, store, engine) -> None:
+async def test_unknown_event_type_is_stored_as_unknown_kind(fake, fake_client, store, engine) -> None:
     fake.add_session("ses_A")
     await fake.append("ses_A", "session.next.hologram.projected", {"beam": 3})
-    _f, task = await start_follower(store, client, "ses_A")
+    _f, task = await start_follower(store, fake_client, "ses_A")
     try:
         await wait_mirrored(store, fake, "ses_A")
         async with engine.connect() as c:
@@ -183,9 +169,9 @@ async def test_unknown_event_type_is_stored_as_unknown_kind(fake, client, store,
         await stop(task)
 
 
-async def test_hung_durable_stream_is_restarted_by_the_stall_watchdog(fake, client, store) -> None:
+async def test_hung_durable_stream_is_restarted_by_the_stall_watchdog(fake, fake_client, store) -> None:
     fake.add_session("ses_A")
-    f, task = await start_follower(store, client, "ses_A", stall_s=0.3)
+    f, task = await start_follower(store, fake_client, "ses_A", stall_s=0.3)
     try:
         await turn(fake, "ses_A")
         await wait_mirrored(store, fake, "ses_A")
@@ -202,10 +188,10 @@ async def test_hung_durable_stream_is_restarted_by_the_stall_watchdog(fake, clie
         await stop(task)
 
 
-async def test_deleted_session_ends_the_follower_as_gone(fake, client, store) -> None:
+async def test_deleted_session_ends_the_follower_as_gone(fake, fake_client, store) -> None:
     fake.add_session("ses_A")
     await turn(fake, "ses_A")
-    _f, task = await start_follower(store, client, "ses_A")
+    _f, task = await start_follower(store, fake_client, "ses_A")
     await wait_mirrored(store, fake, "ses_A")
     await fake.delete("ses_A")
     fake.drop_connections()
@@ -213,30 +199,30 @@ async def test_deleted_session_ends_the_follower_as_gone(fake, client, store) ->
     assert len(await store.stored_ids("ses_A")) == 6  # history stays
 
 
-async def test_rejected_cursor_stops_the_follower_without_a_hot_loop(fake, client, store) -> None:
+async def test_rejected_cursor_stops_the_follower_without_a_hot_loop(fake, fake_client, store) -> None:
     fake.add_session("ses_A")
     fake.fail_status["history"] = 400
-    _f, task = await start_follower(store, client, "ses_A")
+    _f, task = await start_follower(store, fake_client, "ses_A")
     assert await asyncio.wait_for(task, 10) is FollowerExit.BAD_CURSOR
     assert fake.history_calls == 1
 
 
-async def test_a_superseded_follower_writes_nothing_more(fake, client, store) -> None:
+async def test_a_superseded_follower_writes_nothing_more(fake, fake_client, store) -> None:
     fake.add_session("ses_A")
     await turn(fake, "ses_A")
-    _f, task = await start_follower(store, client, "ses_A")
+    _f, task = await start_follower(store, fake_client, "ses_A")
     await wait_mirrored(store, fake, "ses_A")
-    await store.claim("ses_A", "another-owner")  # epoch moves on
+    await store.claim("ses_A", "another-owner", force=True)  # epoch moves on
     await turn(fake, "ses_A", "for the new owner")
     assert await asyncio.wait_for(task, 10) is FollowerExit.LEASE_LOST
     assert len(await store.stored_ids("ses_A")) == 6
 
 
-async def test_upstream_5xx_is_retried_until_it_recovers(fake, client, store) -> None:
+async def test_upstream_5xx_is_retried_until_it_recovers(fake, fake_client, store) -> None:
     fake.add_session("ses_A")
     await turn(fake, "ses_A")
     fake.fail_status["history"] = 503
-    _f, task = await start_follower(store, client, "ses_A")
+    _f, task = await start_follower(store, fake_client, "ses_A")
     try:
         await wait_until(lambda: fake.history_calls >= 3, 10, 0.01)
         del fake.fail_status["history"]

@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from bridge import metrics
 from bridge.config import load_settings
@@ -60,14 +59,6 @@ def restartable_pg() -> Iterator[RestartablePostgres]:
         pg.cleanup()
 
 
-@pytest_asyncio.fixture
-async def fake() -> AsyncIterator[FakeUpstream]:
-    f = FakeUpstream()
-    await f.start()
-    try:
-        yield f
-    finally:
-        await f.stop()
 
 
 async def burst(fake: FakeUpstream, sid: str, n: int) -> None:
