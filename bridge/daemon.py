@@ -25,6 +25,7 @@ from bridge.http.app import build_app
 from bridge.ops.health import HealthMonitor
 from bridge.ops.sdnotify import Notifier
 from bridge.ops.status import StatusSummary
+from bridge.sessions.discovery import sessions_to_warm
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.db import make_engine, schema_is_at_head, upgrade_to_head
 from bridge.store.events_store import EventStore
@@ -131,10 +132,8 @@ class Daemon:
                         for row in await store.sessions(include_deleted=True):
                             if row.deleted:
                                 supervisor.forget_deleted({row.session_id})
-                        for row in await store.sessions():
-                            supervisor.warm(row.session_id, row.directory, reason="known")
                         live_task = tg.create_task(live.run(), name="live")
-                        disc_task = tg.create_task(self._discovery(client, supervisor, resync), name="discovery")
+                        disc_task = tg.create_task(self._discovery(client, supervisor, store, resync), name="discovery")
                         fanout_task = tg.create_task(fanout.run(), name="fanout")
                         health_task = tg.create_task(health.run(), name="health")
                         self._started = True
@@ -157,25 +156,26 @@ class Daemon:
         self._log.info("bridge_stopped")
         return 0
 
-    async def _discovery(self, client: UpstreamClient, sup: FollowerSupervisor, resync: asyncio.Event) -> None:
-        """Warm every session the upstream lists, at start and after each live reconnect."""
+    async def _discovery(
+        self, client: UpstreamClient, sup: FollowerSupervisor, store: EventStore, resync: asyncio.Event
+    ) -> None:
+        """At start and after each live reconnect, warm the sessions that have something new."""
         backoff = Backoff(self.settings.reconnect_min_s, self.settings.reconnect_max_s)
         resync.set()
         while True:
             await resync.wait()
             resync.clear()
             try:
-                sessions = await client.list_sessions()
+                found = await sessions_to_warm(client, store)
             except UpstreamError as e:
-                self._log.warning("session_list_failed", error=str(e))
+                self._log.warning("session_discovery_failed", error=str(e))
                 await asyncio.sleep(backoff.next_delay())
                 resync.set()
                 continue
             backoff.reset()
-            for info in sessions:
-                loc = info.get("location")
-                directory = loc.get("directory") if isinstance(loc, dict) else None
-                sup.warm(str(info["id"]), directory if isinstance(directory, str) else None, reason="listed")
+            for c in found:
+                sup.warm(c.session_id, c.directory, reason=c.reason)
+            self._log.info("session_discovery", warmed=len(found))
 
 
 def _with_audit(app: web.Application, settings: Settings, engine: Any) -> web.Application:

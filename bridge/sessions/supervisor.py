@@ -107,7 +107,7 @@ class _Outbox:
     queue: asyncio.Queue[tuple[str, _Write]] = field(default_factory=asyncio.Queue)
 
 
-_CLAIM_LABELS = _INSISTENT | {"active", "listed", "known"}
+_CLAIM_LABELS = _INSISTENT | {"active", "listed", "known", "new_events", "gone_upstream"}
 
 
 def _claim_label(reason: str) -> str:

@@ -1,0 +1,60 @@
+"""Which sessions to warm after the bridge (re)connects to `/api/event`: only those with something new.
+
+Hints on `/api/event` are lost while we are disconnected (PROTOCOL.md §5), so after every (re)connect the
+bridge looks again. Warming every listed session would open one durable stream per session the upstream
+ever had (and keep idle ones from being released); instead each candidate costs one cheap request,
+`/history?after=<stored cursor>&limit=1`, and only sessions with events past our cursor, sessions the
+upstream lists as active, and sessions that vanished upstream (so the follower records the deletion) are
+warmed. New activity after that arrives as live hints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from bridge.store.events_store import EventStore
+from bridge.upstream.client import SessionNotFound, UpstreamClient, UpstreamError
+
+
+@dataclass(frozen=True)
+class WarmCandidate:
+    session_id: str
+    directory: str | None
+    reason: str  # active | new_events | gone_upstream
+
+
+def _directory(info: dict[str, object]) -> str | None:
+    loc = info.get("location")
+    d = loc.get("directory") if isinstance(loc, dict) else None
+    return d if isinstance(d, str) else None
+
+
+async def sessions_to_warm(client: UpstreamClient, store: EventStore, *, concurrency: int = 8) -> list[WarmCandidate]:
+    """Raises UpstreamError when the session list itself cannot be read (the caller retries)."""
+    listed = {str(s["id"]): _directory(s) for s in await client.list_sessions()}
+    try:
+        active = set(await client.active())
+    except UpstreamError:
+        active = set()  # only an optimisation: /history below still finds running sessions' events
+    rows = {r.session_id: r for r in await store.sessions(include_deleted=True)}
+    candidates = {sid for sid, row in rows.items() if not row.deleted} | set(listed)
+    candidates -= {sid for sid, row in rows.items() if row.deleted}
+    gate = asyncio.Semaphore(concurrency)
+
+    async def probe(sid: str) -> WarmCandidate | None:
+        row = rows.get(sid)
+        directory = listed.get(sid, row.directory if row else None)
+        if sid in active:
+            return WarmCandidate(sid, directory, "active")
+        async with gate:
+            try:
+                page = await client.history(sid, row.cursor_seq if row else 0, limit=1)
+            except SessionNotFound:
+                return WarmCandidate(sid, directory, "gone_upstream") if row else None
+            except UpstreamError:
+                return WarmCandidate(sid, directory, "new_events")  # cannot tell: follow to be safe
+        return WarmCandidate(sid, directory, "new_events") if page.events else None
+
+    found = await asyncio.gather(*(probe(sid) for sid in sorted(candidates)))
+    return [c for c in found if c is not None]

@@ -1,0 +1,54 @@
+"""After a (re)connect the bridge warms only sessions with something new (bridge/sessions/discovery.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bridge.events import normalize, parse_envelope
+from bridge.sessions.discovery import sessions_to_warm
+from bridge.store.events_store import EventStore
+from bridge.upstream.client import UpstreamClient
+from tests.support.fake_upstream import FakeUpstream
+
+
+async def events(fake: FakeUpstream, sid: str, n: int) -> None:
+    fake.add_session(sid)
+    for i in range(n):
+        await fake.append(sid, "session.next.prompted", {"messageID": f"m{i}"})
+
+
+async def store_up_to(store: EventStore, fake: FakeUpstream, sid: str, seq: int) -> None:
+    epoch, _ = await store.claim(sid, "test")
+    evs = [normalize(parse_envelope(e)) for e in fake.sessions[sid].events if e["durable"]["seq"] <= seq]
+    await store.write_batch(sid, epoch, evs, datetime.now(UTC))
+
+
+async def test_only_sessions_with_something_new_are_warmed(
+    fake: FakeUpstream, fake_client: UpstreamClient, engine: AsyncEngine
+) -> None:
+    store = EventStore(engine, "fake")
+    await events(fake, "ses_caught_up", 3)
+    await store_up_to(store, fake, "ses_caught_up", 3)
+    await events(fake, "ses_behind", 5)
+    await store_up_to(store, fake, "ses_behind", 2)
+    await events(fake, "ses_new_with_events", 2)
+    await events(fake, "ses_new_empty", 0)
+    await events(fake, "ses_vanished", 2)
+    await store_up_to(store, fake, "ses_vanished", 2)
+    await fake.delete("ses_vanished")
+    await events(fake, "ses_deleted_here", 2)
+    await store.mark_deleted("ses_deleted_here")
+    await events(fake, "ses_active", 1)
+    await store_up_to(store, fake, "ses_active", 1)
+    fake.active["ses_active"] = {"type": "running"}
+
+    found = {c.session_id: c.reason for c in await sessions_to_warm(fake_client, store)}
+
+    assert found == {
+        "ses_behind": "new_events",
+        "ses_new_with_events": "new_events",
+        "ses_vanished": "gone_upstream",  # its follower records the deletion
+        "ses_active": "active",
+    }
