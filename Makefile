@@ -60,6 +60,7 @@ test-e2e: $(STAMP) $(OPENCODE_BIN) chromium
 # Benchmarks (not part of `make test`): numbers for BENCHMARKS.md.
 bench: $(STAMP)
 	$(BIN)/python -m bench.ingest --events 5000 --sessions 20
+	$(BIN)/pytest -q -s tests/integration/test_fanout_latency.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check bridge tests bench

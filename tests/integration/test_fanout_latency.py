@@ -1,7 +1,8 @@
 """Fan-out latency of deltas through the real path: a (fake) upstream writes a delta on `/api/event` →
 the bridge's LiveStream reads and parses it → relay → hub → client queue → `/v1/ws` → the client's socket.
 
-Reproduce: `.venv/bin/pytest -q -s tests/integration/test_fanout_latency.py` (prints p50/p99)."""
+Part of `make bench` (prints p50/p99; BENCHMARKS.md). As a test it pins only what does not depend on
+the machine's speed: every delta arrives, once, in the order the upstream wrote them."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ async def test_delta_latency_from_upstream_write_to_client_receipt(engine: Async
     server = TestServer(fanout.mount(web.Application()), host="127.0.0.1")
     await server.start_server()
     received: dict[str, float] = {}
+    order: list[str] = []
     tasks: list[asyncio.Task[None]] = []
     ws: WsClient | None = None
     try:
@@ -60,6 +62,7 @@ async def test_delta_latency_from_upstream_write_to_client_receipt(engine: Async
                 async for msg in client_ws:
                     if '"delta"' in msg.data:
                         received[msg.json()["delta"]] = time.perf_counter()
+                        order.append(msg.json()["delta"])
 
             tasks.append(asyncio.create_task(read()))
             await wait_until(lambda: fanout.hub.published_seq(SID) is not None, 20, 0.02, message="live")
@@ -77,7 +80,7 @@ async def test_delta_latency_from_upstream_write_to_client_receipt(engine: Async
         p50, p99 = statistics.median(lat), lat[int(0.99 * (n - 1))]
         print(f"\ndelta fan-out latency over {n} deltas (upstream write → client receipt): "
               f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {lat[-1]:.2f} ms")
-        assert p99 < 250
+        assert order == [f"d{i}" for i in range(n)]
     finally:
         if ws is not None:
             await ws.close()
