@@ -90,7 +90,8 @@ class Daemon:
                 # WebSocket fan-out (#3): warms a session a client subscribes to; committed batches wake it.
                 fanout = Fanout(s, engine, self.database_url,
                                 warm=lambda sid: supervisor.warm(sid, reason="subscriber"),
-                                on_subscribers=lambda sid, n: supervisor.set_subscriber_count(sid, n))
+                                on_subscribers=lambda sid, n: supervisor.set_subscriber_count(sid, n),
+                                client=client)
                 supervisor = FollowerSupervisor(store, client, s, self.owner, on_committed=fanout.on_committed,
                                                 on_status=fanout.publish_status)
                 resync = asyncio.Event()

@@ -1,17 +1,26 @@
 """What the fan-out takes from the global `/api/event` reader: deltas (ephemeral, straight to the hub)
 and permission requests (live-only upstream, PROTOCOL.md §4.4: stored in our own table first, so a page
-opened later still sees a pending one, then pushed)."""
+opened later still sees a pending one, then pushed).
+
+`/api/event` is lossy, so after every (re)connect `PermissionResync` asks upstream for the pending
+requests of the sessions that have local subscribers: one never seen is recorded as asked, one still
+pending here but no longer upstream was answered meanwhile and is recorded as replied `unknown`."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
+from typing import Any
 
 import structlog
 
-from bridge.events import ChatEvent, is_delta
+from bridge.events import ChatEvent, is_delta, normalize, parse_envelope
 from bridge.fanout.hub import Hub
 from bridge.fanout.protocol import permission_message
 from bridge.store.fanout import FanoutStore
+from bridge.upstream.client import UpstreamClient, UpstreamError
+
+RESOLVED_NOTE = "answered while the bridge was disconnected from /api/event"
 
 
 class LiveRelay:
@@ -43,3 +52,60 @@ class LiveRelay:
             self._log.error("permission_store_failed", session_id=sid, request_id=ev.request_id,
                             error=f"{type(e).__name__}: {e}")
         self._hub.publish_state(sid, permission_message(sid, ev.envelope.raw))
+
+
+class PermissionResync:
+    """Re-syncs the pending permission requests of the subscribed sessions, once per `request()`.
+
+    `request()` only sets a flag (the live reader is never blocked); `run()` is a task of the fan-out.
+    Requests made while a pass runs coalesce into one more pass. Errors are logged, never raised."""
+
+    def __init__(self, hub: Hub, store: FanoutStore, relay: LiveRelay, client: UpstreamClient) -> None:
+        self._hub = hub
+        self._store = store
+        self._relay = relay
+        self._client = client
+        self._wanted = asyncio.Event()
+        self.passes = 0  # completed passes (tests)
+        self._log = structlog.get_logger("bridge.relay").bind(upstream=store.upstream)
+
+    def request(self) -> None:
+        self._wanted.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._wanted.wait()
+            self._wanted.clear()
+            for sid in self._hub.sessions():
+                try:
+                    await self.sync(sid)
+                except Exception as e:
+                    self._log.error("permission_resync_failed", session_id=sid, error=f"{type(e).__name__}: {e}")
+            self.passes += 1
+
+    async def sync(self, sid: str) -> None:
+        # Read our table before asking upstream: a request asked live after this read is not judged.
+        stored = await self._store.permission_replies(sid)
+        try:
+            pending = await self._client.pending_permissions(sid)
+        except UpstreamError as e:
+            self._log.warning("permission_resync_upstream_failed", session_id=sid, error=str(e))
+            return
+        upstream_ids: set[str] = set()
+        for data in pending:
+            rid = data.get("id")
+            if not isinstance(rid, str) or not rid:
+                continue
+            upstream_ids.add(rid)
+            if rid not in stored:
+                await self._emit(sid, {"id": f"bridge_resync_asked_{rid}", "type": "permission.v2.asked",
+                                       "data": {**data, "sessionID": sid}})
+        for rid, reply in stored.items():
+            if reply is None and rid not in upstream_ids:
+                await self._emit(sid, {"id": f"bridge_resync_replied_{rid}", "type": "permission.v2.replied",
+                                       "data": {"sessionID": sid, "requestID": rid, "reply": "unknown",
+                                                "note": RESOLVED_NOTE}})
+
+    async def _emit(self, sid: str, envelope: dict[str, Any]) -> None:
+        self._log.info("permission_resynced", session_id=sid, type=envelope["type"])
+        await self._relay.on_live_event(normalize(parse_envelope(envelope)))

@@ -1,6 +1,7 @@
 """The fan-out of one bridge process: hub, feed, LISTEN connection, live relay and `/v1/ws`, with one owner.
 
-The daemon creates it, hands `on_committed` to the supervisor, wraps its live handler with `tap()`,
+The daemon creates it, hands `on_committed` to the supervisor, wraps its live handler with `tap()` (each live
+(re)connect then re-syncs pending permissions, see `PermissionResync`),
 mounts it on the HTTP app and runs `run()` in its task group (cancel to stop)."""
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from bridge.fanout.connection import FanoutService
 from bridge.fanout.feed import CommitListener, DurableFeed
 from bridge.fanout.hub import Hub
 from bridge.fanout.queue import QueueLimits
-from bridge.fanout.relay import LiveRelay
+from bridge.fanout.relay import LiveRelay, PermissionResync
 from bridge.store.fanout import FanoutStore
+from bridge.upstream.client import UpstreamClient
 from bridge.upstream.live import LiveHandler
 
 STATIC_DIR = Path(__file__).resolve().parents[1] / "http" / "static"
@@ -30,11 +32,14 @@ STATIC_DIR = Path(__file__).resolve().parents[1] / "http" / "static"
 class _Tap:
     """A LiveHandler that feeds the fan-out first, then the daemon's own router."""
 
-    def __init__(self, relay: LiveRelay, inner: LiveHandler) -> None:
+    def __init__(self, relay: LiveRelay, inner: LiveHandler, resync: PermissionResync | None) -> None:
         self._relay = relay
         self._inner = inner
+        self._resync = resync
 
     async def on_live_connected(self) -> None:
+        if self._resync is not None:
+            self._resync.request()  # events were lost while we were away (runs in the fan-out's task)
         await self._inner.on_live_connected()
 
     async def on_live_event(self, ev: ChatEvent) -> None:
@@ -45,11 +50,14 @@ class _Tap:
 class Fanout:
     def __init__(self, settings: Settings, engine: AsyncEngine, database_url: str,
                  warm: Callable[[str], object] = lambda _sid: None,
-                 on_subscribers: Callable[[str, int], None] | None = None) -> None:
+                 on_subscribers: Callable[[str, int], None] | None = None,
+                 client: UpstreamClient | None = None) -> None:
         self.hub = Hub(on_subscribers=on_subscribers)
         self.store = FanoutStore(engine, settings.upstream_name)
         self.feed = DurableFeed(self.hub, self.store)
         self.relay = LiveRelay(self.hub, self.store)
+        # Without a client (unit tests) pending permissions are not re-synced after a live reconnect.
+        self.resync = None if client is None else PermissionResync(self.hub, self.store, self.relay, client)
         self.listener = CommitListener(database_url, settings.upstream_name, self.feed.committed, self.feed.wake_all)
         self._log = structlog.get_logger("bridge.fanout").bind(upstream=settings.upstream_name)
         origins = frozenset(o.strip().rstrip("/") for o in settings.allowed_origins.split(",") if o.strip())
@@ -87,7 +95,7 @@ class Fanout:
         return app
 
     def tap(self, inner: LiveHandler) -> LiveHandler:
-        return _Tap(self.relay, inner)
+        return _Tap(self.relay, inner, self.resync)
 
     def on_committed(self, session_id: str, events: Sequence[ChatEvent]) -> None:
         """The supervisor's callback after each committed batch (non-blocking)."""
@@ -106,3 +114,5 @@ class Fanout:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.feed.run(), name="fanout-feed")
             tg.create_task(self.listener.run(), name="fanout-listen")
+            if self.resync is not None:
+                tg.create_task(self.resync.run(), name="fanout-permission-resync")

@@ -115,6 +115,10 @@ def select_pending_permissions(upstream: str, session_id: str) -> Select[Any]:
     )
 
 
+def select_session_permissions(upstream: str, session_id: str) -> Select[Any]:
+    return select(P.request_id, P.reply).where(P.upstream == upstream, P.session_id == session_id)
+
+
 # --- the store ---------------------------------------------------------------------------------------
 
 
@@ -177,3 +181,9 @@ class FanoutStore:
         async with self._engine.connect() as conn:
             rows = await conn.execute(select_pending_permissions(self.upstream, session_id))
             return [r.asked for r in rows]
+
+    async def permission_replies(self, session_id: str) -> dict[str, str | None]:
+        """Every stored request of the session: request id -> its reply (None while pending)."""
+        async with self._engine.connect() as conn:
+            rows = await conn.execute(select_session_permissions(self.upstream, session_id))
+            return {r.request_id: r.reply for r in rows}

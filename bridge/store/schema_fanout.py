@@ -24,7 +24,8 @@ chat_permission_requests = Table(
     # The `permission.v2.asked` envelope exactly as received (resources, save, source …).
     Column("asked", JSONB, nullable=True),
     Column("asked_at", TIMESTAMPTZ, nullable=True),
-    Column("reply", Text, nullable=True),  # once | always | reject; NULL: pending
+    # once | always | reject; unknown: answered while /api/event was down (found by the re-sync); NULL: pending
+    Column("reply", Text, nullable=True),
     Column("replied", JSONB, nullable=True),
     Column("replied_at", TIMESTAMPTZ, nullable=True),
     Column("updated_at", TIMESTAMPTZ, nullable=False, server_default=func.now()),

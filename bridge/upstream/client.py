@@ -171,6 +171,18 @@ class UpstreamClient:
             raise UpstreamError(f"GET {path}: data is not an object")
         return data
 
+    async def pending_permissions(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's pending permission requests (the `data` of their `permission.v2.asked`,
+        PROTOCOL.md §4.4). A session unknown upstream (404) has none."""
+        path = f"/api/session/{session_id}/permission"
+        try:
+            data = self._unwrap(await self._get_json(path), path)
+        except SessionNotFound:
+            return []
+        if not isinstance(data, list):
+            raise UpstreamError(f"GET {path}: data is not a list")
+        return [p for p in data if isinstance(p, dict)]
+
     async def active(self) -> dict[str, Any]:
         data = self._unwrap(await self._get_json("/api/session/active"), "/api/session/active")
         return data if isinstance(data, dict) else {}
