@@ -1,7 +1,8 @@
 """A fake `opencode serve` for fault injection: speaks the wire format of the captures exactly.
 
 Only what the bridge reads is implemented: `/api/session`, `/api/session/active`,
-`/api/session/{id}/history`, `/api/session/{id}/event` and `/api/event`. Like the real server, the
+`/api/session/{id}/history`, `/api/session/{id}/event`, `/api/session/{id}/permission` (the settable
+`permissions[sid]`) and `/api/event`. Like the real server, the
 durable stream sends **no status line or headers until it has an event** (PROTOCOL.md §3.3), frames
 are `data: <one-line JSON>\\n\\n` only, `/api/event` opens with `server.connected` and `: heartbeat`.
 
@@ -42,11 +43,13 @@ class FakeUpstream:
     def __init__(self) -> None:
         self.sessions: dict[str, FakeSession] = {}
         self.active: dict[str, Any] = {}
+        self.permissions: dict[str, list[dict[str, Any]]] = {}  # pending requests per session
         self._hung: set[int] = set()  # ids of durable requests that went silent (hang_durable_streams)
         self.fail_status: dict[str, int] = {}  # route name -> status to answer with
         self._changed = asyncio.Condition()
         self._durable_conns: set[web.StreamResponse] = set()
         self._durable_reqs: dict[int, web.Request] = {}
+        self._prepared: set[int] = set()  # ids of durable requests whose headers went out
         self._generation = 0  # bumped by drop_connections(); durable handlers of older generations die
         self._live_queues: list[asyncio.Queue[bytes | None]] = []
         self.durable_connects = 0
@@ -109,8 +112,8 @@ class FakeUpstream:
 
     def open_durable_streams(self, sid: str) -> int:
         """Durable streams of `sid` that have sent their headers (i.e. at least one event)."""
-        return sum(1 for r in self._durable_conns if r._req is not None
-                   and r._req.match_info.get("sid") == sid)
+        return sum(1 for rid in self._prepared
+                   if rid in self._durable_reqs and self._durable_reqs[rid].match_info.get("sid") == sid)
 
     def hang_durable_streams(self) -> None:
         """Every durable stream open now goes silent forever (a hung server); new ones work."""
@@ -132,6 +135,7 @@ class FakeUpstream:
                 tr.abort()
         self._durable_reqs.clear()
         self._durable_conns.clear()
+        self._prepared.clear()
         for q in self._live_queues:
             q.put_nowait(None)
 
@@ -146,6 +150,7 @@ class FakeUpstream:
         app.router.add_get("/api/session/active", self._active)
         app.router.add_get("/api/session/{sid}/history", self._history)
         app.router.add_get("/api/session/{sid}/event", self._durable)
+        app.router.add_get("/api/session/{sid}/permission", self._permissions)
         app.router.add_get("/api/event", self._live)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -212,6 +217,12 @@ class FakeUpstream:
         newer = [e for e in s.events if e["durable"]["seq"] > after]
         return web.json_response({"data": newer[:limit], "hasMore": len(newer) > limit})
 
+    async def _permissions(self, request: web.Request) -> web.Response:
+        s = self._session_or_404(request.match_info["sid"])
+        if (failed := self._failure("permission")) is not None:
+            return failed
+        return web.json_response({"data": self.permissions.get(s.id, [])})
+
     async def _durable(self, request: web.Request) -> web.StreamResponse:
         s = self._session_or_404(request.match_info["sid"])
         if (failed := self._failure("durable")) is not None:
@@ -242,6 +253,7 @@ class FakeUpstream:
                     if not prepared:  # headers only with the first event (PROTOCOL.md §3.3)
                         await resp.prepare(request)
                         self._durable_conns.add(resp)
+                        self._prepared.add(id(request))
                         prepared = True
                     await resp.write(b"".join(pending))
                 async with self._changed:
@@ -252,6 +264,7 @@ class FakeUpstream:
         finally:
             self._durable_conns.discard(resp)
             self._durable_reqs.pop(id(request), None)
+            self._prepared.discard(id(request))
 
     async def _live(self, request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
