@@ -210,7 +210,7 @@ class DurableFollower:
         except BadFrame as e:
             await self._reject(e.reason, data, received_at, None, str(e))
             return None
-        return await self._accept_env(normalize(env), data, received_at)
+        return await self._accept_env(normalize(env), lambda: data, received_at)
 
     async def _accept_obj(self, item: object, received_at: datetime) -> ChatEvent | None:
         """One `/history` item (already decoded JSON)."""
@@ -219,15 +219,16 @@ class DurableFollower:
         except BadFrame as e:
             await self._reject(e.reason, _json_text(item), received_at, None, str(e))
             return None
-        return await self._accept_env(normalize(env), _json_text(item), received_at)
+        return await self._accept_env(normalize(env), lambda: _json_text(item), received_at)
 
-    async def _accept_env(self, ev: ChatEvent, raw: str, received_at: datetime) -> ChatEvent | None:
+    async def _accept_env(self, ev: ChatEvent, raw: Callable[[], str], received_at: datetime) -> ChatEvent | None:
+        # `raw` is only needed for a reject: history items are not re-serialized on the happy path.
         env = ev.envelope
         if env.seq is None:
-            await self._reject("not_durable", raw, received_at, None, f"type {env.type} without durable.seq")
+            await self._reject("not_durable", raw(), received_at, None, f"type {env.type} without durable.seq")
             return None
         if env.aggregate_id is not None and env.aggregate_id != self.session_id:
-            await self._reject("wrong_session", raw, received_at, env.seq, f"aggregateID {env.aggregate_id}")
+            await self._reject("wrong_session", raw(), received_at, env.seq, f"aggregateID {env.aggregate_id}")
             return None
         if ev.kind == "unknown":
             metrics.UNKNOWN_EVENTS.labels(stream="durable").inc()
