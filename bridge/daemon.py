@@ -29,6 +29,7 @@ from bridge.sessions.discovery import sessions_to_warm
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.db import make_engine, schema_is_at_head, upgrade_to_head
 from bridge.store.events_store import EventStore
+from bridge.store.leases import LeaseStore
 from bridge.upstream.backoff import Backoff
 from bridge.upstream.client import Unauthorized, UpstreamClient, UpstreamError
 from bridge.upstream.live import LiveStream
@@ -83,6 +84,8 @@ class Daemon:
     async def run(self) -> int:
         s = self.settings
         engine = make_engine(self.database_url)
+        # Heartbeats and hand-off get a pool of their own: never queued behind a burst of write batches.
+        liveness_engine = make_engine(self.database_url, pool_size=1, max_overflow=1)
         try:
             await upgrade_to_head(engine)
             store = EventStore(engine, s.upstream_name)
@@ -93,7 +96,8 @@ class Daemon:
                                 on_subscribers=lambda sid, n: supervisor.set_subscriber_count(sid, n),
                                 client=client)
                 supervisor = FollowerSupervisor(store, client, s, self.owner, on_committed=fanout.on_committed,
-                                                on_status=fanout.publish_status)
+                                                on_status=fanout.publish_status,
+                                                leases=LeaseStore(engine, s.upstream_name, liveness_engine))
                 resync = asyncio.Event()
                 live = LiveStream(
                     client,
@@ -154,6 +158,7 @@ class Daemon:
                     await runner.cleanup()
         finally:
             await engine.dispose()
+            await liveness_engine.dispose()
         self._log.info("bridge_stopped")
         return 0
 

@@ -60,10 +60,15 @@ def take_lease(upstream: str, session_id: str, owner: str, ttl_s: float) -> Upda
 
 
 def renew_leases(upstream: str, owner: str, ttl_s: float) -> Update:
-    """Renew every unexpired lease we hold; what is not returned is no longer ours."""
+    """Renew every lease we still hold; what is not returned is no longer ours.
+
+    Expired ones too: a lease that lapsed (a heartbeat stuck behind a busy pool, a paused process) but that
+    nobody took is still ours -- its epoch did not move, so no other writer exists and our writes were never
+    fenced. A peer that takes it sets a new owner (and epoch) under the row lock, and then this no longer
+    matches: renewing can never revive a lease someone else holds."""
     return (
         chat_sessions.update()
-        .where(S.upstream == upstream, S.lease_owner == owner, S.lease_expires_at > func.now(), S.deleted == false())
+        .where(S.upstream == upstream, S.lease_owner == owner, S.deleted == false())
         .values(lease_expires_at=_ttl(ttl_s))
         .returning(S.session_id, S.lease_epoch)
     )
@@ -83,8 +88,9 @@ def select_adoption_candidates(upstream: str, me: str) -> Select[Any]:
     """Sessions held by another incarnation (with whether that lease expired, by the database clock) and
     sessions last known running whose lease is free. The caller decides (bridge.sessions.lease)."""
     expired = or_(S.lease_expires_at.is_(None), S.lease_expires_at <= func.now())
-    # Our own expired leases count too: after a heartbeat outage we stopped following them, and in a
-    # single-process deployment nobody else would adopt them.
+    # Our own expired leases count too: one whose follower is gone (a crash between claim and follow) is
+    # warmed again by the sweep; in a single-process deployment nobody else would adopt it. (A lease of a
+    # session we still follow is simply renewed by the next heartbeat: see renew_leases.)
     held_elsewhere = and_(S.lease_owner.is_not(None), or_(S.lease_owner != me, expired))
     running_unowned = and_(S.lease_owner.is_(None), S.status == "running")
     return (
@@ -227,8 +233,13 @@ async def claim_in(
 
 
 class LeaseStore:
-    def __init__(self, engine: AsyncEngine, upstream: str) -> None:
+    """`liveness_engine`, when given, carries only the heartbeat and the hand-off: a small pool of its own,
+    so that renewing our leases never waits behind a burst of write batches on the main pool (a heartbeat
+    queued past the TTL would let peers adopt sessions we are still following)."""
+
+    def __init__(self, engine: AsyncEngine, upstream: str, liveness_engine: AsyncEngine | None = None) -> None:
         self._engine = engine
+        self._liveness = liveness_engine or engine
         self._upstream = upstream
 
     async def register(self, incarnation_id: str, hostname: str, pid: int, ttl_s: float) -> None:
@@ -237,13 +248,13 @@ class LeaseStore:
 
     async def heartbeat(self, incarnation_id: str, hostname: str, pid: int, ttl_s: float) -> dict[str, int]:
         """Renew the incarnation row and every lease still ours; returns {session_id: epoch} held."""
-        async with self._engine.begin() as conn:
+        async with self._liveness.begin() as conn:
             await conn.execute(upsert_incarnation(incarnation_id, self._upstream, hostname, pid, ttl_s))
             rows = await conn.execute(renew_leases(self._upstream, incarnation_id, ttl_s))
             return {str(r.session_id): int(r.lease_epoch) for r in rows}
 
     async def hand_off(self, incarnation_id: str) -> None:
-        async with self._engine.begin() as conn:
+        async with self._liveness.begin() as conn:
             await conn.execute(hand_off_leases(self._upstream, incarnation_id))
             await conn.execute(stop_incarnation(incarnation_id))
 

@@ -3,10 +3,13 @@ status written only by the holder, legacy gaps (docs/lifecycle.md)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.sessions.lease import ClaimVerdict
+from bridge.store.db import make_engine
 from bridge.store.events_store import EventStore, LeaseLost
 from bridge.store.leases import LeaseHeld, LeaseStore
 from tests.support.waiting import wait_until
@@ -86,14 +89,47 @@ async def test_heartbeat_renews_only_the_unexpired_leases_we_hold(store: EventSt
     assert [i["incarnation_id"] for i in await leases.incarnations()] == [A]
 
 
-async def test_an_expired_lease_is_not_renewed_by_a_late_heartbeat(store: EventStore, leases: LeaseStore) -> None:
+async def _lapsed(leases: LeaseStore, session_id: str) -> bool:
+    """The lease expired by the database clock (what a peer's sweep sees)."""
+    return any(c.session_id == session_id and c.expired for c in await leases.adoption_candidates(B))
+
+
+async def test_a_lapsed_lease_nobody_took_is_renewed_with_its_epoch(store: EventStore, leases: LeaseStore) -> None:
+    epoch, _ = await store.claim(SESSION, A, lease_ttl_s=0.2)
+    await wait_until(lambda: _lapsed(leases, SESSION), 10, 0.1, message="lease lapsed")
+
+    # A heartbeat that came late (a busy pool, a paused process): nobody took the lease, the epoch did not
+    # move, so it is still ours and renewing it keeps the follower instead of stopping and re-claiming.
+    assert await leases.heartbeat(A, "host-a", 100, 60) == {SESSION: epoch}
+    assert not await _lapsed(leases, SESSION)
+
+
+async def test_a_lapsed_lease_a_peer_took_is_not_renewed_by_a_late_heartbeat(
+    store: EventStore, leases: LeaseStore
+) -> None:
     await store.claim(SESSION, A, lease_ttl_s=0.2)
+    await wait_until(lambda: _lapsed(leases, SESSION), 10, 0.1, message="lease lapsed")
+    taken, _ = await store.claim(SESSION, B, lease_ttl_s=60)  # adopted by a peer
 
-    async def lapsed() -> bool:
-        return SESSION not in await leases.heartbeat(A, "host-a", 100, 0.2)
+    assert SESSION not in await leases.heartbeat(A, "host-a", 100, 60)
+    row = await store.get_session(SESSION)
+    assert row is not None and row.lease_owner == B and row.lease_epoch == taken
 
-    # A paused owner that wakes up after its TTL has lost the lease, even if nobody adopted it yet.
-    await wait_until(lapsed, 10, 0.3, message="lease lapsed")
+
+async def test_the_heartbeat_on_its_own_pool_is_not_queued_behind_a_busy_main_pool(
+    database_url: str, store: EventStore
+) -> None:
+    main = make_engine(database_url, pool_size=1, max_overflow=0)
+    liveness = make_engine(database_url, pool_size=1, max_overflow=0)
+    try:
+        leases = LeaseStore(main, UPSTREAM, liveness_engine=liveness)
+        epoch, _ = await store.claim(SESSION, A, lease_ttl_s=60)
+        async with main.connect():  # every connection of the main pool is busy (a burst of write batches)
+            held = await asyncio.wait_for(leases.heartbeat(A, "host-a", 100, 60), 10)
+        assert held == {SESSION: epoch}
+    finally:
+        await main.dispose()
+        await liveness.dispose()
 
 
 async def test_hand_off_expires_our_leases_at_once_and_makes_them_orphans(

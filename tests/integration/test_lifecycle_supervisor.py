@@ -386,3 +386,59 @@ async def test_a_lease_we_hold_without_a_follower_is_given_back(fake, store, sta
         return await owner_of(store, "ses_A") is None
 
     await wait_until(freed, 10, 0.05, message="stray lease released")
+
+
+class FlakyLeases(LeaseStore):
+    """Heartbeats fail while `failing` is set (the database unreachable for this process only, or a
+    heartbeat stuck behind a busy pool); counts the heartbeats that went through."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        super().__init__(engine, UPSTREAM)
+        self.failing = False
+        self.renewed = 0
+
+    async def heartbeat(self, incarnation_id: str, hostname: str, pid: int, ttl_s: float) -> dict[str, int]:
+        if self.failing:
+            raise ConnectionError("heartbeat refused (test)")
+        held = await super().heartbeat(incarnation_id, hostname, pid, ttl_s)
+        self.renewed += 1
+        return held
+
+
+async def test_a_heartbeat_outage_past_the_ttl_keeps_the_follower_when_nobody_took_over(
+    fake, fake_client, store, engine
+) -> None:
+    fake.add_session("ses_A")
+    await turn(fake, "ses_A")
+    leases = FlakyLeases(engine)
+    sup = FollowerSupervisor(store, fake_client, FAST, "host:1:a", leases=leases)
+    task = asyncio.create_task(sup.run())
+    try:
+        await wait_until(lambda: sup.running, 10, 0.01)
+        sup.warm("ses_A")
+        await wait_mirrored(store, fake, "ses_A")
+        row = await store.get_session("ses_A")
+        assert row is not None
+        epoch = row.lease_epoch
+
+        leases.failing = True
+
+        async def lapsed() -> bool:
+            return any(c.session_id == "ses_A" and c.expired for c in await leases.adoption_candidates("peer"))
+
+        await wait_until(lapsed, 10, 0.05, message="lease expired during the outage")
+        renewed = leases.renewed
+        leases.failing = False
+        await wait_until(lambda: leases.renewed >= renewed + 2, 10, 0.02, message="heartbeats resumed")
+
+        # Same follower, same epoch: nothing was stopped, re-claimed or re-read.
+        assert sup.is_warm("ses_A")
+        row = await store.get_session("ses_A")
+        assert row is not None and row.lease_owner == "host:1:a" and row.lease_epoch == epoch
+        await turn(fake, "ses_A")
+        await wait_mirrored(store, fake, "ses_A")
+        row = await store.get_session("ses_A")
+        assert row is not None and row.lease_epoch == epoch
+    finally:
+        sup.stop()
+        await asyncio.wait_for(task, 15)
