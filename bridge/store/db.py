@@ -16,8 +16,19 @@ from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-# Editable installs and the source tree: the repository root holds `migrations/`.
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def find_migrations_dir(package_dir: Path = _PACKAGE_DIR) -> Path:
+    """Where the Alembic scripts are: `bridge/_migrations` in an installed wheel (pyproject.toml maps the
+    source tree's `migrations/` there), else `migrations/` next to the package (source tree, editable)."""
+    installed = package_dir / "_migrations"
+    if (installed / "env.py").is_file():
+        return installed
+    return package_dir.parent / "migrations"
+
+
+MIGRATIONS_DIR = find_migrations_dir()
 
 # pg_advisory_xact_lock key: two bridges starting together must not run the same migration twice.
 _MIGRATION_LOCK_KEY = 0x0B51D6E0
