@@ -6,6 +6,10 @@ ever had (and keep idle ones from being released); instead each candidate costs 
 `/history?after=<stored cursor>&limit=1`, and only sessions with events past our cursor, sessions the
 upstream lists as active, and sessions that vanished upstream (so the follower records the deletion) are
 warmed. New activity after that arrives as live hints.
+
+Sessions whose lease is held are not probed at all: a live holder (this process or a peer) is following
+them, and a dead holder's lease expires and the lease sweep adopts them (docs/lifecycle.md). So a reconnect
+costs one request per *cold* known session, not per session.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ async def sessions_to_warm(client: UpstreamClient, store: EventStore, *, concurr
         active = set()  # only an optimisation: /history below still finds running sessions' events
     rows = {r.session_id: r for r in await store.sessions(include_deleted=True)}
     candidates = {sid for sid, row in rows.items() if not row.deleted} | set(listed)
-    candidates -= {sid for sid, row in rows.items() if row.deleted}
+    candidates -= {sid for sid, row in rows.items() if row.deleted or row.lease_owner is not None}
     gate = asyncio.Semaphore(concurrency)
 
     async def probe(sid: str) -> WarmCandidate | None:

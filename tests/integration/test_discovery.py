@@ -23,6 +23,7 @@ async def store_up_to(store: EventStore, fake: FakeUpstream, sid: str, seq: int)
     epoch, _ = await store.claim(sid, "test")
     evs = [normalize(parse_envelope(e)) for e in fake.sessions[sid].events if e["durable"]["seq"] <= seq]
     await store.write_batch(sid, epoch, evs, datetime.now(UTC))
+    await store.release(sid, epoch)
 
 
 async def test_only_sessions_with_something_new_are_warmed(
@@ -52,3 +53,16 @@ async def test_only_sessions_with_something_new_are_warmed(
         "ses_vanished": "gone_upstream",  # its follower records the deletion
         "ses_active": "active",
     }
+
+
+async def test_a_session_whose_lease_is_held_is_not_even_probed(
+    fake: FakeUpstream, fake_client: UpstreamClient, engine: AsyncEngine
+) -> None:
+    store = EventStore(engine, "fake")
+    await events(fake, "ses_held", 5)
+    await store_up_to(store, fake, "ses_held", 2)
+    await store.claim("ses_held", "host-b:200:peer", lease_ttl_s=60)  # a peer follows it (or will be adopted)
+    fake.active["ses_held"] = {"type": "running"}
+
+    assert await sessions_to_warm(fake_client, store) == []
+    assert fake.history_calls == 0

@@ -8,8 +8,8 @@ import pytest
 from bridge.auth import AuthError, bearer_token, load_or_create_secret, mint_token, verify_token
 
 NOW = 1_800_000_000.0
-K = "k" * 32
-OTHER = "o" * 32
+K = "k" * 64  # long enough for HS512 too: the HS512 case must fail on the algorithm, not on a warning
+OTHER = "o" * 64
 
 
 def test_a_token_for_listed_sessions_allows_only_those() -> None:
