@@ -95,8 +95,9 @@ class Daemon:
                                 warm=lambda sid: supervisor.warm(sid, reason="subscriber"),
                                 on_subscribers=lambda sid, n: supervisor.set_subscriber_count(sid, n),
                                 client=client)
+                # Statuses reach subscribers through PostgreSQL (NOTIFY bridge_status in the writing
+                # transaction), from whichever process holds the session: no local shortcut, one order.
                 supervisor = FollowerSupervisor(store, client, s, self.owner, on_committed=fanout.on_committed,
-                                                on_status=fanout.publish_status,
                                                 leases=LeaseStore(engine, s.upstream_name, liveness_engine))
                 resync = asyncio.Event()
                 live = LiveStream(

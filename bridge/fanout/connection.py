@@ -102,9 +102,14 @@ class Connection:
             self._send(p.error_message(p.ERR_TOO_MANY, f"at most {p.MAX_SUBSCRIPTIONS} subscriptions", op.ref, sid))
             return
         self._svc.warm(sid)
-        head = await self._svc.store.head(sid)
         after = -1 if op.after is None else op.after
+        # Registered before the head is read: a status committed meanwhile is held for this subscription
+        # and sent after `subscribed` if it is newer than the head's (Subscription.status_version).
         sub = self._svc.hub.register(self.client, sid, after)
+        head = await self._svc.store.head(sid)
+        if self.client.subscriptions.get(sid) is not sub:
+            return
+        sub.status_version = max(sub.status_version, head.status_version)
         # complete: every stored event after `after` is about to be sent; false when the bridge knows its
         # history of the session has a hole, or the client claims a seq beyond anything stored.
         complete = not head.incomplete and (op.after is None or op.after <= max(head.cursor_seq, 0))

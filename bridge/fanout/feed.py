@@ -1,7 +1,9 @@
 """From "a batch of session S committed up to seq N" to `event` messages for the live subscribers.
 
 Wake-ups come from this process's own writer (`on_committed`) and from every process's writer through
-PostgreSQL `LISTEN/NOTIFY` (`CommitListener`). Either way the feed reads the committed rows back by seq
+PostgreSQL `LISTEN/NOTIFY` (`CommitListener`). Session statuses come the same way, on their own channel,
+from every process including this one: each carries its `status_version`, so the hub never sends an older
+status after a newer one. Either way the feed reads the committed rows back by seq
 (`seq > last published`), so what it publishes is exactly what is stored, in seq order, whichever process
 wrote it. Wake-ups coalesce: one read per session covers any number of notifications.
 """
@@ -17,7 +19,14 @@ import structlog
 from bridge.fanout import metrics
 from bridge.fanout.hub import Hub
 from bridge.fanout.protocol import dumps, event_message
-from bridge.store.fanout import NOTIFY_CHANNEL, FanoutStore, parse_notice
+from bridge.store.fanout import (
+    NOTIFY_CHANNEL,
+    STATUS_CHANNEL,
+    FanoutStore,
+    StatusNotice,
+    parse_notice,
+    parse_status_notice,
+)
 from bridge.upstream.backoff import Backoff
 
 
@@ -27,6 +36,7 @@ class DurableFeed:
         self._store = store
         self._page = page
         self._dirty: set[str] = set()
+        self._status_dirty: set[str] = set()
         self._event = asyncio.Event()
         self._log = structlog.get_logger("bridge.feed").bind(upstream=store.upstream)
         hub.set_wake(self.wake)
@@ -43,9 +53,16 @@ class DurableFeed:
             self.wake(session_id)
 
     def wake_all(self) -> None:
-        """Notifications may have been missed (LISTEN reconnect): read every subscribed session."""
+        """Notifications may have been missed (LISTEN reconnect): read every subscribed session, its events
+        and its status."""
         for sid in self._hub.sessions():
             self.wake(sid)
+            self._status_dirty.add(sid)
+        self._event.set()
+
+    def status(self, notice: StatusNotice) -> None:
+        """A `bridge_status` notification (from any process, this one included)."""
+        self._hub.publish_status(notice.session_id, notice.status, notice.reason, notice.version)
 
     async def run(self) -> None:
         backoff = Backoff(0.1, 5.0)
@@ -62,6 +79,23 @@ class DurableFeed:
                     self._dirty.add(sid)
                     await asyncio.sleep(backoff.next_delay())
                     self._event.set()
+            status_dirty, self._status_dirty = self._status_dirty, set()
+            for sid in sorted(status_dirty):
+                try:
+                    await self._refresh_status(sid)
+                    backoff.reset()
+                except Exception as e:
+                    self._log.warning("feed_status_read_failed", session_id=sid, error=f"{type(e).__name__}: {e}")
+                    self._status_dirty.add(sid)
+                    await asyncio.sleep(backoff.next_delay())
+                    self._event.set()
+
+    async def _refresh_status(self, session_id: str) -> None:
+        if not self._hub.has_subscribers(session_id):
+            return
+        head = await self._store.head(session_id)
+        if head.known and head.status is not None:
+            self._hub.publish_status(session_id, head.status, head.status_reason, head.status_version)
 
     async def _catch_up(self, session_id: str) -> None:
         while True:
@@ -83,10 +117,12 @@ class CommitListener:
     feed re-reads every subscribed session then."""
 
     def __init__(self, dsn: str, upstream: str, on_notice: Callable[[str, int], None],
-                 on_connected: Callable[[], None], *, check_interval_s: float = 30.0) -> None:
+                 on_connected: Callable[[], None], *, check_interval_s: float = 30.0,
+                 on_status: Callable[[StatusNotice], None] | None = None) -> None:
         self._dsn = dsn
         self._upstream = upstream
         self._on_notice = on_notice
+        self._on_status = on_status
         self._on_connected = on_connected
         self._check_interval_s = check_interval_s
         self.connected = asyncio.Event()
@@ -96,6 +132,11 @@ class CommitListener:
         notice = parse_notice(payload)
         if notice is not None and notice.upstream == self._upstream:
             self._on_notice(notice.session_id, notice.max_seq)
+
+    def _status_notified(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        notice = parse_status_notice(payload)
+        if notice is not None and notice.upstream == self._upstream and self._on_status is not None:
+            self._on_status(notice)
 
     async def run(self) -> None:
         backoff = Backoff(0.2, 5.0)
@@ -117,6 +158,8 @@ class CommitListener:
         try:
             conn.add_termination_listener(lambda _c: lost.set())
             await conn.add_listener(NOTIFY_CHANNEL, self._notified)
+            if self._on_status is not None:
+                await conn.add_listener(STATUS_CHANNEL, self._status_notified)
             self.connected.set()
             self._log.info("listen_connected", channel=NOTIFY_CHANNEL)
             self._on_connected()

@@ -32,6 +32,7 @@ class _Held:
     seq: int | None  # durable seq, None for ephemeral/state messages
     frame: str | None  # serialized, for durable and state messages
     delta: ChatEvent | None = None
+    status_version: int | None = None  # for status messages: chat_sessions.status_version
 
 
 @dataclass
@@ -50,6 +51,9 @@ class Subscription:
     replaying: bool = True
     pending: list[_Held] = field(default_factory=list)
     pending_overflowed: bool = False
+    # The newest status version this client has (from `subscribed` or a `status` message): an older
+    # status, however late its notification arrives, is never sent after a newer one.
+    status_version: int = 0
 
 
 class Client:
@@ -196,9 +200,15 @@ class Hub:
         for sub in list(subs.values()):
             self._deliver(sub, item)
 
-    def publish_status(self, session_id: str, status: str, reason: str | None) -> None:
-        """Session status changes (issue #4's status machine calls this through the daemon)."""
-        self.publish_state(session_id, status_message(session_id, status, reason))
+    def publish_status(self, session_id: str, status: str, reason: str | None, version: int) -> None:
+        """A committed session status (the `bridge_status` notification of whichever process wrote it, or a
+        re-read after the LISTEN connection came back). Sent to a subscriber only if newer than what it has."""
+        subs = self._subs.get(session_id)
+        if not subs:
+            return
+        item = _Held(None, dumps(status_message(session_id, status, reason)), status_version=version)
+        for sub in list(subs.values()):
+            self._deliver(sub, item)
 
     def _deliver(self, sub: Subscription, item: _Held) -> None:
         if sub.replaying:
@@ -209,6 +219,10 @@ class Hub:
                 sub.pending.append(item)
             return
         client = sub.client
+        if item.status_version is not None:
+            if item.status_version <= sub.status_version:
+                return
+            sub.status_version = item.status_version
         if item.delta is not None:
             frame = dumps(delta_message(sub.session_id, item.delta, sub.sent_seq))
             if not client.queue.offer_ephemeral(frame, self._now()):

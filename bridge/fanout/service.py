@@ -58,7 +58,8 @@ class Fanout:
         self.relay = LiveRelay(self.hub, self.store)
         # Without a client (unit tests) pending permissions are not re-synced after a live reconnect.
         self.resync = None if client is None else PermissionResync(self.hub, self.store, self.relay, client)
-        self.listener = CommitListener(database_url, settings.upstream_name, self.feed.committed, self.feed.wake_all)
+        self.listener = CommitListener(database_url, settings.upstream_name, self.feed.committed, self.feed.wake_all,
+                                       on_status=self.feed.status)
         self._log = structlog.get_logger("bridge.fanout").bind(upstream=settings.upstream_name)
         origins = frozenset(o.strip().rstrip("/") for o in settings.allowed_origins.split(",") if o.strip())
         secret = "" if settings.auth_disabled else load_or_create_secret(settings.auth_secret.value, settings.state_dir)
@@ -102,10 +103,6 @@ class Fanout:
         seqs = [e.seq for e in events if e.seq is not None]
         if seqs:
             self.feed.committed(session_id, max(seqs))
-
-    def publish_status(self, session_id: str, status: str, reason: str | None) -> None:
-        """For issue #4's status machine (`on_status`)."""
-        self.hub.publish_status(session_id, status, reason)
 
     async def on_live_event(self, ev: ChatEvent) -> None:
         await self.relay.on_live_event(ev)

@@ -269,12 +269,19 @@ class EventStore:
 
     async def mark_deleted(self, session_id: str) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(q.mark_session_deleted(self._upstream, session_id))
+            row = (await conn.execute(q.mark_session_deleted(self._upstream, session_id))).one_or_none()
+            if row is not None:  # newly deleted: tell every process's subscribers
+                await conn.execute(fanout_q.notify_status(self._upstream, session_id, row.status, row.status_reason,
+                                                          int(row.status_version)))
 
     async def set_status(self, session_id: str, status: str, reason: str | None = None) -> None:
-        """Record the derived session status (idle, busy, stalled, …) and why."""
+        """Record a session status (idle, running, stalled, …) and why, whoever holds the lease (operators,
+        tests; the daemon writes through LeaseStore.set_status, as the holder)."""
         async with self._engine.begin() as conn:
-            await conn.execute(q.set_session_status(self._upstream, session_id, status, reason))
+            version = (await conn.execute(q.set_session_status(self._upstream, session_id, status, reason))
+                       ).scalar_one_or_none()
+            if version is not None:
+                await conn.execute(fanout_q.notify_status(self._upstream, session_id, status, reason, int(version)))
 
     async def sessions(self, include_deleted: bool = False) -> list[SessionRow]:
         async with self._engine.connect() as conn:

@@ -7,6 +7,7 @@ connection of every bridge process. The payload is `<upstream>|<session>|<max se
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,6 +21,10 @@ from bridge.store.schema import chat_session_events, chat_sessions
 from bridge.store.schema_fanout import chat_permission_requests
 
 NOTIFY_CHANNEL = "bridge_events"
+# Status writes (bridge.store.leases.LeaseStore.set_status, EventStore.mark_deleted) notify here, in the
+# writing transaction: every process pushes the status to its own subscribers (docs/websocket.md).
+STATUS_CHANNEL = "bridge_status"
+_REASON_MAX = 1000  # a NOTIFY payload must stay under 8000 bytes
 
 E = chat_session_events.c
 S = chat_sessions.c
@@ -46,12 +51,55 @@ def parse_notice(payload: str) -> CommitNotice | None:
     return CommitNotice(parts[0], parts[1], int(parts[2]))
 
 
+@dataclass(frozen=True)
+class StatusNotice:
+    upstream: str
+    session_id: str
+    status: str
+    reason: str | None
+    version: int
+
+
+def status_payload(upstream: str, session_id: str, status: str, reason: str | None, version: int) -> str:
+    if reason is not None and len(reason) > _REASON_MAX:
+        reason = reason[: _REASON_MAX - 1] + "…"
+    return json.dumps({"upstream": upstream, "session": session_id, "status": status, "reason": reason,
+                       "version": version}, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_status_notice(payload: str) -> StatusNotice | None:
+    """The inverse of `status_payload`; None for anything else (never raises)."""
+    try:
+        d = json.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(d, dict):
+        return None
+    upstream, sid, status, reason, version = (d.get(k) for k in ("upstream", "session", "status", "reason",
+                                                                  "version"))
+    if not (isinstance(upstream, str) and isinstance(sid, str) and sid and isinstance(status, str) and status):
+        return None
+    if reason is not None and not isinstance(reason, str):
+        return None
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        return None
+    return StatusNotice(upstream, sid, status, reason, version)
+
+
 # --- statements --------------------------------------------------------------------------------------
 
 
 def notify_committed(upstream: str, session_id: str, max_seq: int) -> TextClause:
     return text("SELECT pg_notify(:channel, :payload)").bindparams(
         bindparam("channel", NOTIFY_CHANNEL), bindparam("payload", notice_payload(upstream, session_id, max_seq))
+    )
+
+
+def notify_status(upstream: str, session_id: str, status: str, reason: str | None, version: int) -> TextClause:
+    """Run inside the transaction that wrote the status: delivered only if (and when) it commits."""
+    return text("SELECT pg_notify(:channel, :payload)").bindparams(
+        bindparam("channel", STATUS_CHANNEL),
+        bindparam("payload", status_payload(upstream, session_id, status, reason, version)),
     )
 
 
@@ -65,7 +113,7 @@ def select_events_after(upstream: str, session_id: str, after: int, limit: int) 
 
 
 def select_session_head(upstream: str, session_id: str) -> Select[Any]:
-    return select(S.cursor_seq, S.status, S.status_reason, S.incomplete, S.deleted).where(
+    return select(S.cursor_seq, S.status, S.status_reason, S.status_version, S.incomplete, S.deleted).where(
         S.upstream == upstream, S.session_id == session_id
     )
 
@@ -130,6 +178,7 @@ class SessionHead:
     status_reason: str | None
     incomplete: bool
     deleted: bool
+    status_version: int = 0
 
 
 class FanoutStore:
@@ -150,7 +199,8 @@ class FanoutStore:
             r = (await conn.execute(select_session_head(self.upstream, session_id))).one_or_none()
         if r is None:
             return SessionHead(False, -1, None, None, False, False)
-        return SessionHead(True, int(r.cursor_seq), r.status, r.status_reason, bool(r.incomplete), bool(r.deleted))
+        return SessionHead(True, int(r.cursor_seq), r.status, r.status_reason, bool(r.incomplete), bool(r.deleted),
+                           int(r.status_version))
 
     async def session_list(self) -> list[dict[str, Any]]:
         """Sessions of the upstream (not deleted), most recently active first."""

@@ -15,6 +15,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.sessions.lease import ClaimVerdict, LeaseView, decide_claim
+from bridge.store.fanout import notify_status
 from bridge.store.schema import chat_session_events, chat_sessions
 from bridge.store.schema_lifecycle import bridge_incarnations, chat_session_gaps
 
@@ -137,7 +138,8 @@ def set_status_if_owner(upstream: str, session_id: str, owner: str, status: str,
     return (
         chat_sessions.update()
         .where(_key(upstream, session_id), S.lease_owner == owner, S.deleted == false())
-        .values(status=status, status_reason=reason, updated_at=func.now())
+        .values(status=status, status_reason=reason, status_version=S.status_version + 1, updated_at=func.now())
+        .returning(S.status_version)
     )
 
 
@@ -280,8 +282,12 @@ class LeaseStore:
 
     async def set_status(self, session_id: str, owner: str, status: str, reason: str | None) -> bool:
         async with self._engine.begin() as conn:
-            result = await conn.execute(set_status_if_owner(self._upstream, session_id, owner, status, reason))
-            return bool(result.rowcount)
+            version = (await conn.execute(
+                set_status_if_owner(self._upstream, session_id, owner, status, reason))).scalar_one_or_none()
+            if version is None:
+                return False
+            await conn.execute(notify_status(self._upstream, session_id, status, reason, int(version)))
+            return True
 
     async def record_gap(self, session_id: str, from_seq: int, to_seq: int) -> None:
         async with self._engine.begin() as conn:

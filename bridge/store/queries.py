@@ -147,13 +147,15 @@ def insert_rejects(rows: Sequence[Mapping[str, Any]]) -> Insert:
 
 
 def mark_session_deleted(upstream: str, session_id: str) -> Insert:
-    """A tombstone even for a session never seen before, so that nothing warms it again."""
+    """A tombstone even for a session never seen before, so that nothing warms it again. Returns the
+    status written, or no row when the session was already deleted (nothing changed, nothing to notify)."""
     stmt = pg_insert(chat_sessions).values(
         upstream=upstream,
         session_id=session_id,
         deleted=True,
         deleted_at=func.now(),
         status="deleted",
+        status_version=1,
     )
     return stmt.on_conflict_do_update(
         index_elements=[S.upstream, S.session_id],
@@ -161,16 +163,19 @@ def mark_session_deleted(upstream: str, session_id: str) -> Insert:
             "deleted": true(),
             "deleted_at": func.coalesce(S.deleted_at, func.now()),
             "status": "deleted",
+            "status_version": S.status_version + 1,
             "updated_at": func.now(),
         },
-    )
+        where=S.deleted == false(),
+    ).returning(S.status, S.status_reason, S.status_version)
 
 
 def set_session_status(upstream: str, session_id: str, status: str, reason: str | None) -> Update:
     return (
         chat_sessions.update()
         .where(_session_key(upstream, session_id))
-        .values(status=status, status_reason=reason, updated_at=func.now())
+        .values(status=status, status_reason=reason, status_version=S.status_version + 1, updated_at=func.now())
+        .returning(S.status_version)
     )
 
 

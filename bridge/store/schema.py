@@ -40,6 +40,8 @@ chat_sessions = Table(
     Column("cursor_seq", BigInteger, nullable=False, server_default=text("0")),
     Column("status", Text, nullable=False, server_default=text("'idle'")),
     Column("status_reason", Text, nullable=True),
+    # Moves on with every status write (0005): subscribers of any process keep the newest status only.
+    Column("status_version", BigInteger, nullable=False, server_default=text("0")),
     Column("first_event_at", TIMESTAMPTZ, nullable=True),
     Column("last_event_at", TIMESTAMPTZ, nullable=True),
     Column("deleted", Boolean, nullable=False, server_default=false()),

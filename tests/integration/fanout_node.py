@@ -36,7 +36,8 @@ class Node:
         self.hub = Hub()
         self.store = FanoutStore(engine, UPSTREAM)
         self.feed = DurableFeed(self.hub, self.store)
-        self.listener = CommitListener(database_url, UPSTREAM, self.feed.committed, self.feed.wake_all)
+        self.listener = CommitListener(database_url, UPSTREAM, self.feed.committed, self.feed.wake_all,
+                                       on_status=self.feed.status)
         self.warmed: list[str] = []
         self.service = FanoutService(hub=self.hub, store=self.store, upstream=UPSTREAM, secret=SECRET,
                                      auth_disabled=auth_disabled, allowed_origins=allowed_origins,

@@ -4,6 +4,7 @@ notifications across processes, permissions, deltas, auth refusals and the slow-
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -347,3 +348,99 @@ async def test_commits_made_while_the_listen_connection_was_down_are_still_deliv
     from bridge.fanout import metrics as m
 
     assert m.NOTIFY_RECONNECTS._value.get() >= 1
+
+
+def statuses(c: WsClient, session: str = SID) -> list[tuple[str, str | None]]:
+    return [(m["status"], m["reason"]) for m in c.of("status", session)]
+
+
+async def test_a_status_written_by_the_holder_reaches_subscribers_of_every_process_in_order(
+    nodes: Callable[..., Any], clients: list[WsClient], engine: AsyncEngine
+) -> None:
+    from bridge.store.leases import LeaseStore
+
+    holder: Node = await nodes(local_commits=False)
+    other: Node = await nodes(local_commits=False)
+    await holder.write_seqs(SID, 1)  # the holder claims the session (owner-<id>) and writes
+    a = await connect(clients, holder)
+    b = await connect(clients, other)
+    for c in (a, b):
+        await c.subscribe(SID)
+        await c.wait_for("caught_up")
+    leases = LeaseStore(engine, "it-upstream")
+    owner = f"owner-{id(holder)}"
+    written = [("running", None), ("idle", "turn ended"), ("running", None), ("stalled", "no step for 60 s")]
+    for status, reason in written:
+        assert await leases.set_status(SID, owner, status, reason)
+    assert not await leases.set_status(SID, "not-the-holder", "idle", "fenced")  # not written, not sent
+
+    for c in (a, b):
+        await c.wait_for("status", status="stalled")
+        assert statuses(c) == written
+
+
+async def test_a_subscriber_never_gets_a_status_older_than_the_one_it_has(
+    nodes: Callable[..., Any], clients: list[WsClient], engine: AsyncEngine
+) -> None:
+    from bridge.store.events_store import EventStore
+
+    node: Node = await nodes(local_commits=False)
+    await node.write_seqs(SID, 1)
+    store = EventStore(engine, "it-upstream")
+    await store.set_status(SID, "running", None)
+    c = await connect(clients, node)
+    await c.subscribe(SID)
+    await c.wait_for("caught_up")
+    assert c.of("subscribed")[0]["status"] == "running"
+    # A notification replayed late (what a LISTEN reconnect's re-read or a slow delivery amounts to):
+    node.hub.publish_status(SID, "idle", "old", 0)
+    await store.set_status(SID, "idle", "turn ended")
+    await c.wait_for("status", status="idle")
+    node.hub.publish_status(SID, "running", "older still", 1)
+    await c.send(op="ping", id="fence")
+    await c.wait_for("pong", id="fence")
+    assert statuses(c) == [("idle", "turn ended")]
+
+
+async def test_statuses_written_while_the_listen_connection_was_down_are_read_back_on_reconnect(
+    nodes: Callable[..., Any], clients: list[WsClient], engine: AsyncEngine
+) -> None:
+    from bridge.store.events_store import EventStore
+
+    node: Node = await nodes(local_commits=False)
+    await node.write_seqs(SID, 1)
+    c = await connect(clients, node)
+    await c.subscribe(SID)
+    await c.wait_for("caught_up")
+    listen = node._tasks[1]
+    listen.cancel()  # the LISTEN connection is gone: these notifications reach nobody here
+    with contextlib.suppress(asyncio.CancelledError):
+        await listen
+    store = EventStore(engine, "it-upstream")
+    await store.set_status(SID, "running", None)
+    await store.set_status(SID, "idle", "turn ended")
+    await c.send(op="ping", id="fence")
+    await c.wait_for("pong", id="fence")
+    assert statuses(c) == []
+
+    node.feed.wake_all()  # what the listener does after every (re)connect
+    await c.wait_for("status", status="idle")
+    assert statuses(c) == [("idle", "turn ended")]
+
+
+async def test_a_deletion_is_pushed_once_whoever_records_it(
+    nodes: Callable[..., Any], clients: list[WsClient], engine: AsyncEngine
+) -> None:
+    from bridge.store.events_store import EventStore
+
+    node: Node = await nodes(local_commits=False)
+    await node.write_seqs(SID, 1)
+    c = await connect(clients, node)
+    await c.subscribe(SID)
+    await c.wait_for("caught_up")
+    for _ in range(3):  # every process sees session.deleted on its own /api/event and records it
+        await EventStore(engine, "it-upstream").mark_deleted(SID)
+    await c.wait_for("status", status="deleted")
+    await c.send(op="ping", id="fence")
+    await c.wait_for("pong", id="fence")
+    assert [s for s, _ in statuses(c)] == ["deleted"]

@@ -131,3 +131,24 @@ async def test_queue_get_returns_frames_in_order_then_none_when_closed() -> None
 def test_queue_limits_are_validated() -> None:
     with pytest.raises(ValueError):
         QueueLimits(max_messages=1)
+
+
+def test_a_status_is_sent_only_when_newer_than_what_the_subscriber_has() -> None:
+    hub = Hub()
+    c = live_client(hub)
+    hub.publish_status(SID, "running", None, 2)
+    hub.publish_status(SID, "idle", "late", 1)  # an older write whose notification came late
+    hub.publish_status(SID, "running", None, 2)  # the same write twice (notify, then a re-read)
+    hub.publish_status(SID, "idle", "turn ended", 3)
+    assert [(m["status"], m["reason"]) for m in drain(c)] == [("running", None), ("idle", "turn ended")]
+
+
+def test_a_status_held_during_replay_is_dropped_if_subscribed_already_showed_a_newer_one() -> None:
+    hub = Hub()
+    c = Client(QueueLimits())
+    sub = hub.register(c, SID, -1)
+    hub.publish_status(SID, "running", None, 4)  # committed while the subscription was being set up
+    hub.publish_status(SID, "idle", None, 6)
+    sub.status_version = 5  # the head read for `subscribed` saw version 5
+    assert hub.go_live(sub, -1)
+    assert [m["status"] for m in drain(c)] == ["idle"]
