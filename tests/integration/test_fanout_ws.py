@@ -18,6 +18,8 @@ from bridge.fanout import protocol as p
 from bridge.fanout.queue import QueueLimits
 from bridge.fanout.relay import LiveRelay
 from bridge.store.db import make_engine
+from bridge.store.events_store import EventStore
+from bridge.store.leases import LeaseStore
 from tests.integration.fanout_node import Node
 from tests.support.fanout_client import WsClient
 
@@ -354,11 +356,25 @@ def statuses(c: WsClient, session: str = SID) -> list[tuple[str, str | None]]:
     return [(m["status"], m["reason"]) for m in c.of("status", session)]
 
 
+async def fence(c: WsClient) -> None:
+    """Everything the bridge queued for this client before now has been received."""
+    await c.send(op="ping", id="fence")
+    await c.wait_for("pong", id="fence")
+
+
+async def one_subscriber(nodes: Callable[..., Any], clients: list[WsClient]) -> tuple[Node, WsClient]:
+    """A node holding SID (one event written) and a client subscribed to it, caught up."""
+    node: Node = await nodes(local_commits=False)
+    await node.write_seqs(SID, 1)
+    c = await connect(clients, node)
+    await c.subscribe(SID)
+    await c.wait_for("caught_up")
+    return node, c
+
+
 async def test_a_status_written_by_the_holder_reaches_subscribers_of_every_process_in_order(
     nodes: Callable[..., Any], clients: list[WsClient], engine: AsyncEngine
 ) -> None:
-    from bridge.store.leases import LeaseStore
-
     holder: Node = await nodes(local_commits=False)
     other: Node = await nodes(local_commits=False)
     await holder.write_seqs(SID, 1)  # the holder claims the session (owner-<id>) and writes
@@ -382,36 +398,32 @@ async def test_a_status_written_by_the_holder_reaches_subscribers_of_every_proce
 async def test_a_subscriber_never_gets_a_status_older_than_the_one_it_has(
     nodes: Callable[..., Any], clients: list[WsClient], engine: AsyncEngine
 ) -> None:
-    from bridge.store.events_store import EventStore
-
-    node: Node = await nodes(local_commits=False)
-    await node.write_seqs(SID, 1)
     store = EventStore(engine, "it-upstream")
+    node, c = await one_subscriber(nodes, clients)
     await store.set_status(SID, "running", None)
-    c = await connect(clients, node)
-    await c.subscribe(SID)
-    await c.wait_for("caught_up")
-    assert c.of("subscribed")[0]["status"] == "running"
+    await c.wait_for("status", status="running")
     # A notification replayed late (what a LISTEN reconnect's re-read or a slow delivery amounts to):
     node.hub.publish_status(SID, "idle", "old", 0)
     await store.set_status(SID, "idle", "turn ended")
     await c.wait_for("status", status="idle")
     node.hub.publish_status(SID, "running", "older still", 1)
-    await c.send(op="ping", id="fence")
-    await c.wait_for("pong", id="fence")
-    assert statuses(c) == [("idle", "turn ended")]
+    await fence(c)
+    assert statuses(c) == [("running", None), ("idle", "turn ended")]
+
+    # A page opened now gets the stored status in `subscribed`, and nothing older after it.
+    late = await connect(clients, node)
+    await late.subscribe(SID)
+    await late.wait_for("caught_up")
+    assert late.of("subscribed")[0]["status"] == "idle"
+    node.hub.publish_status(SID, "running", "older still", 1)
+    await fence(late)
+    assert statuses(late) == []
 
 
 async def test_statuses_written_while_the_listen_connection_was_down_are_read_back_on_reconnect(
     nodes: Callable[..., Any], clients: list[WsClient], engine: AsyncEngine
 ) -> None:
-    from bridge.store.events_store import EventStore
-
-    node: Node = await nodes(local_commits=False)
-    await node.write_seqs(SID, 1)
-    c = await connect(clients, node)
-    await c.subscribe(SID)
-    await c.wait_for("caught_up")
+    node, c = await one_subscriber(nodes, clients)
     listen = node._tasks[1]
     listen.cancel()  # the LISTEN connection is gone: these notifications reach nobody here
     with contextlib.suppress(asyncio.CancelledError):
@@ -419,8 +431,7 @@ async def test_statuses_written_while_the_listen_connection_was_down_are_read_ba
     store = EventStore(engine, "it-upstream")
     await store.set_status(SID, "running", None)
     await store.set_status(SID, "idle", "turn ended")
-    await c.send(op="ping", id="fence")
-    await c.wait_for("pong", id="fence")
+    await fence(c)
     assert statuses(c) == []
 
     node.feed.wake_all()  # what the listener does after every (re)connect
@@ -431,16 +442,9 @@ async def test_statuses_written_while_the_listen_connection_was_down_are_read_ba
 async def test_a_deletion_is_pushed_once_whoever_records_it(
     nodes: Callable[..., Any], clients: list[WsClient], engine: AsyncEngine
 ) -> None:
-    from bridge.store.events_store import EventStore
-
-    node: Node = await nodes(local_commits=False)
-    await node.write_seqs(SID, 1)
-    c = await connect(clients, node)
-    await c.subscribe(SID)
-    await c.wait_for("caught_up")
+    _node, c = await one_subscriber(nodes, clients)
     for _ in range(3):  # every process sees session.deleted on its own /api/event and records it
         await EventStore(engine, "it-upstream").mark_deleted(SID)
     await c.wait_for("status", status="deleted")
-    await c.send(op="ping", id="fence")
-    await c.wait_for("pong", id="fence")
+    await fence(c)
     assert [s for s, _ in statuses(c)] == ["deleted"]
