@@ -63,6 +63,11 @@ LEASE_CLAIMS = Counter(
     "bridge_lease_claims_total", "Leases taken, by what warmed the session (orphan = adoption)", ["reason"],
     registry=REGISTRY,
 )
+SESSIONS_UNKNOWN = Counter(
+    "bridge_sessions_unknown_upstream_total",
+    "Warmed session ids the upstream answered 404 for while nothing of them was stored (not tombstoned)",
+    registry=REGISTRY,
+)
 SESSION_RELEASES = Counter(
     "bridge_session_releases_total", "Warm sessions released (follower stopped, lease freed), by reason",
     ["reason"], registry=REGISTRY,

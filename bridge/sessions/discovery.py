@@ -54,8 +54,8 @@ async def sessions_to_warm(client: UpstreamClient, store: EventStore, *, concurr
         async with gate:
             try:
                 page = await client.history(sid, row.cursor_seq if row else 0, limit=1)
-            except SessionNotFound:
-                return WarmCandidate(sid, directory, "gone_upstream") if row else None
+            except SessionNotFound:  # tombstoned by its follower, if we stored anything of it
+                return WarmCandidate(sid, directory, "gone_upstream") if row and row.cursor_seq > 0 else None
             except UpstreamError:
                 return WarmCandidate(sid, directory, "new_events")  # cannot tell: follow to be safe
         return WarmCandidate(sid, directory, "new_events") if page.events else None

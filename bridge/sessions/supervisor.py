@@ -345,7 +345,14 @@ class FollowerSupervisor:
                     log.error("follower_crashed", error=f"{type(e).__name__}: {e}", exc_info=True)
                     await asyncio.sleep(backoff.next_delay())
                     continue
-                if outcome is FollowerExit.GONE:
+                if outcome is FollowerExit.GONE and follower.cursor == 0:
+                    # 404 and nothing stored: the upstream does not know this id *yet* (or never will: a
+                    # typo). No tombstone, or a session created later under this id (POST /api/session
+                    # accepts an id) would never be mirrored; its first live event warms it again.
+                    metrics.SESSIONS_UNKNOWN.inc()
+                    log.warning("session_unknown_upstream", reason=w.reason)
+                    await self._release_quietly(session_id, epoch)
+                elif outcome is FollowerExit.GONE:
                     self._deleted.add(session_id)
                     await self._store.mark_deleted(session_id)
                     self._publish_status(session_id, Transition(Status.DELETED, "deleted upstream"))

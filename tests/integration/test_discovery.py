@@ -45,6 +45,9 @@ async def test_only_sessions_with_something_new_are_warmed(
     await store_up_to(store, fake, "ses_active", 1)
     fake.active["ses_active"] = {"type": "running"}
 
+    epoch, _ = await store.claim("ses_never_created", "test")  # subscribed to, never created upstream
+    await store.release("ses_never_created", epoch)
+
     found = {c.session_id: c.reason for c in await sessions_to_warm(fake_client, store)}
 
     assert found == {

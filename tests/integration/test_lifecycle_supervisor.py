@@ -442,3 +442,41 @@ async def test_a_heartbeat_outage_past_the_ttl_keeps_the_follower_when_nobody_to
     finally:
         sup.stop()
         await asyncio.wait_for(task, 15)
+
+
+async def test_an_id_the_upstream_does_not_know_yet_is_not_tombstoned_and_is_followed_once_created(
+    fake, store, start
+) -> None:
+    a = await start("host:1:a")
+    # A page subscribes to a session its backend is about to create (POST /api/session accepts an id).
+    assert a.sup.warm("ses_later", reason="subscriber")
+    await wait_until(lambda: not a.sup.is_warm("ses_later"), 10, 0.02, message="follower ended on 404")
+    row = await store.get_session("ses_later")
+    assert row is not None and not row.deleted and row.lease_owner is None and row.status != "deleted"
+
+    fake.add_session("ses_later")
+    await turn(fake, "ses_later")
+    assert a.sup.warm("ses_later", reason="session.created")
+    await wait_mirrored(store, fake, "ses_later")
+
+
+async def test_a_session_deleted_upstream_after_we_stored_it_is_tombstoned_and_never_warmed_again(
+    fake, store, start
+) -> None:
+    fake.add_session("ses_A")
+    await turn(fake, "ses_A")
+    a = await start("host:1:a")
+    a.sup.warm("ses_A")
+    await wait_mirrored(store, fake, "ses_A")
+    await a.sup.release("ses_A")
+    fake.sessions["ses_A"].deleted = True  # a 404 from now on, without the live session.deleted
+    assert a.sup.warm("ses_A", reason="request")
+    await wait_until(lambda: not a.sup.is_warm("ses_A"), 10, 0.02, message="follower ended on 404")
+
+    async def tombstoned() -> bool:
+        row = await store.get_session("ses_A")
+        return row is not None and row.deleted and row.status == "deleted"
+
+    await wait_until(tombstoned, 10, 0.05, message="tombstone written")
+    assert not a.sup.warm("ses_A", reason="request")
+    assert len(await store.stored_ids("ses_A")) == 6
