@@ -9,7 +9,7 @@ OPENCODE_DIR := .opencode
 OPENCODE_BIN := $(OPENCODE_DIR)/node_modules/.bin/opencode
 PYTEST_ARGS ?=
 
-.PHONY: chromium systemd-analyze run test test-unit test-integration test-e2e lint bench opencode venv clean
+.PHONY: chromium systemd-analyze run test test-unit test-integration test-e2e lint bench soak opencode venv clean
 
 venv: $(STAMP)
 
@@ -61,6 +61,11 @@ test-e2e: $(STAMP) $(OPENCODE_BIN) chromium
 bench: $(STAMP)
 	$(BIN)/python -m bench.ingest --events 5000 --sessions 20
 	$(BIN)/pytest -q -s tests/integration/test_fanout_latency.py
+
+# Long fault soak against the real opencode serve (not part of `make test`): SOAK_MINUTES=10 by default.
+SOAK_MINUTES ?= 10
+soak: $(STAMP) $(OPENCODE_BIN)
+	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.soak --minutes $(SOAK_MINUTES)
 
 lint: $(STAMP)
 	$(BIN)/ruff check bridge tests bench

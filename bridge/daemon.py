@@ -21,7 +21,7 @@ from sqlalchemy import text
 from bridge.config import Settings
 from bridge.events import ChatEvent
 from bridge.fanout.service import Fanout
-from bridge.http.app import build_app
+from bridge.http.app import build_app, coalesced
 from bridge.ops.health import HealthMonitor
 from bridge.ops.sdnotify import Notifier
 from bridge.ops.status import StatusSummary
@@ -109,8 +109,8 @@ class Daemon:
                     upstream=s.upstream_name,
                 )
 
-                async def readiness() -> dict[str, Any]:
-                    checks: dict[str, Any] = {"started": {"ok": self._started}}
+                async def dependencies() -> dict[str, Any]:
+                    checks: dict[str, Any] = {}
                     try:
                         async with engine.connect() as conn:
                             await conn.execute(text("select 1"))
@@ -118,8 +118,17 @@ class Daemon:
                         checks["migrations"] = {"ok": await schema_is_at_head(engine)}
                     except Exception as e:
                         checks["database"] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
-                    checks["upstream_live"] = {"ok": live.connected.is_set()}
                     checks["upstream_auth"] = await _upstream_auth_check(client)
+                    return checks
+
+                # The database and the upstream are asked at most once a second, whatever the probe rate;
+                # the in-process facts (started/stopping, live stream, followers) are always fresh.
+                shared_dependencies = coalesced(dependencies, 1.0)
+
+                async def readiness() -> dict[str, Any]:
+                    checks: dict[str, Any] = {"started": {"ok": self._started}}
+                    checks.update(await shared_dependencies())
+                    checks["upstream_live"] = {"ok": live.connected.is_set()}
                     checks["followers"] = {"ok": supervisor.running, "warm": len(supervisor.warm_sessions())}
                     return checks
 

@@ -169,6 +169,7 @@ class CommitListener:
                 except TimeoutError:
                     # A half-open TCP connection never terminates by itself: probe it.
                     await conn.fetchval("SELECT 1", timeout=10)
+            self._log.warning("listen_connection_lost", error="connection terminated (server restart or admin)")
         finally:
             if not conn.is_closed():
                 conn.terminate()

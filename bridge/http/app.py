@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -11,6 +13,35 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from bridge import metrics
 
 ReadinessCheck = Callable[[], Awaitable[dict[str, Any]]]
+
+
+def coalesced(check: ReadinessCheck, max_age_s: float = 1.0,
+              clock: Callable[[], float] = time.monotonic) -> ReadinessCheck:
+    """`check`, run at most once per `max_age_s` whatever the probe rate: concurrent callers share the
+    run in flight, later ones get its result until it is `max_age_s` old. A probe storm (a load balancer,
+    several monitors) then costs the database and the upstream one check per second, not one per probe.
+    A run that raises is not kept."""
+    last: tuple[float, dict[str, Any]] | None = None
+    running: asyncio.Task[dict[str, Any]] | None = None
+
+    async def run() -> dict[str, Any]:
+        nonlocal last, running
+        if last is not None and clock() - last[0] < max_age_s:
+            return last[1]
+        if running is None:
+            running = asyncio.ensure_future(check())
+            task = running
+
+            def done(t: asyncio.Task[dict[str, Any]]) -> None:
+                nonlocal last, running
+                running = None
+                if not t.cancelled() and t.exception() is None:
+                    last = (clock(), t.result())
+
+            task.add_done_callback(done)
+        return await asyncio.shield(running)
+
+    return run
 
 READINESS_KEY: web.AppKey[ReadinessCheck] = web.AppKey("readiness")
 

@@ -1,0 +1,265 @@
+"""Soak: the real `opencode serve` 1.18.33 under a steady workload, two bridge replicas sharing one
+database, and a stream of real faults -- then the proof: every session's stored (seq, event_id) list equals
+the upstream's own /history, with no reject.
+
+    make soak                                      # 10 minutes, seed from the clock
+    .venv/bin/python -m bench.soak --minutes 3 --seed 7
+
+Faults, one every 2-6 s (weights in FAULTS): SIGKILL of a replica (restarted 0-3 s later), SIGTERM of a
+replica (restarted at once), SIGTERM or SIGKILL of `opencode serve` (restarted on the same port and home),
+and every bridge connection to PostgreSQL terminated (`pg_terminate_backend`). The workload prompts random
+sessions with the mock provider's directives (text, tools, reasoning, slow streams); prompts that fail
+because the serve is down are counted, not fatal. Exit status 1 when the database and /history differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import random
+import shutil
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from sqlalchemy import text
+
+from bridge.store.db import make_engine
+from bridge.store.embedded import start_embedded
+from bridge.store.events_store import EventStore
+from tests.support.bridge_proc import BridgeProcess
+from tests.support.mock_llm import MockLLM
+from tests.support.opencode import OpencodeError, OpencodeServe
+from tests.support.waiting import WaitTimeout, wait_until
+
+REPO = Path(__file__).resolve().parents[1]
+UPSTREAM = "soak"
+DIRECTIVES = ["MOCK:text", "MOCK:tool", "MOCK:reason", "MOCK:slow:20:0.05", "MOCK:slowtool:1"]
+FAULTS = {"kill9_bridge": 4, "sigterm_bridge": 2, "restart_opencode": 1, "kill9_opencode": 1, "drop_db": 2}
+
+
+async def _admin(url: str, sql: str) -> None:
+    from sqlalchemy import pool
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from bridge.store.db import to_async_url
+
+    engine = create_async_engine(to_async_url(url), poolclass=pool.NullPool, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text(sql))
+    finally:
+        await engine.dispose()
+
+
+def _database(server_url: str, name: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    return urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
+
+
+class Soak:
+    def __init__(self, args: argparse.Namespace, workdir: Path, database_url: str) -> None:
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.workdir = workdir
+        self.database_url = database_url
+        self.faults: Counter[str] = Counter()
+        self.turns: Counter[str] = Counter()
+        self.sessions: list[str] = []
+        self.mock = MockLLM(log_path=workdir / "mock-llm.jsonl")
+        self.serve: OpencodeServe | None = None
+        self.replicas: list[BridgeProcess] = []
+        self._busy: set[str] = set()
+
+    async def run(self) -> int:
+        await self.mock.start()
+        self.serve = OpencodeServe(Path(self.args.opencode), self.workdir / "opencode", self.mock.base_url)
+        await self.serve.start()
+        for i in range(self.args.replicas):
+            b = BridgeProcess(self.workdir, self.serve.base_url, self.database_url, name=f"bridge-{i}",
+                              extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM})
+            b.start()
+            self.replicas.append(b)
+        for b in self.replicas:
+            await b.wait_ready(60)
+        for _ in range(self.args.sessions):
+            self.sessions.append(await self.serve.create_session())
+
+        started = time.monotonic()
+        deadline = started + self.args.minutes * 60
+        work = asyncio.create_task(self._workload(deadline))
+        await self._inject_faults(deadline)
+        await work
+        return await self._verify(started)
+
+    async def _workload(self, deadline: float) -> None:
+        tasks: set[asyncio.Task[None]] = set()
+        while time.monotonic() < deadline:
+            idle = [s for s in self.sessions if s not in self._busy]
+            if idle:
+                sid = self.rng.choice(idle)
+                self._busy.add(sid)
+                t = asyncio.create_task(self._turn(sid, self.rng.choice(DIRECTIVES)))
+                tasks.add(t)
+                t.add_done_callback(tasks.discard)
+            await asyncio.sleep(self.rng.uniform(0.2, 1.0))
+        if tasks:
+            await asyncio.gather(*tasks)
+
+    async def _turn(self, sid: str, directive: str) -> None:
+        assert self.serve is not None
+        try:
+            await self.serve.prompt(sid, f"{directive} soak turn")
+            await self.serve.wait_idle(sid, 90, require_step_end=False)
+            self.turns["ok"] += 1
+        except (OpencodeError, WaitTimeout, OSError, aiohttp.ClientError) as e:  # the serve was down mid-turn
+            self.turns[f"failed:{type(e).__name__}"] += 1
+        finally:
+            self._busy.discard(sid)
+
+    async def _inject_faults(self, deadline: float) -> None:
+        kinds = list(FAULTS)
+        weights = [FAULTS[k] for k in kinds]
+        while time.monotonic() < deadline:
+            await asyncio.sleep(self.rng.uniform(2.0, 6.0))
+            kind = self.rng.choices(kinds, weights)[0]
+            self.faults[kind] += 1
+            await getattr(self, f"_{kind}")()
+
+    async def _kill9_bridge(self) -> None:
+        b = self.rng.choice(self.replicas)
+        if b.proc is not None and b.proc.poll() is None:
+            b.kill()
+        await asyncio.sleep(self.rng.uniform(0.0, 3.0))
+        b.start()
+
+    async def _sigterm_bridge(self) -> None:
+        b = self.rng.choice(self.replicas)
+        b.stop()
+        b.start()
+
+    async def _restart_opencode(self) -> None:
+        assert self.serve is not None
+        await self.serve.restart()
+
+    async def _kill9_opencode(self) -> None:
+        assert self.serve is not None
+        await self.serve.restart(kill=True)
+
+    async def _drop_db(self) -> None:
+        await _admin(self.database_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                        "WHERE application_name LIKE 'opencode-bridge%'")
+
+    async def _verify(self, started: float) -> int:
+        assert self.serve is not None
+        for b in self.replicas:
+            if b.proc is None or b.proc.poll() is not None:
+                b.start()
+        for b in self.replicas:
+            await b.wait_ready(60)
+        quiet = time.monotonic()
+        engine = make_engine(self.database_url)
+        store = EventStore(engine, UPSTREAM)
+        state: dict[str, tuple[int, int]] = {}
+        upstream_total = 0
+        try:
+            for sid in self.sessions:
+                await self.serve.wait_idle(sid, 120, require_step_end=False)
+
+            async def same() -> bool:
+                nonlocal upstream_total
+                upstream_total = 0
+                ok = True
+                for sid in self.sessions:
+                    assert self.serve is not None
+                    upstream = [(int(e["durable"]["seq"]), str(e["id"])) for e in await self.serve.history(sid)]
+                    stored = await store.stored_ids(sid)
+                    upstream_total += len(upstream)
+                    state[sid] = (len(stored), len(upstream))
+                    ok = ok and stored == upstream
+                return ok
+
+            try:
+                await wait_until(same, 180, 0.5, message="stored == /history for every session")
+                converged = True
+            except WaitTimeout:
+                converged = False
+            async with engine.connect() as conn:
+                rejects = int((await conn.execute(text("select count(*) from chat_event_rejects"))).scalar_one())
+        finally:
+            await engine.dispose()
+        report: dict[str, Any] = {
+            "converged": converged,
+            "rejects": rejects,
+            "minutes": self.args.minutes,
+            "seed": self.args.seed,
+            "replicas": self.args.replicas,
+            "sessions": len(self.sessions),
+            "upstream_events": upstream_total,
+            "turns": dict(self.turns),
+            "faults": dict(self.faults),
+            "converged_after_s": round(time.monotonic() - quiet, 1),
+            "wall_s": round(time.monotonic() - started, 1),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        }
+        if not converged:
+            report["mismatch (stored, upstream)"] = {s: v for s, v in state.items() if v[0] != v[1]}
+        print(json.dumps(report, indent=2))
+        return 0 if converged and rejects == 0 else 1
+
+    async def close(self) -> None:
+        for b in self.replicas:
+            b.stop()
+        if self.serve is not None:
+            with contextlib.suppress(Exception):
+                await self.serve.close()
+        await self.mock.stop()
+
+
+async def main(args: argparse.Namespace) -> int:
+    workdir = Path(tempfile.mkdtemp(prefix="bridge-soak-"))
+    pg = None
+    server_url = os.environ.get("BRIDGE_DATABASE_URL")
+    if not server_url:
+        pg = start_embedded(workdir / "pg")
+        server_url = pg.url
+    name = f"soak_{uuid.uuid4().hex[:12]}"
+    await _admin(server_url, f'CREATE DATABASE "{name}"')
+    soak = Soak(args, workdir, _database(server_url, name))
+    try:
+        rc = await soak.run()
+    finally:
+        await soak.close()
+        await _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if pg is not None:
+            pg.stop()
+    if rc == 0 and not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        print(f"logs kept in {workdir}")
+    return rc
+
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--sessions", type=int, default=6)
+    ap.add_argument("--replicas", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--opencode", default=os.environ.get(
+        "OPENCODE_BIN", str(REPO / ".opencode" / "node_modules" / ".bin" / "opencode")))
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (logs) after a success")
+    return ap.parse_args()
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main(parse_args())))
