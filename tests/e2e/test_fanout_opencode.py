@@ -160,7 +160,7 @@ async def test_after_a_bridge_restart_an_old_seq_resumes_exactly_after_it(
     assert c2.of("subscribed")[0]["complete"] is True
 
 
-async def test_two_clients_on_two_bridge_processes_see_the_same_durable_sequence(
+async def test_two_clients_on_two_bridge_processes_see_the_same_durable_sequence_and_status(
     opencode: OpencodeServe, bridges: Callable[..., BridgeProcess], clients: list[WsClient]
 ) -> None:
     one, two = await asyncio.gather(started(bridges, "bridge-a"), started(bridges, "bridge-b"))
@@ -177,6 +177,10 @@ async def test_two_clients_on_two_bridge_processes_see_the_same_durable_sequence
     got_b = await wait_same_as_history(b, opencode, sid)
     assert got_a == got_b
     assert any(m["kind"] == "tool:success" for m in a.of("event", sid))
+    # One of the two processes holds the session and computes its status; the clients of both get it.
+    for c in (a, b):
+        await c.wait_for("status", session=sid, status="idle", timeout=30)
+        assert c.of("status", sid)[-1]["status"] == "idle"
 
 
 async def test_a_permission_request_is_pushed_kept_for_a_later_page_and_updated_when_answered(
