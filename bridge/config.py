@@ -64,6 +64,9 @@ class Settings:
     # active_poll_idle_s otherwise (it also discovers sessions that became active).
     active_poll_s: float = 1.0
     active_poll_idle_s: float = 15.0
+    # Discovery (one /history probe per cold known session) runs at start and after /api/event
+    # reconnects, at most once per this many seconds: reconnects meanwhile coalesce into one run.
+    discovery_interval_s: float = 10.0
     # Access tokens for the WebSocket and audit API (bridge.auth). Empty: a secret under state_dir.
     auth_secret: Secret = field(default_factory=lambda: Secret(""))
     # Local development only: accept unauthenticated clients (logged loudly at start).
@@ -112,6 +115,7 @@ _ENV: dict[str, str] = {
     "BRIDGE_STALL_TIMEOUT_S": "stall_timeout_s",
     "BRIDGE_ACTIVE_POLL_S": "active_poll_s",
     "BRIDGE_ACTIVE_POLL_IDLE_S": "active_poll_idle_s",
+    "BRIDGE_DISCOVERY_INTERVAL_S": "discovery_interval_s",
     "BRIDGE_AUTH_SECRET": "auth_secret",
     "BRIDGE_AUTH_DISABLED": "auth_disabled",
     "BRIDGE_ALLOWED_ORIGINS": "allowed_origins",

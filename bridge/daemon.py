@@ -25,7 +25,7 @@ from bridge.http.app import build_app, coalesced
 from bridge.ops.health import HealthMonitor
 from bridge.ops.sdnotify import Notifier
 from bridge.ops.status import StatusSummary
-from bridge.sessions.discovery import sessions_to_warm
+from bridge.sessions.discovery import run_coalesced, sessions_to_warm
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.db import make_engine, schema_is_at_head, upgrade_to_head
 from bridge.store.events_store import EventStore
@@ -175,23 +175,29 @@ class Daemon:
     async def _discovery(
         self, client: UpstreamClient, sup: FollowerSupervisor, store: EventStore, resync: asyncio.Event
     ) -> None:
-        """At start and after each live reconnect, warm the sessions that have something new."""
+        """At start and after live reconnects (at most once per BRIDGE_DISCOVERY_INTERVAL_S), warm the
+        sessions that have something new."""
         backoff = Backoff(self.settings.reconnect_min_s, self.settings.reconnect_max_s)
-        resync.set()
-        while True:
-            await resync.wait()
-            resync.clear()
+
+        async def once() -> bool:
             try:
                 found = await sessions_to_warm(client, store)
             except UpstreamError as e:
                 self._log.warning("session_discovery_failed", error=str(e))
-                await asyncio.sleep(backoff.next_delay())
-                resync.set()
-                continue
-            backoff.reset()
+                return False
             for c in found:
                 sup.warm(c.session_id, c.directory, reason=c.reason)
             self._log.info("session_discovery", warmed=len(found))
+            return True
+
+        def retry_delay(succeeded: bool) -> float:
+            if succeeded:
+                backoff.reset()
+                return 0.0
+            return backoff.next_delay()
+
+        resync.set()
+        await run_coalesced(resync, once, self.settings.discovery_interval_s, retry_delay)
 
 
 def _with_audit(app: web.Application, settings: Settings, engine: Any) -> web.Application:

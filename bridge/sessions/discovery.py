@@ -15,6 +15,7 @@ costs one request per *cold* known session, not per session.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bridge.store.events_store import EventStore
@@ -62,3 +63,25 @@ async def sessions_to_warm(client: UpstreamClient, store: EventStore, *, concurr
 
     found = await asyncio.gather(*(probe(sid) for sid in sorted(candidates)))
     return [c for c in found if c is not None]
+
+
+async def run_coalesced(
+    trigger: asyncio.Event,
+    run_once: Callable[[], Awaitable[bool]],
+    min_interval_s: float,
+    retry_delay: Callable[[bool], float],
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> None:
+    """Run `run_once` whenever `trigger` is set, at most once per `min_interval_s`: triggers that come
+    meanwhile (a legacy prompt closes /api/event, so each one is a reconnect) coalesce into one more run.
+    `run_once` returns False when it failed; it is then retried after `retry_delay(False)` (a backoff),
+    and `retry_delay(True)` resets that backoff after a success."""
+    while True:
+        await trigger.wait()
+        trigger.clear()
+        if not await run_once():
+            trigger.set()
+            await sleep(retry_delay(False))
+            continue
+        retry_delay(True)
+        await sleep(min_interval_s)
