@@ -1,11 +1,12 @@
 """From "a batch of session S committed up to seq N" to `event` messages for the live subscribers.
 
 Wake-ups come from this process's own writer (`on_committed`) and from every process's writer through
-PostgreSQL `LISTEN/NOTIFY` (`CommitListener`). Session statuses come the same way, on their own channel,
-from every process including this one: each carries its `status_version`, so the hub never sends an older
-status after a newer one. Either way the feed reads the committed rows back by seq
+PostgreSQL `LISTEN/NOTIFY` (`CommitListener`). Either way the feed reads the committed rows back by seq
 (`seq > last published`), so what it publishes is exactly what is stored, in seq order, whichever process
 wrote it. Wake-ups coalesce: one read per session covers any number of notifications.
+
+Session statuses arrive on their own channel (`bridge_status`), from every process including this one,
+each with its `status_version`: the hub never sends a subscriber an older status after a newer one.
 """
 
 from __future__ import annotations
