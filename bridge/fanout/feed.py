@@ -12,7 +12,7 @@ each with its `status_version`: the hub never sends a subscriber an older status
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import asyncpg  # type: ignore[import-untyped]
 import structlog
@@ -70,26 +70,23 @@ class DurableFeed:
         while True:
             await self._event.wait()
             self._event.clear()
-            dirty, self._dirty = self._dirty, set()
-            for sid in sorted(dirty):
-                try:
-                    await self._catch_up(sid)
-                    backoff.reset()
-                except Exception as e:  # database away: keep the session dirty and retry
-                    self._log.warning("feed_read_failed", session_id=sid, error=f"{type(e).__name__}: {e}")
-                    self._dirty.add(sid)
-                    await asyncio.sleep(backoff.next_delay())
-                    self._event.set()
-            status_dirty, self._status_dirty = self._status_dirty, set()
-            for sid in sorted(status_dirty):
-                try:
-                    await self._refresh_status(sid)
-                    backoff.reset()
-                except Exception as e:
-                    self._log.warning("feed_status_read_failed", session_id=sid, error=f"{type(e).__name__}: {e}")
-                    self._status_dirty.add(sid)
-                    await asyncio.sleep(backoff.next_delay())
-                    self._event.set()
+            await self._drain(self._dirty, self._catch_up, "feed_read_failed", backoff)
+            await self._drain(self._status_dirty, self._refresh_status, "feed_status_read_failed", backoff)
+
+    async def _drain(self, dirty: set[str], read: Callable[[str], Awaitable[None]], failed: str,
+                     backoff: Backoff) -> None:
+        """Read every session marked in `dirty`; one that fails (database away) stays marked and is retried."""
+        todo = sorted(dirty)
+        dirty.clear()
+        for sid in todo:
+            try:
+                await read(sid)
+                backoff.reset()
+            except Exception as e:
+                self._log.warning(failed, session_id=sid, error=f"{type(e).__name__}: {e}")
+                dirty.add(sid)
+                await asyncio.sleep(backoff.next_delay())
+                self._event.set()
 
     async def _refresh_status(self, session_id: str) -> None:
         if not self._hub.has_subscribers(session_id):
