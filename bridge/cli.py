@@ -46,16 +46,6 @@ def _database_url(settings: Settings) -> tuple[str, object | None]:
     return pg.url, pg
 
 
-async def _migrate(url: str) -> None:
-    from bridge.store.db import make_engine, upgrade_to_head
-
-    engine = make_engine(url)
-    try:
-        await upgrade_to_head(engine)
-    finally:
-        await engine.dispose()
-
-
 async def _run(settings: Settings, url: str) -> int:
     from bridge.daemon import Daemon, install_signal_handlers
 
@@ -120,7 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in AUDIT_COMMANDS:
         return _audit(args, settings, url)
     if args.command == "migrate":
-        asyncio.run(_migrate(url))
+        from bridge.store.db import migrate_database
+
+        asyncio.run(migrate_database(url))
         log.info("migrations_applied")
         return 0
     log.info("bridge_config", **settings.redacted())

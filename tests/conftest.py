@@ -29,7 +29,7 @@ import pytest_asyncio
 from sqlalchemy import pool, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from bridge.store.db import make_engine, to_async_url, upgrade_to_head
+from bridge.store.db import make_engine, migrate_database, to_async_url
 from bridge.store.embedded import start_embedded
 from bridge.upstream.client import UpstreamClient
 from tests.support.fake_upstream import FakeUpstream
@@ -59,14 +59,6 @@ async def _admin(server_url: str, *statements: str) -> None:
         await engine.dispose()
 
 
-async def _migrate(url: str) -> None:
-    engine = make_engine(url)
-    try:
-        await upgrade_to_head(engine)
-    finally:
-        await engine.dispose()
-
-
 @pytest.fixture(scope="session")
 def pg_server_url() -> Iterator[str]:
     from_env = os.environ.get("BRIDGE_DATABASE_URL")
@@ -91,7 +83,7 @@ def _template_database(pg_server_url: str) -> Iterator[str]:
     name = f"test_template_{uuid.uuid4().hex}"
     _run(_admin(pg_server_url, f'CREATE DATABASE "{name}"'))
     try:
-        _run(_migrate(database_url_for(pg_server_url, name)))
+        _run(migrate_database(database_url_for(pg_server_url, name)))
         yield name
     finally:
         _run(_admin(pg_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

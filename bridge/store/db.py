@@ -79,6 +79,15 @@ def head_revision() -> str:
     return head
 
 
+async def migrate_database(url: str) -> None:
+    """Bring the database at `url` to the head revision with an engine of its own (CLI `migrate`, tests)."""
+    engine = make_engine(url)
+    try:
+        await upgrade_to_head(engine)
+    finally:
+        await engine.dispose()
+
+
 async def upgrade_to_head(engine: AsyncEngine) -> None:
     async with engine.begin() as conn:
         await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
