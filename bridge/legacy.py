@@ -52,33 +52,16 @@ SESSION_ERROR = kind_of("session.error")
 # milestone only if it is further along than everything already emitted for that id: a tool seen first
 # as `completed` is `tool:success`, and a late `running` re-send after it is a plain update.
 _STAGE: dict[str, int] = {
-    PROMPT: 1,
-    TEXT_START: 1,
-    TEXT_END: 2,
-    REASONING_START: 1,
-    REASONING_END: 2,
-    TOOL_INPUT_START: 1,
-    TOOL_START: 2,
-    TOOL_SUCCESS: 3,
-    TOOL_FAIL: 3,
+    PROMPT: 1, TEXT_START: 1, TEXT_END: 2, REASONING_START: 1, REASONING_END: 2,
+    TOOL_INPUT_START: 1, TOOL_START: 2, TOOL_SUCCESS: 3, TOOL_FAIL: 3,
     STEP_END: 1,  # keyed by the step-finish part
-    STEP_START: 1,  # keyed by the assistant message (one legacy assistant message = one step)
-    STEP_FAIL: 2,
+    STEP_START: 1, STEP_FAIL: 2,  # keyed by the assistant message (one legacy assistant message = one step)
 }
 _MESSAGE_MILESTONES = frozenset({STEP_START, STEP_FAIL})
 
 # Legacy types handled here (docs/upstream.md §15, §16); everything else goes to `events.normalize`.
-LEGACY_TYPES = frozenset(
-    {
-        "message.updated",
-        "message.part.updated",
-        "message.part.delta",
-        "session.updated",
-        "session.error",
-        "permission.asked",
-        "permission.replied",
-    }
-)
+LEGACY_TYPES = frozenset({"message.updated", "message.part.updated", "message.part.delta", "session.updated",
+                          "session.error", "permission.asked", "permission.replied"})
 # Observed on /global/event, no session, never acted upon (docs/upstream.md §15).
 EXTRA_NOISE = frozenset({"project.updated"})
 # Part types seen in 1.18.33 that carry no milestone of their own; any other part type is `unknown`.
