@@ -302,3 +302,11 @@ def test_no_legacy_capture_has_an_unknown_event_or_part_type() -> None:
         assert [e.type for e in mapped(legacy_stream(name, session_id)) if e.kind == "unknown"] == [], name
     assert [e.type for e in mapped(x9_sync_log()) if e.kind == "unknown"] == []
     assert [e.type for _, env in _x7() for e in mapped([env]) if e.kind == "unknown"] == []
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*/legacy*.sse")), ids=lambda p: p.parent.name)
+def test_every_legacy_event_stream_frame_parses_and_maps_to_a_known_kind(path: Path) -> None:
+    states: defaultdict[str | None, LegacyTurnState] = defaultdict(LegacyTurnState)
+    frames = sse_data(path)
+    events = [normalize_legacy(env, states[env.session_id]) for env in map(parse_legacy_frame, frames)]
+    assert len(events) == len(frames) and [e.type for e in events if e.kind == "unknown"] == []
