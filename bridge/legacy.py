@@ -25,6 +25,9 @@ from typing import Any
 
 from bridge.events import NOISE, UNKNOWN, ChatEvent, Envelope, error_fallback, kind_of, normalize
 
+# The kinds' type: `str` here; becomes `bridge.events.Kind` once the kinds are an enum (one line to change).
+KindName = str
+
 # The kinds, taken from the v2 types that give them: a legacy turn has exactly a v2 turn's kinds.
 PROMPT = kind_of("session.next.prompt.admitted")
 STEP_START = kind_of("session.next.step.started")
@@ -161,7 +164,7 @@ def _error_fields(error: object) -> Fields:
 # --- messages ----------------------------------------------------------------------------------------
 
 
-def _message_updated(env: Envelope, state: LegacyTurnState) -> tuple[str, Fields]:
+def _message_updated(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fields]:
     info = _obj(env.data.get("info"))
     msg_id, role, time = _str(info.get("id")), info.get("role"), _obj(info.get("time"))
     completed = _int(time.get("completed"))
@@ -196,7 +199,7 @@ def _message_updated(env: Envelope, state: LegacyTurnState) -> tuple[str, Fields
 _TOOL_KINDS = {"pending": TOOL_INPUT_START, "running": TOOL_START, "completed": TOOL_SUCCESS, "error": TOOL_FAIL}
 
 
-def _text_like(env: Envelope, state: LegacyTurnState, part: dict[str, Any], values: Fields) -> str:
+def _text_like(env: Envelope, state: LegacyTurnState, part: dict[str, Any], values: Fields) -> KindName:
     part_id: str = values["part_id"]
     if values.get("message_id") is not None:  # a text part of a user message is the prompt
         if state.reach(part_id, PROMPT, env.id):
@@ -220,7 +223,7 @@ def _tool_error(error: object) -> Fields:
     return _error_fields(error)
 
 
-def _tool(env: Envelope, state: LegacyTurnState, part: dict[str, Any], values: Fields) -> str:
+def _tool(env: Envelope, state: LegacyTurnState, part: dict[str, Any], values: Fields) -> KindName:
     tool_state = _obj(part.get("state"))
     values.update(call_id=_str(part.get("callID")), tool_name=_str(part.get("tool")))
     kind = _TOOL_KINDS.get(str(tool_state.get("status")))
@@ -231,7 +234,7 @@ def _tool(env: Envelope, state: LegacyTurnState, part: dict[str, Any], values: F
     return kind
 
 
-def _step_finish(env: Envelope, state: LegacyTurnState, part: dict[str, Any], values: Fields) -> str:
+def _step_finish(env: Envelope, state: LegacyTurnState, part: dict[str, Any], values: Fields) -> KindName:
     if not state.reach(values["part_id"], STEP_END, env.id):
         return PART_UPDATED
     tokens = _obj(part.get("tokens"))
@@ -248,7 +251,7 @@ def _step_finish(env: Envelope, state: LegacyTurnState, part: dict[str, Any], va
     return STEP_END
 
 
-_PART_MAPPERS: dict[str, Callable[[Envelope, LegacyTurnState, dict[str, Any], Fields], str]] = {
+_PART_MAPPERS: dict[str, Callable[[Envelope, LegacyTurnState, dict[str, Any], Fields], KindName]] = {
     "text": _text_like,
     "reasoning": _text_like,
     "tool": _tool,
@@ -256,7 +259,7 @@ _PART_MAPPERS: dict[str, Callable[[Envelope, LegacyTurnState, dict[str, Any], Fi
 }
 
 
-def _part_updated(env: Envelope, state: LegacyTurnState) -> tuple[str, Fields]:
+def _part_updated(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fields]:
     part = _obj(env.data.get("part"))
     part_id, msg_id, part_type = _str(part.get("id")), _str(part.get("messageID")), _str(part.get("type"))
     values: Fields = {"part_id": part_id, "timestamp_ms": _int(env.data.get("time"))}
@@ -272,7 +275,7 @@ def _part_updated(env: Envelope, state: LegacyTurnState) -> tuple[str, Fields]:
 # --- live-only legacy events -------------------------------------------------------------------------
 
 
-def _part_delta(env: Envelope, state: LegacyTurnState) -> tuple[str, Fields]:
+def _part_delta(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fields]:
     part_id = _str(env.data.get("partID"))
     part_type = state.part_types.get(part_id) if part_id is not None else None
     kind = DELTA_REASONING if part_type == "reasoning" else DELTA_TEXT if part_type == "text" else PART_DELTA
@@ -281,16 +284,16 @@ def _part_delta(env: Envelope, state: LegacyTurnState) -> tuple[str, Fields]:
     return kind, values
 
 
-def _session_updated(env: Envelope, state: LegacyTurnState) -> tuple[str, Fields]:
+def _session_updated(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fields]:
     time = _obj(_obj(env.data.get("info")).get("time"))
     return SESSION_UPDATED, {"timestamp_ms": _int(time.get("updated"))}
 
 
-def _session_error(env: Envelope, state: LegacyTurnState) -> tuple[str, Fields]:
+def _session_error(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fields]:
     return SESSION_ERROR, _error_fields(env.data.get("error"))
 
 
-def _permission_asked(env: Envelope, state: LegacyTurnState) -> tuple[str, Fields]:
+def _permission_asked(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fields]:
     tool = _obj(env.data.get("tool"))
     return PERMISSION_ASKED, {
         "request_id": _str(env.data.get("id")),
@@ -300,11 +303,11 @@ def _permission_asked(env: Envelope, state: LegacyTurnState) -> tuple[str, Field
     }
 
 
-def _permission_replied(env: Envelope, state: LegacyTurnState) -> tuple[str, Fields]:
+def _permission_replied(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fields]:
     return PERMISSION_REPLIED, {"request_id": _str(env.data.get("requestID")), "reply": _str(env.data.get("reply"))}
 
 
-_MAPPERS: dict[str, Callable[[Envelope, LegacyTurnState], tuple[str, Fields]]] = {
+_MAPPERS: dict[str, Callable[[Envelope, LegacyTurnState], tuple[KindName, Fields]]] = {
     "message.updated": _message_updated,
     "message.part.updated": _part_updated,
     "message.part.delta": _part_delta,
