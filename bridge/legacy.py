@@ -61,6 +61,8 @@ _STAGE: dict[str, int] = {
     STEP_START: 1, STEP_FAIL: 2,  # keyed by the assistant message (one legacy assistant message = one step)
 }
 _MESSAGE_MILESTONES = frozenset({STEP_START, STEP_FAIL})
+# The stored rows `LegacyTurnState.seed` learns from; a follower may select only these.
+SEED_KINDS: frozenset[str] = frozenset(_STAGE) | {MESSAGE_UPDATED}
 
 # Legacy types handled here (docs/upstream.md §15, §16); everything else goes to `events.normalize`.
 LEGACY_TYPES = frozenset({"message.updated", "message.part.updated", "message.part.delta", "session.updated",
