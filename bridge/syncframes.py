@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, TypeGuard
 
@@ -204,3 +205,34 @@ def _twin(payload: dict[str, Any]) -> Envelope:
     event_id = _nonempty_str(sync, "id", "bad_sync")
     versioned = _nonempty_str(sync, "type", "bad_sync")
     return _persisted(event_id, versioned, sync.get("seq"), sync.get("aggregateID"), sync.get("data", {}))
+
+
+@dataclass(frozen=True)
+class ContiguousRun:
+    """What a follower at `cursor` may store next from some persisted envelopes of one session."""
+
+    events: list[Envelope]  # seq cursor+1, cursor+2, … without a hole, in seq order
+    skipped: int  # at or below the cursor (already stored), or repeated: benign
+    missing_from: int | None  # the first seq absent before a later one: repair from /sync/history
+
+
+def contiguous_run(cursor: int, envelopes: Iterable[Envelope]) -> ContiguousRun:
+    """The next gap-free run after `cursor` (the sync log is contiguous per aggregate, docs/upstream.md §14).
+
+    For a `/sync/history` answer this is normally all of it; for sync twins, a `missing_from` means the
+    live stream lost something and the log must be read from `cursor`. Envelopes without a seq are ignored.
+    """
+    by_seq: dict[int, Envelope] = {}
+    skipped = 0
+    for env in envelopes:
+        if env.seq is None:
+            continue
+        if env.seq <= cursor or env.seq in by_seq:
+            skipped += 1
+            continue
+        by_seq[env.seq] = env
+    run: list[Envelope] = []
+    while cursor + 1 + len(run) in by_seq:
+        run.append(by_seq[cursor + 1 + len(run)])
+    missing = cursor + 1 + len(run) if len(run) < len(by_seq) else None
+    return ContiguousRun(events=run, skipped=skipped, missing_from=missing)

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from bridge.events import BadFrame, Envelope, parse_envelope, parse_frame
 from bridge.syncframes import (
+    ContiguousRun,
     GlobalFrame,
+    contiguous_run,
     parse_bus_event,
     parse_global_frame,
     parse_global_object,
@@ -314,3 +316,31 @@ def test_frame_parsers_raise_nothing_but_bad_frame_on_any_text(text: str) -> Non
     for parse in (parse_global_frame, parse_legacy_frame):
         with contextlib.suppress(BadFrame):
             parse(text)
+
+
+# --- contiguous runs ---------------------------------------------------------------------------------
+
+
+def test_the_whole_sync_log_after_the_cursor_is_one_run() -> None:
+    log = sync_log("04-sync-history-sid-0.json")
+    run = contiguous_run(10, log)
+    assert [e.seq for e in run.events] == list(range(11, 45))
+    assert (run.skipped, run.missing_from) == (10, None)
+
+
+def test_a_hole_stops_the_run_and_names_the_first_missing_seq() -> None:
+    log = [e for e in sync_log("04-sync-history-sid-0.json") if e.seq != 7]
+    run = contiguous_run(2, [*reversed(log), log[5]])
+    assert [e.seq for e in run.events] == [3, 4, 5, 6]
+    assert (run.skipped, run.missing_from) == (3, 7)  # seqs 1, 2 and one repeat
+
+
+def test_twins_ahead_of_the_cursor_ask_for_a_repair() -> None:
+    twins = [f.envelope for f in global_frames("x7-global-event-legacy") if f.twin]
+    (session,) = {e.aggregate_id for e in twins if e.seq == 38}
+    ours = [e for e in twins if e.aggregate_id == session]
+    assert contiguous_run(-1, ours).missing_from is None
+    assert contiguous_run(-1, ours).events == ours
+    gap = contiguous_run(20, ours[25:])
+    assert (gap.events, gap.missing_from) == ([], 21)
+    assert contiguous_run(0, [parse_bus_event({"id": "e", "type": "session.idle"})]) == ContiguousRun([], 0, None)
