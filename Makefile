@@ -9,7 +9,7 @@ OPENCODE_DIR := .opencode
 OPENCODE_BIN := $(OPENCODE_DIR)/node_modules/.bin/opencode
 PYTEST_ARGS ?=
 
-.PHONY: chromium systemd-analyze promtool run test test-unit test-integration test-e2e lint bench soak opencode venv clean
+.PHONY: chromium systemd-analyze promtool run demo test test-unit test-integration test-e2e lint bench soak opencode venv clean
 
 venv: $(STAMP)
 
@@ -49,6 +49,12 @@ promtool:
 # under $BRIDGE_STATE_DIR (default ./.state) and applies migrations.
 run: $(STAMP)
 	$(BIN)/opencode-bridge run
+
+# See it work in a minute: an embedded PostgreSQL, opencode serve 1.18.33 wired to the scripted mock
+# model, the bridge, a short scripted conversation; prints the viewer URL. Ctrl-C stops everything.
+DEMO_ARGS ?=
+demo: $(STAMP) $(OPENCODE_BIN)
+	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.demo $(DEMO_ARGS)
 
 # Every test: unit (pure), integration (real PostgreSQL), e2e (real opencode serve + mock provider).
 test: $(STAMP) $(OPENCODE_BIN) chromium systemd-analyze promtool
