@@ -98,6 +98,16 @@ async def test_the_viewer_lists_filters_deep_links_and_shows_a_transcript_worth_
                          " f.dispatchEvent(new Event('input')); })()")
         assert len(await _list(browser)) == 2
 
+        # Every status reads as such; a retry counts down to its next attempt.
+        labels = await browser.js("""(() => { const now = Date.now();
+            return [statusLabel({status: 'retrying', retry_at: now / 1000 + 30}),
+                    statusLabel({status: 'retrying', retry_at: new Date(now + 5000).toISOString()}),
+                    statusLabel({status: 'retrying'}), statusLabel({status: 'idle', deleted: true}),
+                    badge({status: 'stalled', status_reason: 'no step started'}).className,
+                    badge({status: 'parked'}).textContent] })()""")
+        assert labels == ["retrying in 30 s", "retrying in 5 s", "retrying", "deleted",
+                          "badge status-stalled", "parked"]
+
         # Tool cards: input and output side by side, with status and duration.
         cards = await browser.js("""[...document.querySelectorAll('.tool-card')].map(c => ({
             name: c.querySelector('.tool-name').textContent, status: c.querySelector('.tool-status').textContent,
