@@ -11,8 +11,9 @@ started, in order: the bridge, opencode (and the tools it ran), the mock model, 
     make demo                              # interactive: runs until Ctrl-C
     .venv/bin/python -m bench.demo --once  # runs the conversation, checks the mirror, stops (exit 1 if not)
 
-Progress goes to stdout as one JSON object a line (`demo_ready` carries the viewer URL, the token, the
-database URL and the pids; `demo_script_done` the session ids); a readable line for humans precedes each.
+Progress goes to stdout, readable; with `--json` as one JSON object a line instead (`demo_ready` carries the
+viewer URL, the token, the database URL and the pids; `demo_script_done` the session and what the bridge
+shows of it).
 """
 
 from __future__ import annotations
@@ -61,10 +62,11 @@ class Conversation:
     permission_id: str = ""
 
 
-async def converse(serve: OpencodeServe, *, streaming: bool = True, say: Any = None) -> Conversation:
-    """The scripted conversation, driven through the serve's v2 API; returns once the permission request
-    is pending upstream (the turn waits for it)."""
-    sid = await serve.create_session()
+async def converse(serve: OpencodeServe, *, streaming: bool = True, say: Any = None,
+                   session_id: str | None = None) -> Conversation:
+    """The scripted conversation, driven through the serve's v2 API (in a new session unless one is
+    given); returns once the permission request is pending upstream (the turn waits for it)."""
+    sid = session_id or await serve.create_session()
     convo = Conversation(sid)
     for what, prompt in ((STREAMING_TURN,) if streaming else ()) + TURNS:
         if say:
@@ -110,15 +112,18 @@ class Demo:
         self.bridge: BridgeProcess | None = None
 
     def say(self, human: str, **fields: Any) -> None:
-        print(f"# {human}", flush=True)
-        print(json.dumps(fields), flush=True)
+        print(json.dumps(fields) if self.args.json else human, flush=True)
 
     async def start(self) -> str:
-        self.say("starting PostgreSQL (embedded)", event="demo_starting", workdir=str(self.workdir))
+        self.say(f"starting in {self.workdir}: PostgreSQL (embedded)…", event="demo_starting",
+                 workdir=str(self.workdir))
         self.pg = await asyncio.to_thread(start_embedded, self.workdir / "pg")
         await self.mock.start()
         self.serve = OpencodeServe(self.args.opencode, self.workdir / "opencode", self.mock.base_url)
+        self.say(f"starting opencode serve ({self.args.opencode}) on the scripted mock model…",
+                 event="demo_starting_opencode")
         await self.serve.start()
+        self.say("starting the bridge…", event="demo_starting_bridge")
         self.bridge = BridgeProcess(self.workdir, self.serve.base_url, self.pg.url, extra_env={
             "BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": self.secret}, start_new_session=True)
         if self.args.port:
@@ -128,7 +133,10 @@ class Demo:
         token = mint_token(self.secret, UPSTREAM, None, self.args.token_ttl)
         url = f"{self.bridge.url}/?token={token}"
         assert self.bridge.proc is not None
-        self.say(f"viewer: {url}", event="demo_ready", viewer_url=url, token=token, bridge_url=self.bridge.url,
+        human = (f"\n  viewer     {url}\n  opencode   {self.serve.base_url}\n  database   {self.pg.url}\n"
+                 f"  logs       {self.bridge.log_path}, {self.serve.log_path}\n"
+                 "\nOpen the viewer now: the conversation starts. Ctrl-C stops everything.\n")
+        self.say(human, event="demo_ready", viewer_url=url, token=token, bridge_url=self.bridge.url,
                  database_url=self.pg.url, opencode_url=self.serve.base_url, pids={
                      "bridge": self.bridge.proc.pid, "opencode": self.serve.pid,
                      "postgres": _postmaster_pid(self.workdir / "pg" / "pgdata")},
@@ -139,7 +147,10 @@ class Demo:
         """Start everything, run the conversation, wait until the bridge shows all of it."""
         token = await self.start()
         assert self.serve is not None and self.bridge is not None
-        convo = await converse(self.serve, streaming=not self.args.once, say=self.say)
+        sid = await self.serve.create_session()
+        self.say(f"session {sid}: {self.bridge.url}/?token={token}#/sessions/{sid}", event="demo_session",
+                 session=sid)
+        convo = await converse(self.serve, streaming=not self.args.once, say=self.say, session_id=sid)
         bridge_url, want = self.bridge.url, len(convo.turns)
 
         async def complete() -> dict[str, Any] | None:
@@ -147,7 +158,8 @@ class Demo:
             return shown if shown["prompts"] == want and shown["tools_succeeded"] >= 2 else None
 
         shown = await wait_until(complete, 30, 0.2, message="conversation mirrored by the bridge")
-        self.say(f"conversation done in session {convo.session_id}: {shown}; "
+        self.say(f"conversation done: the bridge shows {shown['prompts']} prompts and {shown['tool_calls']} tool "
+                 f"calls ({shown['tools_succeeded']} succeeded, one waits for permission); "
                  + ("stopping" if self.args.once else "Ctrl-C stops everything"),
                  event="demo_script_done", session=convo.session_id, turns=convo.turns,
                  permission=convo.permission_id, mirrored=shown)
@@ -234,6 +246,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--port", type=int, default=8765, help="the bridge's HTTP port (0: any free port)")
     ap.add_argument("--workdir", help="keep everything here (default: a temporary directory, removed at exit)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary work directory (logs)")
+    ap.add_argument("--json", action="store_true", help="progress as one JSON object a line (for tests)")
     ap.add_argument("--token-ttl", type=float, default=12 * 3600, help="viewer token lifetime, seconds")
     ap.add_argument("--opencode", default=os.environ.get("OPENCODE_BIN", str(DEFAULT_OPENCODE)))
     args = ap.parse_args(argv)

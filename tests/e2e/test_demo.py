@@ -48,7 +48,7 @@ class DemoProcess:
 
 async def _start(opencode_bin: Path, workdir: Path, *extra: str) -> DemoProcess:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.demo", "--port", "0", "--workdir", str(workdir), *extra,
+        sys.executable, "-m", "bench.demo", "--json", "--port", "0", "--workdir", str(workdir), *extra,
         cwd=REPO, env={**os.environ, "OPENCODE_BIN": str(opencode_bin)},
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         start_new_session=True)  # a process group of its own, like a shell's foreground job
