@@ -588,7 +588,8 @@ setInterval(() => {
   }
   if (state.view && statusOf(state.view.row()) === "retrying") state.view.header();
 }, 1000);
-setInterval(loadSessions, 5000);
+// The list (statuses of sessions not subscribed to, counts, activity) is re-read while the page is seen.
+setInterval(() => { if (!document.hidden) loadSessions(); }, 5000);
 
 loadSessions();
 connect();
