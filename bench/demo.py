@@ -234,8 +234,8 @@ async def run(args: argparse.Namespace) -> int:
         finally:
             demo.say("stopping: bridge, opencode, mock model, PostgreSQL", event="demo_stopping")
             await demo.close()
-            demo.say("stopped", event="demo_stopped", rc=rc)
-    if not args.workdir and not args.keep:
+            demo.say("stopped" + (f"; logs kept in {workdir}" if rc else ""), event="demo_stopped", rc=rc)
+    if not args.workdir and not args.keep:  # a failed run keeps its logs (the exception skips this)
         shutil.rmtree(workdir, ignore_errors=True)
     return rc
 
