@@ -53,6 +53,7 @@ class Settings:
     idle_ttl_s: float = 600.0
     # Leases: renewed every heartbeat_interval_s; a lease not renewed for lease_ttl_s is orphaned and
     # adopted by the next sweep (every sweep_interval_s): adoption within lease_ttl_s + sweep_interval_s.
+    # Unless set, both intervals follow the TTL (lease_ttl_s / 3, see `_derived_intervals`).
     lease_ttl_s: float = 15.0
     heartbeat_interval_s: float = 5.0
     sweep_interval_s: float = 5.0
@@ -175,7 +176,11 @@ def _validate(s: Settings) -> Settings:
         raise ConfigError("BRIDGE_RECONNECT_MIN_S must not exceed BRIDGE_RECONNECT_MAX_S")
     if s.heartbeat_interval_s * 2 > s.lease_ttl_s:
         # One missed heartbeat must not cost the lease.
-        raise ConfigError("BRIDGE_HEARTBEAT_INTERVAL_S must be at most half of BRIDGE_LEASE_TTL_S")
+        hb, ttl = s.heartbeat_interval_s, s.lease_ttl_s
+        raise ConfigError(
+            f"BRIDGE_HEARTBEAT_INTERVAL_S={hb:g} must be at most half of BRIDGE_LEASE_TTL_S={ttl:g}: try "
+            f"BRIDGE_HEARTBEAT_INTERVAL_S={ttl / _INTERVAL_PER_TTL:g} or BRIDGE_LEASE_TTL_S={hb * _INTERVAL_PER_TTL:g}"
+            " (or leave BRIDGE_HEARTBEAT_INTERVAL_S unset: it follows the TTL)")
     if s.active_poll_s > s.active_poll_idle_s:
         raise ConfigError("BRIDGE_ACTIVE_POLL_S must not exceed BRIDGE_ACTIVE_POLL_IDLE_S")
     if s.auth_secret.value and len(s.auth_secret.value) < 32:
@@ -206,7 +211,20 @@ def load_settings(env: Mapping[str, str] | None = None, toml_path: str | None = 
         if raw is not None and raw != "":
             values[fname] = _parse(name, fname, raw)
     values.update(_credentials(env, values))
+    values.update(_derived_intervals(values))
     return _validate(Settings(**values))
+
+
+# Heartbeat and sweep intervals as a fraction of the lease TTL: 5 s each for the default 15 s. A third
+# leaves two missed heartbeats before the lease is lost.
+_INTERVAL_PER_TTL = 3.0
+
+
+def _derived_intervals(values: Mapping[str, Any]) -> dict[str, float]:
+    """The heartbeat and sweep intervals that were not set, derived from the (set or default) lease TTL."""
+    ttl = float(values.get("lease_ttl_s", Settings.lease_ttl_s))
+    return {name: ttl / _INTERVAL_PER_TTL for name in ("heartbeat_interval_s", "sweep_interval_s")
+            if name not in values}
 
 
 # systemd `LoadCredential=<name>:<file>` → `$CREDENTIALS_DIRECTORY/<name>`; used when the variable is unset.

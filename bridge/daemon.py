@@ -23,6 +23,7 @@ from bridge.events import ChatEvent
 from bridge.fanout.service import Fanout
 from bridge.http.app import build_app, coalesced
 from bridge.ops.health import HealthMonitor
+from bridge.ops.outage import OutageLog
 from bridge.ops.sdnotify import Notifier
 from bridge.ops.status import StatusSummary
 from bridge.sessions.discovery import run_coalesced, sessions_to_warm
@@ -128,7 +129,7 @@ class Daemon:
                 async def readiness() -> dict[str, Any]:
                     checks: dict[str, Any] = {"started": {"ok": self._started}}
                     checks.update(await shared_dependencies())
-                    checks["upstream_live"] = {"ok": live.connected.is_set()}
+                    checks["upstream_live"] = {"ok": live.connected.is_set(), **live.outage.status()}
                     checks["followers"] = {"ok": supervisor.running, "warm": len(supervisor.warm_sessions())}
                     return checks
 
@@ -178,13 +179,15 @@ class Daemon:
         """At start and after live reconnects (at most once per BRIDGE_DISCOVERY_INTERVAL_S), warm the
         sessions that have something new."""
         backoff = Backoff(self.settings.reconnect_min_s, self.settings.reconnect_max_s)
+        outage = OutageLog(self._log, "upstream_discovery")  # logged when lost and back, not per retry
 
         async def once() -> bool:
             try:
                 found = await sessions_to_warm(client, store)
             except UpstreamError as e:
-                self._log.warning("session_discovery_failed", error=str(e))
+                outage.failed(str(e))
                 return False
+            outage.succeeded()
             for c in found:
                 sup.warm(c.session_id, c.directory, reason=c.reason)
             self._log.info("session_discovery", warmed=len(found))

@@ -79,3 +79,6 @@ SESSION_GAPS = Counter(
     "bridge_session_gaps_total", "Seq gaps recorded (legacy-driven turns; the mirror is incomplete there)",
     registry=REGISTRY,
 )
+READY = Gauge(
+    "bridge_ready", "1 when /readyz answers 200, 0 otherwise (evaluated at every /metrics scrape)", registry=REGISTRY
+)

@@ -51,9 +51,15 @@ async def livez(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-async def readyz(request: web.Request) -> web.Response:
-    checks = await request.app[READINESS_KEY]()
+async def _readiness(app: web.Application) -> tuple[bool, dict[str, Any]]:
+    checks = await app[READINESS_KEY]()
     ok = all(bool(v.get("ok")) for v in checks.values())
+    metrics.READY.set(1 if ok else 0)
+    return ok, checks
+
+
+async def readyz(request: web.Request) -> web.Response:
+    ok, checks = await _readiness(request.app)
     body: dict[str, Any] = {"status": "ok" if ok else "unavailable"}
     if "verbose" in request.query or not ok:
         body["checks"] = checks
@@ -61,6 +67,8 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics_handler(request: web.Request) -> web.Response:
+    # bridge_ready for alerting without a second probe (the checks are shared, at most one a second).
+    await _readiness(request.app)
     return web.Response(body=generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

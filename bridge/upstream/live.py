@@ -17,6 +17,7 @@ import structlog
 
 from bridge import metrics
 from bridge.events import BadFrame, ChatEvent, normalize, parse_frame
+from bridge.ops.outage import OutageLog
 from bridge.upstream.backoff import Backoff
 from bridge.upstream.client import UpstreamClient, UpstreamError
 from bridge.upstream.sse import SSEComment, SSEEvent, SSEFrameTooLarge, SSEParser
@@ -48,6 +49,8 @@ class LiveStream:
         self._log = structlog.get_logger("bridge.live").bind(upstream=upstream)
         self.connected = asyncio.Event()
         self.connections = 0  # successful connects so far (tests and /readyz read it)
+        # An unreachable upstream is logged when lost, as a slow reminder, and when back (/readyz shows it).
+        self.outage = OutageLog(self._log, "upstream_live")
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -64,7 +67,7 @@ class LiveStream:
                 self._log.error("live_frame_too_large", error=str(e))
             except UpstreamError as e:
                 cause = "error"
-                self._log.warning("live_stream_error", error=str(e))
+                self.outage.failed(str(e))
             finally:
                 self.connected.clear()
             metrics.UPSTREAM_RECONNECTS.labels(stream="live", cause=cause).inc()
@@ -83,6 +86,7 @@ class LiveStream:
             async with self._client.open_stream("/api/event") as resp:
                 self.connected.set()
                 self.connections += 1
+                self.outage.succeeded()
                 self._log.info("live_stream_connected")
                 await self._handler.on_live_connected()
                 parser = SSEParser()

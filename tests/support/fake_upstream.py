@@ -267,6 +267,8 @@ class FakeUpstream:
             self._prepared.discard(id(request))
 
     async def _live(self, request: web.Request) -> web.StreamResponse:
+        if (failed := self._failure("live")) is not None:
+            return failed
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                            "Cache-Control": "no-cache, no-transform"})
         await resp.prepare(request)
