@@ -79,3 +79,14 @@ SESSION_GAPS = Counter(
     "bridge_session_gaps_total", "Seq gaps recorded (legacy-driven turns; the mirror is incomplete there)",
     registry=REGISTRY,
 )
+
+# --- hostile input and resource bounds (docs/operations.md, "Limits") -----------------------------------
+BAD_SESSION_IDS = Counter(
+    "bridge_bad_session_ids_total", "Client-supplied session ids refused for their shape, by surface (ws, http)",
+    ["surface"], registry=REGISTRY,
+)
+HTTP_REFUSED = Counter(
+    "bridge_http_refused_total",
+    "HTTP requests or connections refused by a bound (bad_host, connections, busy:<route>, too_large)",
+    ["reason"], registry=REGISTRY,
+)
