@@ -35,7 +35,7 @@ MAX_SEQ = 2**63 - 1  # PostgreSQL bigint
 
 # Requests of one route served at once, whatever the number of clients; one more gets 503 `busy` at once
 # (docs/operations.md, "Limits"). The heavy routes get few: they share the small read pool with replay.
-ROUTE_CONCURRENCY = {"sessions": 4, "session": 8, "events": 4, "transcript": 2, "tool_calls": 2}
+ROUTE_CONCURRENCY = {"sessions": 4, "session": 8, "events": 2, "transcript": 1, "tool_calls": 2}
 TRANSCRIPT_MAX_EVENTS = 10_000  # per transcript response: bounded memory; `next_after` pages on
 
 
@@ -72,6 +72,29 @@ def _default(o: object) -> Any:
 
 def _json(body: Any, status: int = 200) -> web.Response:
     return web.Response(text=json.dumps(body, default=_default), status=status, content_type="application/json")
+
+
+async def _json_list(items: list[Any]) -> str:
+    """A JSON array encoded item by item, giving the event loop back every few items: a 10 MB answer
+    must not stall ingest and every other client for the whole encode (the loop is shared)."""
+    parts = []
+    for i, item in enumerate(items):
+        parts.append(json.dumps(item, default=_default))
+        if i % 20 == 19:
+            await asyncio.sleep(0)
+    return "[" + ",".join(parts) + "]"
+
+
+async def _json_with_list(body: dict[str, Any], path: tuple[str, ...], items: list[Any]) -> web.Response:
+    """`body` with `items` placed at `path` (a placeholder there is replaced), encoded with `_json_list`."""
+    marker = "\x00items\x00"
+    node = body
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = marker
+    head = json.dumps(body, default=_default)
+    return web.Response(text=head.replace(json.dumps(marker), await _json_list(items), 1),
+                        content_type="application/json")
 
 
 def _error(status: int, code: str, message: str) -> web.Response:
@@ -213,13 +236,13 @@ async def get_session(request: web.Request, ctx: AuditContext, claims: Claims | 
 
 async def list_events(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
     sid = _session_id(request, claims)
-    after = _int(request, "after", 0, 0, 2**53)
+    after = _int(request, "after", 0, 0, MAX_SEQ)
     limit = _int(request, "limit", 100, 1, MAX_LIMIT)
     if await ctx.reader.session(sid) is None:
         return _error(404, "not_found", "no such session in the mirror")
     rows = await ctx.reader.events(sid, after, limit)
     nxt = int(rows[-1]["seq"]) if len(rows) == limit else None
-    return _json({"data": rows, "next_after": nxt})
+    return await _json_with_list({"data": None, "next_after": nxt}, ("data",), rows)
 
 
 async def get_transcript(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
@@ -234,8 +257,9 @@ async def get_transcript(request: web.Request, ctx: AuditContext, claims: Claims
     async for row in ctx.reader.transcript_rows(sid, after, limit):
         builder.add(row)
         count, last = count + 1, int(row["seq"])
-    return _json({"data": {"session_id": sid, "events": count, "entries": builder.entries},
-                  "next_after": last if count == limit else None})
+    return await _json_with_list({"data": {"session_id": sid, "events": count, "entries": None},
+                                  "next_after": last if count == limit else None},
+                                 ("data", "entries"), builder.entries)
 
 
 async def list_tool_calls(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:

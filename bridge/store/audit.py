@@ -214,7 +214,7 @@ class AuditReader:
             after = int(rows[-1]["seq"])
 
     async def transcript_rows(self, session_id: str, after: int, limit: int,
-                              page: int = 500) -> AsyncIterator[dict[str, Any]]:
+                              page: int = 200) -> AsyncIterator[dict[str, Any]]:
         """`seq`, `kind`, `payload` of at most `limit` events after `after`, in seq order, read `page` rows
         at a time (one short statement each: no connection is held between pages)."""
         left = limit
