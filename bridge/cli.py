@@ -56,7 +56,12 @@ async def _run(settings: Settings, url: str) -> int:
 
 def _token(settings: Settings, sessions: list[str] | None, ttl: float, subject: str) -> int:
     from bridge.auth import MAX_TTL_S, load_or_create_secret, mint_token
+    from bridge.ids import SESSION_ID_RULE, valid_session_id
 
+    bad = [sid for sid in sessions or [] if not valid_session_id(sid)]
+    if bad:
+        print(f"opencode-bridge token: --session {bad[0]!r}: {SESSION_ID_RULE}", file=sys.stderr)
+        return 2
     if not 0 < ttl <= MAX_TTL_S:
         print(f"opencode-bridge token: --ttl must be more than 0 and at most {MAX_TTL_S:.0f} (30 days)",
               file=sys.stderr)

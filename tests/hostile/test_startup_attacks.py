@@ -96,6 +96,7 @@ def test_a_token_lifetime_has_a_maximum(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("BRIDGE_STATE_DIR", str(tmp_path))
     assert main(["token", "--ttl", "1e12"]) == 2
     assert main(["token", "--ttl", "inf"]) == 2
+    assert main(["token", "--session", "x/../ses_a"]) == 2  # a token naming an id no route would accept
 
 
 @pytest.mark.parametrize("frame", [
