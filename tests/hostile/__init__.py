@@ -12,6 +12,15 @@ Read the files as the list of attacks tried (docs/operations.md, "Limits", has t
   without a token → no hosts or users.
 - `test_startup_attacks.py`: auth disabled on a non-loopback host, `inf`/`nan` settings, an empty, short
   or world-readable secret file, racing secret creation, endless token lifetimes, frames that would break
-  the driver or the reply (`after` beyond bigint, `NaN`/lone-surrogate ids), the unit's bounds, aiohttp's
-  floor.
+  the driver or the reply (`after` beyond bigint, `NaN`/lone-surrogate ids), `token --session` with a
+  hostile id, the unit's bounds, aiohttp's floor.
+- `test_limits.py`: connections beyond the cap → bare 503 and closed; an idle socket → closed after the
+  keep-alive timeout; a handler whose client left → cancelled; heavy reads beyond a route's limit → 503
+  `busy` at once; a read over the statement timeout or with the read pool taken → 503 `unavailable`;
+  writes through the read pool → refused (read-only); the tool-call outcome lookup → the call_id index.
+- `test_load.py`: 50 clients (another process) hammering transcript, events and tool calls while ingest
+  commits → p99 commit latency bounded (numbers in BENCHMARKS.md).
+- `test_fuzz.py`: hypothesis — any JSON / non-JSON / binary WebSocket frame → a documented message on a
+  connection that stays open, no row, no follower; any audit path and query, raw percent-escapes
+  included → 200/4xx, never a 500 or a traceback.
 """
