@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -220,7 +221,7 @@ def _with_audit(app: web.Application, settings: Settings, engine: Any) -> web.Ap
     return app
 
 
-def _readiness_detail(settings: Settings) -> Any:
+def _readiness_detail(settings: Settings) -> Callable[[web.Request], bool]:
     """Who sees /readyz error texts (hosts, users): a valid token's holder; everyone with auth off."""
     if settings.auth_disabled:
         return lambda _request: True
