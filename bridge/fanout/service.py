@@ -7,6 +7,7 @@ mounts it on the HTTP app and runs `run()` in its task group (cancel to stop).""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
@@ -29,18 +30,30 @@ from bridge.upstream.live import LiveHandler
 
 STATIC_DIR = Path(__file__).resolve().parents[1] / "http" / "static"
 CONFIRM_TIMEOUT_S = 5.0
+# A "no" is remembered this long (at most this many ids): a client repeating a subscribe to an unknown
+# id cannot turn the bridge into a stream of upstream requests.
+UNKNOWN_TTL_S = 10.0
+UNKNOWN_MAX = 1024
 
 
-def upstream_confirms(client: UpstreamClient) -> Callable[[str], Awaitable[bool]]:
+def upstream_confirms(client: UpstreamClient, clock: Callable[[], float] = time.monotonic
+                      ) -> Callable[[str], Awaitable[bool]]:
     """`GET /api/session/{id}`: 200 yes, 404 no (docs/upstream.md §6); anything else raises, and the
     subscribe is answered `internal` (retry later) without creating anything."""
+    unknown: dict[str, float] = {}
 
     async def confirm(session_id: str) -> bool:
+        if unknown.get(session_id, 0.0) > clock():
+            return False
         try:
             async with asyncio.timeout(CONFIRM_TIMEOUT_S):
                 await client.get_session(session_id)
         except SessionNotFound:
+            if len(unknown) >= UNKNOWN_MAX:
+                unknown.clear()
+            unknown[session_id] = clock() + UNKNOWN_TTL_S
             return False
+        unknown.pop(session_id, None)
         return True
 
     return confirm

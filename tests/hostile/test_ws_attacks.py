@@ -134,3 +134,25 @@ async def test_the_sessions_reply_is_paged_and_scoped(
     await scoped.send(op="sessions", id="s")  # what the viewer sends on every hello
     reply = await scoped.wait_for("sessions", id="s")
     assert sorted(s["session"] for s in reply["sessions"]) == ids[:2] and reply["next"] is None
+
+
+async def test_repeating_a_subscribe_to_an_unknown_id_does_not_repeat_upstream_requests(
+    fake: FakeUpstream
+) -> None:
+    now = [0.0]
+    calls: list[str] = []
+
+    class Counting(UpstreamClient):
+        async def get_session(self, session_id: str) -> dict[str, Any]:
+            calls.append(session_id)
+            return await super().get_session(session_id)
+
+    async with Counting(fake.url) as upstream:
+        confirm = upstream_confirms(upstream, clock=lambda: now[0])
+        for _ in range(50):
+            assert not await confirm("ses_nobody")
+        assert calls == ["ses_nobody"]
+        now[0] += 11  # remembered for 10 s only: a session created later under this id is found
+        fake.add_session("ses_nobody")
+        assert await confirm("ses_nobody")
+        assert calls == ["ses_nobody", "ses_nobody"]
