@@ -73,6 +73,7 @@ test-e2e: $(STAMP) $(OPENCODE_BIN) chromium
 bench: $(STAMP)
 	$(BIN)/python -m bench.ingest --events 5000 --sessions 20
 	$(BIN)/pytest -q -s tests/integration/test_fanout_latency.py
+	$(BIN)/pytest -q -s tests/hostile/test_load.py
 
 # Long fault soak against the real opencode serve (not part of `make test`): SOAK_MINUTES=10 by default.
 SOAK_MINUTES ?= 10

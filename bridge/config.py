@@ -6,6 +6,7 @@ A bad value stops start-up with one line naming the variable (`ConfigError`). Se
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -13,6 +14,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from bridge.http.hosts import is_loopback_host
 
 
 class ConfigError(ValueError):
@@ -78,6 +81,11 @@ class Settings:
     # a client still behind at the limit is closed with 4429 and resumes from its last seq.
     ws_queue_max_messages: int = 2000
     ws_queue_max_bytes: int = 8 * 1024 * 1024
+    # Bounds of the HTTP side (docs/operations.md, "Limits"): open connections, and the reads of the
+    # WebSocket replay and audit API, which get a pool of their own with a statement timeout.
+    http_max_connections: int = 1000
+    read_pool_size: int = 4
+    read_statement_timeout_s: float = 10.0
     log_format: str = "auto"  # auto | json | console
     log_level: str = "info"
 
@@ -122,6 +130,9 @@ _ENV: dict[str, str] = {
     "BRIDGE_ALLOWED_ORIGINS": "allowed_origins",
     "BRIDGE_WS_QUEUE_MAX_MESSAGES": "ws_queue_max_messages",
     "BRIDGE_WS_QUEUE_MAX_BYTES": "ws_queue_max_bytes",
+    "BRIDGE_HTTP_MAX_CONNECTIONS": "http_max_connections",
+    "BRIDGE_READ_POOL_SIZE": "read_pool_size",
+    "BRIDGE_READ_STATEMENT_TIMEOUT_S": "read_statement_timeout_s",
     "BRIDGE_LOG_FORMAT": "log_format",
     "BRIDGE_LOG_LEVEL": "log_level",
 }
@@ -139,8 +150,8 @@ def _parse(name: str, fname: str, raw: str) -> Any:
             return v
         if kind == "float":
             v = float(raw)
-            if not v > 0:
-                raise ValueError("must be positive")
+            if not math.isfinite(v) or not v > 0:
+                raise ValueError("must be a positive finite number")
             return v
     except ValueError as e:
         raise ConfigError(f"{name}={raw!r} is not valid: {e}") from None
@@ -183,6 +194,10 @@ def _validate(s: Settings) -> Settings:
             " (or leave BRIDGE_HEARTBEAT_INTERVAL_S unset: it follows the TTL)")
     if s.active_poll_s > s.active_poll_idle_s:
         raise ConfigError("BRIDGE_ACTIVE_POLL_S must not exceed BRIDGE_ACTIVE_POLL_IDLE_S")
+    if s.auth_disabled and not is_loopback_host(s.http_host):
+        # Anyone who reaches the port could read every session.
+        raise ConfigError(f"BRIDGE_AUTH_DISABLED=true is refused with BRIDGE_HTTP_HOST={s.http_host!r}: "
+                          "auth may be off only on a loopback host (127.0.0.1, ::1, localhost)")
     if s.auth_secret.value and len(s.auth_secret.value) < 32:
         raise ConfigError("BRIDGE_AUTH_SECRET must be at least 32 characters (HS256 key)")
     if not s.upstream_name:

@@ -82,3 +82,14 @@ SESSION_GAPS = Counter(
 READY = Gauge(
     "bridge_ready", "1 when /readyz answers 200, 0 otherwise (evaluated at every /metrics scrape)", registry=REGISTRY
 )
+
+# --- hostile input and resource bounds (docs/operations.md, "Limits") -----------------------------------
+BAD_SESSION_IDS = Counter(
+    "bridge_bad_session_ids_total", "Client-supplied session ids refused for their shape, by surface (ws, http)",
+    ["surface"], registry=REGISTRY,
+)
+HTTP_REFUSED = Counter(
+    "bridge_http_refused_total",
+    "HTTP requests or connections refused by a bound (bad_host, connections, busy:<route>, too_large)",
+    ["reason"], registry=REGISTRY,
+)

@@ -166,9 +166,24 @@ class _Builder:
         self.entries.append({"type": "model_switch", "seq": seq, "model": d.get("model")})
 
 
+class TranscriptBuilder:
+    """The same transcript built one row at a time, rows in seq order (the HTTP API streams a session's
+    rows through it instead of loading them all)."""
+
+    def __init__(self) -> None:
+        self._b = _Builder()
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        self._b.add(int(row["seq"]), str(row["kind"]), _data(row))
+
+    @property
+    def entries(self) -> list[Entry]:
+        return self._b.entries
+
+
 def build_transcript(rows: Iterable[Mapping[str, Any]]) -> list[Entry]:
     """`rows`: stored events with at least `seq`, `kind` and `payload` (the envelope), any order."""
-    b = _Builder()
+    b = TranscriptBuilder()
     for row in sorted(rows, key=lambda r: int(r["seq"])):
-        b.add(int(row["seq"]), str(row["kind"]), _data(row))
+        b.add(row)
     return b.entries

@@ -44,6 +44,15 @@ def coalesced(check: ReadinessCheck, max_age_s: float = 1.0,
     return run
 
 READINESS_KEY: web.AppKey[ReadinessCheck] = web.AppKey("readiness")
+# Whether a request may see the checks' error texts (they name database and upstream hosts and users):
+# the daemon allows a valid token. Without one the checks show only their `ok` and counters.
+DETAIL_KEY: web.AppKey[Callable[[web.Request], bool]] = web.AppKey("readiness_detail")
+_DETAIL_FIELDS = frozenset({"error"})
+
+
+def _redacted(checks: dict[str, Any]) -> dict[str, Any]:
+    return {name: {k: v for k, v in check.items() if k not in _DETAIL_FIELDS} if isinstance(check, dict) else check
+            for name, check in checks.items()}
 
 
 async def livez(request: web.Request) -> web.Response:
@@ -62,7 +71,8 @@ async def readyz(request: web.Request) -> web.Response:
     ok, checks = await _readiness(request.app)
     body: dict[str, Any] = {"status": "ok" if ok else "unavailable"}
     if "verbose" in request.query or not ok:
-        body["checks"] = checks
+        detail = request.app.get(DETAIL_KEY)
+        body["checks"] = checks if detail is not None and detail(request) else _redacted(checks)
     return web.json_response(body, status=200 if ok else 503)
 
 
@@ -72,9 +82,11 @@ async def metrics_handler(request: web.Request) -> web.Response:
     return web.Response(body=generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def build_app(readiness: ReadinessCheck) -> web.Application:
+def build_app(readiness: ReadinessCheck, detail: Callable[[web.Request], bool] | None = None) -> web.Application:
     app = web.Application()
     app[READINESS_KEY] = readiness
+    if detail is not None:
+        app[DETAIL_KEY] = detail
     app.router.add_get("/livez", livez)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_handler)

@@ -219,6 +219,27 @@ class AuditReader:
                 return
             after = int(rows[-1]["seq"])
 
+    async def transcript_rows(self, session_id: str, after: int, limit: int,
+                              page: int = 200) -> AsyncIterator[dict[str, Any]]:
+        """`seq`, `kind`, `payload` of at most `limit` events after `after`, in seq order, read `page` rows
+        at a time (one short statement each: no connection is held between pages)."""
+        left = limit
+        while left > 0:
+            stmt = (
+                select(E.seq, E.kind, E.payload)
+                .where(E.upstream == self.upstream, E.session_id == session_id, E.seq > after)
+                .order_by(E.seq)
+                .limit(min(page, left))
+            )
+            async with self._engine.connect() as conn:
+                rows = [_dict(r) for r in await conn.execute(stmt)]
+            for r in rows:
+                yield r
+            if len(rows) < min(page, left):
+                return
+            left -= len(rows)
+            after = int(rows[-1]["seq"])
+
     async def count_events(self, session_id: str) -> int:
         stmt = text("SELECT count(*) FROM chat_session_events WHERE upstream = :u AND session_id = :s")
         async with self._engine.connect() as conn:
