@@ -7,43 +7,49 @@ cursor moved and the caller retries the same batch from its stored cursor.
 
 from __future__ import annotations
 
-import json
-from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Row
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.events import ChatEvent
 from bridge.log import get_logger
-from bridge.store import audit as audit_q
 from bridge.store import fanout as fanout_q
 from bridge.store import leases
 from bridge.store import queries as q
-from bridge.store.payload import exact_json_text, same_json, storable_text
-from bridge.store.rows import PreparedEvent, prepare_event
+from bridge.store.committer import GroupCommitter
+from bridge.store.payload import exact_json_text, storable_text
+from bridge.store.rows import prepare_event
+from bridge.store.write import (
+    REASON_CONFLICTING_DUPLICATE,
+    REASON_LOSSY_PAYLOAD,
+    BatchResult,
+    Fenced,
+    SessionWrite,
+    WriteHook,
+    commit_writes,
+)
 
-# Called inside write_batch's transaction after the rows are inserted and before the cursor moves:
-# a seam for fault injection in tests (kill the connection there, the cursor must not have moved).
-WriteHook = Callable[[AsyncConnection], Awaitable[None]]
+if TYPE_CHECKING:
+    from bridge.store.sink import StoreSink
 
-REASON_CONFLICTING_DUPLICATE = "conflicting_duplicate"
-REASON_LOSSY_PAYLOAD = "lossy_payload"
+__all__ = [
+    "REASON_CONFLICTING_DUPLICATE", "REASON_LOSSY_PAYLOAD", "BatchResult", "EventStore", "LeaseLost", "SessionRow",
+    "WriteHook",
+]
 
 
 class LeaseLost(Exception):
     """The write was fenced off: the session's lease epoch is no longer ours. Nothing was written."""
 
 
-@dataclass(frozen=True)
-class BatchResult:
-    inserted: int  # new rows in chat_session_events
-    duplicates: int  # identical rows already stored (same seq, event id and payload): benign
-    rejected: int  # conflicting duplicates / unstorable events, kept in chat_event_rejects
-    cursor_seq: int  # the stored cursor after the commit
+def lease_lost(session_id: str, fenced: Fenced) -> LeaseLost:
+    return LeaseLost(f"session {session_id!r}: epoch {fenced.presented} presented, lease is {fenced.held!r}")
 
 
 @dataclass(frozen=True)
@@ -62,19 +68,13 @@ class SessionRow:
     incomplete: bool = False
 
 
-@dataclass
-class _Outcome:
-    inserted: list[PreparedEvent] = field(default_factory=list)
-    duplicates: int = 0
-    conflicts: list[tuple[PreparedEvent, list[dict[str, Any]]]] = field(default_factory=list)
-
-
 class EventStore:
     def __init__(self, engine: AsyncEngine, upstream: str, *, before_cursor_update: WriteHook | None = None) -> None:
         self._engine = engine
         self._upstream = upstream
         self._before_cursor_update = before_cursor_update
         self._log = get_logger(upstream=upstream)
+        self._committer: GroupCommitter | None = None
 
     @property
     def upstream(self) -> str:
@@ -83,6 +83,31 @@ class EventStore:
     @property
     def engine(self) -> AsyncEngine:
         return self._engine
+
+    @property
+    def committer(self) -> GroupCommitter | None:
+        return self._committer
+
+    @asynccontextmanager
+    async def group_commit(self, **bounds: int) -> AsyncIterator[GroupCommitter]:
+        """Run the group committer (bridge.store.committer) for as long as the block: every sink of this
+        store commits through it meanwhile. On exit, what is queued is committed before it stops."""
+        committer = GroupCommitter(self.commit, **bounds)
+        async with asyncio.TaskGroup() as tg:
+            task = tg.create_task(committer.run(), name="group-commit")
+            self._committer = committer
+            try:
+                yield committer
+            finally:
+                self._committer = None
+                await committer.drain()
+                task.cancel()
+
+    def sink(self, session_id: str, epoch: int) -> StoreSink:
+        """The follower's EventSink for this session under this lease epoch."""
+        from bridge.store.sink import StoreSink
+
+        return StoreSink(self, session_id, epoch)
 
     async def claim(
         self,
@@ -113,127 +138,25 @@ class EventStore:
         cursor_seq = max(cursor_seq, max seq of the batch), last_event_at. COMMIT.
 
         A released lease (lease_owner NULL) is lost too. Raises ValueError, before touching the database,
-        for an event without a durable seq."""
+        for an event without a durable seq. The same transaction as a group commit of one session
+        (bridge.store.write)."""
+        (result,) = await self.commit([self.prepare(session_id, epoch, events, received_at)])
+        if isinstance(result, Fenced):
+            raise lease_lost(session_id, result)
+        return result
+
+    def prepare(
+        self, session_id: str, epoch: int, events: Sequence[ChatEvent], received_at: datetime
+    ) -> SessionWrite:
+        """Rows of a batch (pure; raises ValueError for an event without a durable seq)."""
         prepared = [prepare_event(self._upstream, session_id, e, received_at) for e in events]
+        return SessionWrite(session_id, epoch, prepared, received_at)
+
+    async def commit(self, writes: Sequence[SessionWrite]) -> list[BatchResult | Fenced]:
+        """The writes of one or many sessions in one transaction (bridge.store.write): a result per write."""
         async with self._engine.begin() as conn:
-            lease = (await conn.execute(q.lock_session_for_write(self._upstream, session_id))).one_or_none()
-            if lease is None or lease.lease_epoch != epoch or lease.lease_owner is None:
-                held = None if lease is None else (lease.lease_epoch, lease.lease_owner)
-                raise LeaseLost(f"session {session_id!r}: epoch {epoch} presented, lease is {held!r}")
-            if not prepared:
-                return BatchResult(0, 0, 0, int(lease.cursor_seq))
-            outcome = await self._insert(conn, session_id, prepared)
-            # Tamper evidence (issue #5): extend the session's hash chain under the row lock held above.
-            await audit_q.chain_new_events(conn, self._upstream, session_id, [p.seq for p in outcome.inserted])
-            rejects = self._reject_rows(session_id, outcome, received_at)
-            if rejects:
-                await conn.execute(q.insert_rejects(rejects))
-            if self._before_cursor_update is not None:
-                await self._before_cursor_update(conn)
-            times = [p.event_time or received_at for p in prepared]
-            cursor = (
-                await conn.execute(
-                    q.advance_cursor(self._upstream, session_id, max(p.seq for p in prepared), min(times), max(times))
-                )
-            ).scalar_one()
-            # Delivered by PostgreSQL only if and when this transaction commits (WebSocket fan-out, #3).
-            await conn.execute(fanout_q.notify_committed(self._upstream, session_id, max(p.seq for p in prepared)))
-        self._log_conflicts(session_id, outcome)
-        return BatchResult(
-            inserted=len(outcome.inserted),
-            duplicates=outcome.duplicates,
-            rejected=len(outcome.conflicts),
-            cursor_seq=int(cursor),
-        )
-
-    async def _insert(self, conn: AsyncConnection, session_id: str, prepared: list[PreparedEvent]) -> _Outcome:
-        result = await conn.execute(q.insert_events(), [p.row for p in prepared])
-        returned: Counter[tuple[int, str]] = Counter((int(r.seq), str(r.event_id)) for r in result)
-        outcome = _Outcome()
-        skipped: list[PreparedEvent] = []
-        for p in prepared:
-            if returned[(p.seq, p.event_id)] > 0:
-                returned[(p.seq, p.event_id)] -= 1
-                outcome.inserted.append(p)
-            else:
-                skipped.append(p)
-        if skipped:
-            await self._classify_skipped(conn, session_id, skipped, outcome)
-        return outcome
-
-    async def _classify_skipped(
-        self, conn: AsyncConnection, session_id: str, skipped: list[PreparedEvent], outcome: _Outcome
-    ) -> None:
-        """A skipped insert is a benign duplicate if the very same event is stored at its seq, else a
-        conflicting duplicate (same seq with another id or payload, or its id stored at another seq)."""
-        stmt = q.stored_events_matching(
-            self._upstream, session_id, [p.seq for p in skipped], [p.event_id for p in skipped]
-        )
-        stored = [_stored(r) for r in await conn.execute(stmt)]
-        at_seq = {s["seq"]: s for s in stored if s["session_id"] == session_id}
-        with_id = {s["event_id"]: s for s in stored}
-        for p in skipped:
-            here = at_seq.get(p.seq)
-            if here is not None and here["event_id"] == p.event_id and same_json(here["payload"], p.payload):
-                outcome.duplicates += 1
-                continue
-            clashes = [here] if here is not None else []
-            elsewhere = with_id.get(p.event_id)
-            if elsewhere is not None and elsewhere is not here:
-                clashes.append(elsewhere)
-            outcome.conflicts.append((p, clashes))
-
-    def _reject_rows(self, session_id: str, outcome: _Outcome, received_at: datetime) -> list[dict[str, Any]]:
-        rows = [
-            self._reject_row(
-                session_id,
-                p,
-                REASON_LOSSY_PAYLOAD,
-                "stored with unstorable characters replaced (payload_lossy); raw is the exact envelope",
-                received_at,
-            )
-            for p in outcome.inserted
-            if p.lossy
-        ]
-        for p, clashes in outcome.conflicts:
-            detail = {
-                "incoming": {"seq": p.seq, "event_id": p.event_id},
-                "stored": [
-                    {
-                        "session_id": s["session_id"],
-                        "seq": s["seq"],
-                        "event_id": s["event_id"],
-                        "same_payload": same_json(s["payload"], p.payload),
-                    }
-                    for s in clashes
-                ],
-            }
-            rows.append(self._reject_row(session_id, p, REASON_CONFLICTING_DUPLICATE, json.dumps(detail), received_at))
-        return rows
-
-    def _reject_row(
-        self, session_id: str, p: PreparedEvent, reason: str, detail: str, received_at: datetime
-    ) -> dict[str, Any]:
-        return {
-            "upstream": self._upstream,
-            "session_id": session_id,
-            "seq": p.seq,
-            "event_id": p.event_id,
-            "reason": reason,
-            "detail": detail,
-            "raw": p.exact_json(),
-            "received_at": received_at,
-        }
-
-    def _log_conflicts(self, session_id: str, outcome: _Outcome) -> None:
-        for p, clashes in outcome.conflicts:
-            self._log.error(
-                "conflicting_duplicate",
-                session_id=session_id,
-                seq=p.seq,
-                event_id=p.event_id,
-                stored=[(s["session_id"], s["seq"], s["event_id"]) for s in clashes],
-            )
+            results = await commit_writes(conn, self._upstream, writes, self._before_cursor_update, self._log)
+        return results
 
     async def reject_frame(
         self,
@@ -303,15 +226,6 @@ class EventStore:
         async with self._engine.connect() as conn:
             result = await conn.execute(q.select_stored_ids(self._upstream, session_id))
             return [(int(r.seq), str(r.event_id)) for r in result]
-
-
-def _stored(row: Row[Any]) -> dict[str, Any]:
-    return {
-        "session_id": row.session_id,
-        "seq": int(row.seq),
-        "event_id": row.event_id,
-        "payload": row.payload,
-    }
 
 
 def _opt_text(value: str | None) -> str | None:

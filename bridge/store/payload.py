@@ -44,6 +44,26 @@ def storable_json(value: Any) -> Storable:
     return Storable(cleaned, lossy)
 
 
+@dataclass(frozen=True)
+class StorableText:
+    text: str  # JSON text of `value`, ready for a `::jsonb` cast
+    value: Any  # the (cleaned) JSON value
+    lossy: bool
+
+
+def storable_json_text(value: Any) -> StorableText:
+    """`storable_json` and the JSON text of its result, with one C-encoder pass on the plain path: the text
+    that proves the value storable is the very text sent to PostgreSQL (no second serialization)."""
+    try:
+        dumped = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        dumped = None
+    if dumped is not None and (dumped.isascii() or not _SURROGATES.search(dumped)) and "\\u0000" not in dumped:
+        return StorableText(dumped, value, False)
+    cleaned, lossy = _clean(value)
+    return StorableText(json.dumps(cleaned, ensure_ascii=False, separators=(",", ":")), cleaned, lossy)
+
+
 def exact_json_text(value: Any) -> str:
     """The JSON text of `value`, exactly (NUL is escaped by `json`; surrogates are escaped if present)."""
     dumped = json.dumps(value, ensure_ascii=False)

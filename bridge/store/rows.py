@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bridge.events import ChatEvent
-from bridge.store.payload import exact_json_text, storable_json, storable_text
+from bridge.store.payload import exact_json_text, storable_json_text, storable_text
 
 BIGINT_MAX = 2**63 - 1
 BIGINT_MIN = -(2**63)
@@ -47,6 +47,7 @@ class PreparedEvent:
     event_id: str  # as stored (storable)
     row: dict[str, Any]  # column values for chat_session_events
     lossy: bool
+    payload_text: str = ""  # the JSON text of row["payload"], sent as is (cast to jsonb by PostgreSQL)
 
     @property
     def payload(self) -> Any:
@@ -67,7 +68,7 @@ def prepare_event(upstream: str, session_id: str, event: ChatEvent, received_at:
     seq = event.seq
     if seq is None or isinstance(seq, bool) or not 0 <= seq <= BIGINT_MAX:
         raise ValueError(f"event {event.event_id!r} has no usable durable seq: {seq!r}")
-    payload = storable_json(event.envelope.raw)
+    payload = storable_json_text(event.envelope.raw)
     lossy = payload.lossy
     row: dict[str, Any] = {
         "upstream": upstream,
@@ -93,7 +94,8 @@ def prepare_event(upstream: str, session_id: str, event: ChatEvent, received_at:
     for column in _BIGINT_FIELDS:
         row[column] = _bigint_or_none(getattr(event, column))
     row["payload_lossy"] = lossy
-    return PreparedEvent(event=event, seq=seq, event_id=row["event_id"], row=row, lossy=lossy)
+    return PreparedEvent(event=event, seq=seq, event_id=row["event_id"], row=row, lossy=lossy,
+                         payload_text=payload.text)
 
 
 def _event_time(timestamp_ms: int | None) -> datetime | None:

@@ -1,0 +1,304 @@
+"""The one write transaction: the batches of one or many sessions, stored together (docs/mirror.md).
+
+    BEGIN
+    lock the sessions' rows in session_id order (FOR UPDATE) ── fence: a write whose lease_epoch is not
+        the stored one (or whose lease was released) is refused; the others go on
+    INSERT … SELECT FROM unnest(column arrays) ON CONFLICT DO NOTHING, the hash chain computed in the same
+        statement (PostgreSQL's own `payload::text`, see bridge.audit.chain) ── no second write per row
+    [rare] skipped rows: classified as benign duplicates or conflicting duplicates (→ rejects); the chain
+        of a session with skipped rows recomputed over what was really inserted
+    rejects (conflicts, lossy payloads)
+    cursor_seq = greatest(cursor_seq, max seq), NOTIFY ── one statement for every session
+    COMMIT
+
+Statements go to asyncpg as prepared SQL text (`exec_driver_sql`: no SQLAlchemy compilation per call) with
+one array per column, so their count is fixed whatever the number of sessions and events. They still run
+on the SQLAlchemy connection: its transaction, pool and error translation (`DBAPIError`, a killed
+connection invalidated) stay what every caller and fault test relies on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from bridge.audit.chain import GENESIS
+from bridge.store import audit as audit_q
+from bridge.store import queries as q
+from bridge.store.fanout import NOTIFY_CHANNEL, notice_payload
+from bridge.store.payload import same_json
+from bridge.store.rows import PreparedEvent
+
+# Called inside the transaction after the rows are inserted and before the cursor moves: a seam for fault
+# injection in tests (kill the connection there: the cursor must not have moved).
+WriteHook = Callable[[AsyncConnection], Awaitable[None]]
+
+REASON_CONFLICTING_DUPLICATE = "conflicting_duplicate"
+REASON_LOSSY_PAYLOAD = "lossy_payload"
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    inserted: int  # new rows in chat_session_events
+    duplicates: int  # identical rows already stored (same seq, event id and payload): benign
+    rejected: int  # conflicting duplicates / unstorable events, kept in chat_event_rejects
+    cursor_seq: int  # the stored cursor after the commit
+
+
+@dataclass(frozen=True)
+class SessionWrite:
+    """One follower's batch: what `EventSink.write()` hands over, prepared (bridge.store.rows)."""
+
+    session_id: str
+    epoch: int
+    events: Sequence[PreparedEvent]
+    received_at: datetime
+
+
+@dataclass(frozen=True)
+class Fenced:
+    """The write presented an epoch that is not the session's: nothing of it was written."""
+
+    presented: int
+    held: tuple[int, str | None] | None  # (lease_epoch, lease_owner) stored, None: no such session
+
+
+@dataclass
+class Outcome:
+    inserted: list[PreparedEvent] = field(default_factory=list)
+    duplicates: int = 0
+    conflicts: list[tuple[PreparedEvent, list[dict[str, Any]]]] = field(default_factory=list)
+
+
+# Insert columns after `upstream`; `payload` travels as text and is cast once (`doc`).
+_COLUMNS = (
+    ("session_id", "text"), ("seq", "bigint"), ("event_id", "text"), ("type", "text"), ("kind", "text"),
+    ("schema_version", "integer"), ("event_time", "timestamptz"), ("received_at", "timestamptz"),
+    ("message_id", "text"), ("assistant_message_id", "text"), ("part_id", "text"), ("call_id", "text"),
+    ("tool_name", "text"), ("error_type", "text"), ("error_message", "text"), ("finish", "text"),
+    ("tokens_input", "bigint"), ("tokens_output", "bigint"), ("tokens_reasoning", "bigint"),
+    ("tokens_cache_read", "bigint"), ("tokens_cache_write", "bigint"), ("cost", "double precision"),
+    ("delivery", "text"), ("agent", "text"), ("model_id", "text"), ("provider_id", "text"),
+    ("payload_lossy", "boolean"), ("payload", "text"),
+)
+_ROW_KEYS = tuple(name for name, _ in _COLUMNS[:-1])
+_NAMES = ", ".join(name for name, _ in _COLUMNS)
+_ARRAYS = ", ".join(f"${i + 2}::{sql_type}[]" for i, (_, sql_type) in enumerate(_COLUMNS))
+_GENESIS_PARAM = f"${len(_COLUMNS) + 2}"
+_LINK = "encode(sha256(convert_to({prev} || E'\\n' || i.seq || E'\\n' || i.event_id || E'\\n' || i.doc::text, " \
+        "'UTF8')), 'hex')"
+
+# link(n) = sha256(link(n-1) "\n" seq "\n" event_id "\n" payload::text), per session in seq order, anchored
+# at the stored row just before the batch (bridge.audit.chain.link; tests/integration/test_audit_store.py
+# checks that the Python verifier agrees).
+INSERT_EVENTS = f"""
+WITH RECURSIVE
+input AS MATERIALIZED (
+    SELECT t.*, t.payload::jsonb AS doc,
+           row_number() OVER (PARTITION BY t.session_id ORDER BY t.seq, t.ord) AS n
+    FROM unnest({_ARRAYS}) WITH ORDINALITY AS t({_NAMES}, ord)
+),
+anchor AS (
+    SELECT g.session_id, coalesce((
+        SELECT e.chain_hash FROM chat_session_events e
+        WHERE e.upstream = $1 AND e.session_id = g.session_id AND e.seq < g.min_seq
+        ORDER BY e.seq DESC LIMIT 1), {_GENESIS_PARAM}) AS h
+    FROM (SELECT session_id, min(seq) AS min_seq FROM input GROUP BY session_id) g
+),
+chain (session_id, n, h) AS (
+    SELECT i.session_id, i.n, {_LINK.format(prev="a.h")}
+    FROM input i JOIN anchor a ON a.session_id = i.session_id WHERE i.n = 1
+    UNION ALL
+    SELECT i.session_id, i.n, {_LINK.format(prev="c.h")}
+    FROM chain c JOIN input i ON i.session_id = c.session_id AND i.n = c.n + 1
+)
+INSERT INTO chat_session_events (upstream, {_NAMES}, chain_hash)
+SELECT $1, {", ".join("i." + ("doc" if name == "payload" else name) for name, _ in _COLUMNS)}, c.h
+FROM input i JOIN chain c ON c.session_id = i.session_id AND c.n = i.n
+ORDER BY i.ord
+ON CONFLICT DO NOTHING
+RETURNING session_id, seq, event_id
+"""
+
+LOCK_SESSIONS = """
+SELECT session_id, lease_epoch, lease_owner, cursor_seq FROM chat_sessions
+WHERE upstream = $1 AND session_id = ANY($2::text[])
+ORDER BY session_id
+FOR UPDATE
+"""
+
+# The cursor only moves forward; PostgreSQL delivers the NOTIFYs if and when the transaction commits.
+ADVANCE_AND_NOTIFY = """
+WITH moved AS (
+    UPDATE chat_sessions s
+    SET cursor_seq = greatest(s.cursor_seq, v.max_seq),
+        first_event_at = coalesce(s.first_event_at, v.first_at),
+        last_event_at = greatest(s.last_event_at, v.last_at),
+        updated_at = now()
+    FROM unnest($2::text[], $3::bigint[], $4::timestamptz[], $5::timestamptz[], $6::text[])
+         AS v(session_id, max_seq, first_at, last_at, notice)
+    WHERE s.upstream = $1 AND s.session_id = v.session_id
+    RETURNING s.session_id, s.cursor_seq, v.notice
+)
+SELECT session_id, cursor_seq, pg_notify($7, notice) FROM moved
+"""
+
+
+async def _fetch(conn: AsyncConnection, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """Prepared SQL text straight to asyncpg (cached per connection by the driver adapter); positional rows."""
+    return [tuple(r) for r in await conn.exec_driver_sql(sql, params)]
+
+
+async def lock_and_fence(
+    conn: AsyncConnection, upstream: str, writes: Sequence[SessionWrite]
+) -> tuple[dict[str, int], dict[int, Fenced]]:
+    """Lock every session of the group; (stored cursor by session, Fenced by index of a refused write)."""
+    sids = sorted({w.session_id for w in writes})
+    rows = await _fetch(conn, LOCK_SESSIONS, (upstream, sids))
+    held = {str(r[0]): (int(r[1]), r[2], int(r[3])) for r in rows}
+    fenced: dict[int, Fenced] = {}
+    for i, w in enumerate(writes):
+        h = held.get(w.session_id)
+        if h is None or h[0] != w.epoch or h[1] is None:
+            fenced[i] = Fenced(w.epoch, None if h is None else (h[0], h[1]))
+    return {sid: h[2] for sid, h in held.items()}, fenced
+
+
+async def insert_events(conn: AsyncConnection, upstream: str, writes: Sequence[SessionWrite]) -> list[Outcome]:
+    """Insert the events of every write; the outcome of each write, in order."""
+    events = [p for w in writes for p in w.events]
+    if not events:
+        return [Outcome() for _ in writes]
+    columns: list[list[Any]] = [[p.row[k] for p in events] for k in _ROW_KEYS]
+    columns.append([p.payload_text for p in events])
+    result = await _fetch(conn, INSERT_EVENTS, (upstream, *columns, GENESIS))
+    returned: Counter[tuple[str, int, str]] = Counter((str(r[0]), int(r[1]), str(r[2])) for r in result)
+    outcomes: list[Outcome] = []
+    skipped_by_session: dict[str, list[tuple[Outcome, PreparedEvent]]] = {}
+    for w in writes:
+        out = Outcome()
+        for p in w.events:
+            key = (w.session_id, p.seq, p.event_id)
+            if returned[key] > 0:
+                returned[key] -= 1
+                out.inserted.append(p)
+            else:
+                skipped_by_session.setdefault(w.session_id, []).append((out, p))
+        outcomes.append(out)
+    for sid, skipped in skipped_by_session.items():
+        await _classify_skipped(conn, upstream, sid, skipped)
+        # The chain computed in the INSERT linked the skipped rows too: relink what was really inserted.
+        inserted = [p.seq for w, o in zip(writes, outcomes, strict=True) if w.session_id == sid for p in o.inserted]
+        await audit_q.chain_new_events(conn, upstream, sid, inserted)
+    return outcomes
+
+
+async def _classify_skipped(
+    conn: AsyncConnection, upstream: str, session_id: str, skipped: list[tuple[Outcome, PreparedEvent]]
+) -> None:
+    """A skipped insert is a benign duplicate if the very same event is stored at its seq, else a
+    conflicting duplicate (same seq with another id or payload, or its id stored at another seq)."""
+    stmt = q.stored_events_matching(upstream, session_id, [p.seq for _, p in skipped], [p.event_id for _, p in skipped])
+    stored = [
+        {"session_id": r.session_id, "seq": int(r.seq), "event_id": r.event_id, "payload": r.payload}
+        for r in await conn.execute(stmt)
+    ]
+    at_seq = {s["seq"]: s for s in stored if s["session_id"] == session_id}
+    with_id = {s["event_id"]: s for s in stored}
+    for out, p in skipped:
+        here = at_seq.get(p.seq)
+        if here is not None and here["event_id"] == p.event_id and same_json(here["payload"], p.payload):
+            out.duplicates += 1
+            continue
+        clashes = [here] if here is not None else []
+        elsewhere = with_id.get(p.event_id)
+        if elsewhere is not None and elsewhere is not here:
+            clashes.append(elsewhere)
+        out.conflicts.append((p, clashes))
+
+
+def reject_rows(upstream: str, w: SessionWrite, out: Outcome) -> list[dict[str, Any]]:
+    rows = [
+        _reject_row(upstream, w, p, REASON_LOSSY_PAYLOAD,
+                    "stored with unstorable characters replaced (payload_lossy); raw is the exact envelope")
+        for p in out.inserted
+        if p.lossy
+    ]
+    for p, clashes in out.conflicts:
+        detail = {
+            "incoming": {"seq": p.seq, "event_id": p.event_id},
+            "stored": [
+                {"session_id": s["session_id"], "seq": s["seq"], "event_id": s["event_id"],
+                 "same_payload": same_json(s["payload"], p.payload)}
+                for s in clashes
+            ],
+        }
+        rows.append(_reject_row(upstream, w, p, REASON_CONFLICTING_DUPLICATE, json.dumps(detail)))
+    return rows
+
+
+def _reject_row(upstream: str, w: SessionWrite, p: PreparedEvent, reason: str, detail: str) -> dict[str, Any]:
+    return {"upstream": upstream, "session_id": w.session_id, "seq": p.seq, "event_id": p.event_id,
+            "reason": reason, "detail": detail, "raw": p.exact_json(), "received_at": w.received_at}
+
+
+async def advance_and_notify(conn: AsyncConnection, upstream: str, writes: Sequence[SessionWrite]) -> dict[str, int]:
+    """Move every written session's cursor past its batch and queue its commit notice; the new cursors."""
+    span: dict[str, tuple[int, datetime, datetime]] = {}
+    for w in writes:
+        if not w.events:
+            continue
+        times = [p.event_time or w.received_at for p in w.events]
+        top, first, last = max(p.seq for p in w.events), min(times), max(times)
+        if w.session_id in span:
+            t, f, la = span[w.session_id]
+            top, first, last = max(top, t), min(first, f), max(last, la)
+        span[w.session_id] = (top, first, last)
+    if not span:
+        return {}
+    sids = sorted(span)
+    params = (
+        upstream, sids, [span[s][0] for s in sids], [span[s][1] for s in sids], [span[s][2] for s in sids],
+        [notice_payload(upstream, s, span[s][0]) for s in sids], NOTIFY_CHANNEL,
+    )
+    return {str(r[0]): int(r[1]) for r in await _fetch(conn, ADVANCE_AND_NOTIFY, params)}
+
+
+async def commit_writes(
+    conn: AsyncConnection,
+    upstream: str,
+    writes: Sequence[SessionWrite],
+    before_cursor_update: WriteHook | None,
+    log: structlog.stdlib.BoundLogger,
+) -> list[BatchResult | Fenced]:
+    """Everything between BEGIN and COMMIT (the caller owns the transaction): one result per write."""
+    cursors, fenced = await lock_and_fence(conn, upstream, writes)
+    accepted = [w for i, w in enumerate(writes) if i not in fenced]
+    outcomes = iter(await insert_events(conn, upstream, accepted))
+    paired = [(w, next(outcomes)) for w in accepted]
+    rejects = [row for w, out in paired for row in reject_rows(upstream, w, out)]
+    for w, out in paired:
+        for p, clashes in out.conflicts:
+            log.error("conflicting_duplicate", session_id=w.session_id, seq=p.seq, event_id=p.event_id,
+                      stored=[(s["session_id"], s["seq"], s["event_id"]) for s in clashes])
+    if rejects:
+        await conn.execute(q.insert_rejects(rejects))
+    if before_cursor_update is not None and any(w.events for w in accepted):
+        await before_cursor_update(conn)
+    cursors.update(await advance_and_notify(conn, upstream, accepted))
+    by_write = dict(zip((id(w) for w in accepted), (out for _, out in paired), strict=True))
+    results: list[BatchResult | Fenced] = []
+    for i, w in enumerate(writes):
+        if i in fenced:
+            results.append(fenced[i])
+            continue
+        out = by_write[id(w)]
+        results.append(BatchResult(len(out.inserted), out.duplicates, len(out.conflicts), cursors[w.session_id]))
+    return results
