@@ -57,6 +57,11 @@ class GroupCommitter:
         self._changed = asyncio.Condition()
         self.groups = 0  # committed transactions (tests, bench)
 
+    @property
+    def queued(self) -> int:
+        """Writes waiting for a group (tests, metrics)."""
+        return len(self._queue)
+
     async def submit(self, write: SessionWrite) -> BatchResult | Fenced:
         """Queue one session's batch; returns after the transaction that holds it committed."""
         done: asyncio.Future[BatchResult | Fenced] = asyncio.get_running_loop().create_future()
