@@ -151,7 +151,9 @@ class Daemon:
                 notifier = Notifier.from_env()
                 health = _health_monitor(notifier, engine, supervisor)
                 try:
-                    async with asyncio.TaskGroup() as tg:
+                    # Group commit across sessions (docs/mirror.md) outlives the followers: what they queued
+                    # is committed before it stops.
+                    async with store.group_commit(), asyncio.TaskGroup() as tg:
                         tg.create_task(supervisor.run(), name="supervisor")
                         await asyncio.sleep(0)  # let the supervisor open its task group
                         for row in await store.sessions(include_deleted=True):

@@ -36,12 +36,23 @@ def storable_text(text: str) -> Storable:
     return Storable(cleaned, cleaned != text)
 
 
+def all_storable(texts: tuple[str | None, ...]) -> bool:
+    """True if none of these strings holds a character PostgreSQL cannot store (one check for all)."""
+    joined = "".join([t for t in texts if t is not None])
+    if joined.isascii():
+        return "\x00" not in joined
+    return not _UNSTORABLE_CHARS.search(joined)
+
+
 def storable_json(value: Any) -> Storable:
     """`value` (a parsed JSON document) made storable in `jsonb`; the input is never modified."""
     if _plainly_storable(value):
         return Storable(value, False)
     cleaned, lossy = _clean(value)
     return Storable(cleaned, lossy)
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -55,7 +66,7 @@ def storable_json_text(value: Any) -> StorableText:
     """`storable_json` and the JSON text of its result, with one C-encoder pass on the plain path: the text
     that proves the value storable is the very text sent to PostgreSQL (no second serialization)."""
     try:
-        dumped = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        dumped = _ENCODER.encode(value)
     except ValueError:
         dumped = None
     if dumped is not None and (dumped.isascii() or not _SURROGATES.search(dumped)) and "\\u0000" not in dumped:

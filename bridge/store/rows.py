@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any
 
 from bridge.events import ChatEvent
-from bridge.store.payload import exact_json_text, storable_json_text, storable_text
+from bridge.store.payload import all_storable, exact_json_text, storable_json_text, storable_text
 
 BIGINT_MAX = 2**63 - 1
 BIGINT_MIN = -(2**63)
@@ -40,22 +41,33 @@ _BIGINT_FIELDS = (
 )
 
 
-@dataclass(frozen=True)
+# Column order of `PreparedEvent.values` (bridge.store.write sends one array per column, payload apart).
+COLUMNS = ("session_id", "seq", "event_id", "type", "kind", "schema_version", "event_time", "received_at", "cost",
+           *_TEXT_FIELDS, *_BIGINT_FIELDS, "payload_lossy")
+
+_texts = attrgetter("event_id", "type", "kind", *_TEXT_FIELDS)
+_bigints = attrgetter(*_BIGINT_FIELDS)
+
+
+@dataclass(frozen=True, slots=True)
 class PreparedEvent:
     event: ChatEvent
     seq: int
     event_id: str  # as stored (storable)
-    row: dict[str, Any]  # column values for chat_session_events
+    values: tuple[Any, ...]  # column values for chat_session_events, in COLUMNS order
     lossy: bool
-    payload_text: str = ""  # the JSON text of row["payload"], sent as is (cast to jsonb by PostgreSQL)
+    payload: Any  # the JSON value stored (storable)
+    payload_text: str  # its JSON text, sent as is (cast to jsonb by PostgreSQL)
+    upstream: str
 
     @property
-    def payload(self) -> Any:
-        return self.row["payload"]
+    def row(self) -> dict[str, Any]:
+        """Column values by name, `payload` as a JSON value."""
+        return {"upstream": self.upstream, **dict(zip(COLUMNS, self.values, strict=True)), "payload": self.payload}
 
     @property
     def event_time(self) -> datetime | None:
-        value: datetime | None = self.row["event_time"]
+        value: datetime | None = self.values[6]
         return value
 
     def exact_json(self) -> str:
@@ -64,38 +76,26 @@ class PreparedEvent:
 
 
 def prepare_event(upstream: str, session_id: str, event: ChatEvent, received_at: datetime) -> PreparedEvent:
-    """Raises ValueError for an event the writer must never be given (no durable seq): a caller bug."""
+    """Raises ValueError for an event the writer must never be given (no durable seq): a caller bug.
+
+    Per event only what cannot be done per batch: one JSON encoding of the envelope (which also proves
+    it storable), one check of all its text columns together."""
     seq = event.seq
     if seq is None or isinstance(seq, bool) or not 0 <= seq <= BIGINT_MAX:
         raise ValueError(f"event {event.event_id!r} has no usable durable seq: {seq!r}")
     payload = storable_json_text(event.envelope.raw)
+    texts: tuple[str | None, ...] = _texts(event)
     lossy = payload.lossy
-    row: dict[str, Any] = {
-        "upstream": upstream,
-        "session_id": session_id,
-        "seq": seq,
-        "schema_version": _int32_or_none(event.envelope.version),
-        "event_time": _event_time(event.timestamp_ms),
-        "received_at": received_at,
-        "cost": event.cost,
-        "payload": payload.value,
-    }
-    for column, value in (("event_id", event.event_id), ("type", event.type), ("kind", event.kind)):
-        cleaned = storable_text(value)
-        row[column] = cleaned.value
-        lossy = lossy or cleaned.lossy
-    for column in _TEXT_FIELDS:
-        value = getattr(event, column)
-        if value is not None:
-            cleaned = storable_text(value)
-            value = cleaned.value
-            lossy = lossy or cleaned.lossy
-        row[column] = value
-    for column in _BIGINT_FIELDS:
-        row[column] = _bigint_or_none(getattr(event, column))
-    row["payload_lossy"] = lossy
-    return PreparedEvent(event=event, seq=seq, event_id=row["event_id"], row=row, lossy=lossy,
-                         payload_text=payload.text)
+    if not all_storable(texts):
+        cleaned = [None if t is None else storable_text(t) for t in texts]
+        texts = tuple(None if c is None else c.value for c in cleaned)
+        lossy = lossy or any(c is not None and c.lossy for c in cleaned)
+    bigints: tuple[int | None, ...] = _bigints(event)
+    if any(b is not None and not BIGINT_MIN <= b <= BIGINT_MAX for b in bigints):
+        bigints = tuple(_bigint_or_none(b) for b in bigints)
+    values = (session_id, seq, texts[0], texts[1], texts[2], _int32_or_none(event.envelope.version),
+              _event_time(event.timestamp_ms), received_at, event.cost, *texts[3:], *bigints, lossy)
+    return PreparedEvent(event, seq, str(texts[0]), values, lossy, payload.value, payload.text, upstream)
 
 
 def _event_time(timestamp_ms: int | None) -> datetime | None:

@@ -34,7 +34,7 @@ from bridge.store import audit as audit_q
 from bridge.store import queries as q
 from bridge.store.fanout import NOTIFY_CHANNEL, notice_payload
 from bridge.store.payload import same_json
-from bridge.store.rows import PreparedEvent
+from bridge.store.rows import COLUMNS, PreparedEvent
 
 # Called inside the transaction after the rows are inserted and before the cursor moves: a seam for fault
 # injection in tests (kill the connection there: the cursor must not have moved).
@@ -77,18 +77,11 @@ class Outcome:
     conflicts: list[tuple[PreparedEvent, list[dict[str, Any]]]] = field(default_factory=list)
 
 
-# Insert columns after `upstream`; `payload` travels as text and is cast once (`doc`).
-_COLUMNS = (
-    ("session_id", "text"), ("seq", "bigint"), ("event_id", "text"), ("type", "text"), ("kind", "text"),
-    ("schema_version", "integer"), ("event_time", "timestamptz"), ("received_at", "timestamptz"),
-    ("message_id", "text"), ("assistant_message_id", "text"), ("part_id", "text"), ("call_id", "text"),
-    ("tool_name", "text"), ("error_type", "text"), ("error_message", "text"), ("finish", "text"),
-    ("tokens_input", "bigint"), ("tokens_output", "bigint"), ("tokens_reasoning", "bigint"),
-    ("tokens_cache_read", "bigint"), ("tokens_cache_write", "bigint"), ("cost", "double precision"),
-    ("delivery", "text"), ("agent", "text"), ("model_id", "text"), ("provider_id", "text"),
-    ("payload_lossy", "boolean"), ("payload", "text"),
-)
-_ROW_KEYS = tuple(name for name, _ in _COLUMNS[:-1])
+# Insert columns after `upstream`, in PreparedEvent.values order; `payload` travels as text, cast once (`doc`).
+_SQL_TYPES = {"seq": "bigint", "schema_version": "integer", "event_time": "timestamptz",
+              "received_at": "timestamptz", "cost": "double precision", "payload_lossy": "boolean",
+              **{c: "bigint" for c in COLUMNS if c.startswith("tokens_")}}
+_COLUMNS = (*((c, _SQL_TYPES.get(c, "text")) for c in COLUMNS), ("payload", "text"))
 _NAMES = ", ".join(name for name, _ in _COLUMNS)
 _ARRAYS = ", ".join(f"${i + 2}::{sql_type}[]" for i, (_, sql_type) in enumerate(_COLUMNS))
 _GENESIS_PARAM = f"${len(_COLUMNS) + 2}"
@@ -176,7 +169,7 @@ async def insert_events(conn: AsyncConnection, upstream: str, writes: Sequence[S
     events = [p for w in writes for p in w.events]
     if not events:
         return [Outcome() for _ in writes]
-    columns: list[list[Any]] = [[p.row[k] for p in events] for k in _ROW_KEYS]
+    columns: list[Any] = [list(c) for c in zip(*(p.values for p in events), strict=True)]
     columns.append([p.payload_text for p in events])
     result = await _fetch(conn, INSERT_EVENTS, (upstream, *columns, GENESIS))
     returned: Counter[tuple[str, int, str]] = Counter((str(r[0]), int(r[1]), str(r[2])) for r in result)
