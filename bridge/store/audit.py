@@ -1,7 +1,7 @@
 """SQL of issue #5: the hash chain at write time, and the read-only audit queries (API, CLI, export).
 
-Views for auditors (`audit_prompts`, `audit_tool_calls`, `audit_texts`) are created by migration 0004;
-`VIEWS` below is their one definition, which the migration executes.
+Views for auditors (`audit_prompts`, `audit_tool_calls`, `audit_texts`) are created by migration 0004,
+which holds their definition (migrations are frozen: they import nothing from `bridge`).
 """
 
 from __future__ import annotations
@@ -20,66 +20,6 @@ from bridge.store.schema import chat_session_events, chat_sessions
 
 E = chat_session_events.c
 S = chat_sessions.c
-
-# --- views (executed by migrations/versions/0004_audit.py) --------------------------------------------
-
-VIEWS: dict[str, str] = {
-    "audit_prompts": """
-SELECT a.upstream, a.session_id, a.message_id,
-       a.payload->'data'->'prompt'->>'text' AS text,
-       a.delivery,
-       a.seq AS admitted_seq, a.event_time AS admitted_at,
-       p.seq AS started_seq, p.event_time AS started_at
-FROM chat_session_events a
-LEFT JOIN LATERAL (
-    SELECT s.seq, s.event_time FROM chat_session_events s
-    WHERE s.upstream = a.upstream AND s.session_id = a.session_id AND s.kind = 'prompt:started'
-      AND s.message_id = a.message_id
-    ORDER BY s.seq LIMIT 1
-) p ON true
-WHERE a.kind = 'prompt:admitted'
-""",
-    "audit_tool_calls": """
-SELECT c.upstream, c.session_id, c.call_id, c.tool_name AS tool,
-       c.payload->'data'->'input' AS input,
-       c.assistant_message_id,
-       c.seq AS called_seq, c.event_time AS called_at,
-       CASE r.kind WHEN 'tool:success' THEN 'success' WHEN 'tool:fail' THEN 'failed' ELSE 'pending' END
-           AS outcome,
-       COALESCE(
-           CASE WHEN jsonb_typeof(r.payload->'data'->'content') = 'array' THEN
-               (SELECT string_agg(x->>'text', '' ORDER BY n)
-                FROM jsonb_array_elements(r.payload->'data'->'content') WITH ORDINALITY AS t(x, n)
-                WHERE x->>'type' = 'text')
-           END,
-           -- tools without text parts (read) return their output in structured.content
-           CASE WHEN jsonb_typeof(r.payload->'data'->'structured'->'content') = 'string'
-                THEN r.payload->'data'->'structured'->>'content' END
-       ) AS output_text,
-       r.payload->'data'->'content' AS output,
-       r.payload->'data'->'structured' AS structured,
-       r.error_type, r.error_message,
-       r.seq AS finished_seq, r.event_time AS finished_at
-FROM chat_session_events c
-LEFT JOIN LATERAL (
-    SELECT f.kind, f.payload, f.error_type, f.error_message, f.seq, f.event_time
-    FROM chat_session_events f
-    WHERE f.upstream = c.upstream AND f.session_id = c.session_id AND f.call_id = c.call_id
-      AND f.kind IN ('tool:success', 'tool:fail') AND f.seq > c.seq
-    ORDER BY f.seq LIMIT 1
-) r ON true
-WHERE c.kind = 'tool:start'
-""",
-    "audit_texts": """
-SELECT t.upstream, t.session_id, t.assistant_message_id, t.part_id,
-       CASE t.kind WHEN 'text:end' THEN 'text' ELSE 'reasoning' END AS part,
-       t.payload->'data'->>'text' AS text,
-       t.seq, t.event_time
-FROM chat_session_events t
-WHERE t.kind IN ('text:end', 'reasoning:end')
-""",
-}
-
 
 # --- hash chain (inside write_batch's transaction) --------------------------------------------------
 
