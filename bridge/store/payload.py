@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.store.jsonb_text import jsonb_text
+
 REPLACEMENT = "\ufffd"
 _UNSTORABLE_CHARS = re.compile("[\x00\ud800-\udfff]")
 _SURROGATES = re.compile("[\ud800-\udfff]")
@@ -60,19 +62,26 @@ class StorableText:
     text: str  # JSON text of `value`, ready for a `::jsonb` cast
     value: Any  # the (cleaned) JSON value
     lossy: bool
+    canonical: bool  # `text` is PostgreSQL's own text form of it (bridge.store.jsonb_text)
 
 
 def storable_json_text(value: Any) -> StorableText:
-    """`storable_json` and the JSON text of its result, with one C-encoder pass on the plain path: the text
-    that proves the value storable is the very text sent to PostgreSQL (no second serialization)."""
-    try:
-        dumped = _ENCODER.encode(value)
-    except ValueError:
-        dumped = None
-    if dumped is not None and (dumped.isascii() or not _SURROGATES.search(dumped)) and "\\u0000" not in dumped:
-        return StorableText(dumped, value, False)
+    """`storable_json` and the JSON text of its result, in PostgreSQL's jsonb text form where possible. On
+    the plain path one encoding: the text that proves the value storable is the very text sent."""
+    text = jsonb_text(value)
+    canonical = text is not None
+    if text is None:
+        try:
+            text = _ENCODER.encode(value)
+        except ValueError:
+            text = None
+    if text is not None and (text.isascii() or not _SURROGATES.search(text)) and "\\u0000" not in text:
+        return StorableText(text, value, False, canonical)
     cleaned, lossy = _clean(value)
-    return StorableText(json.dumps(cleaned, ensure_ascii=False, separators=(",", ":")), cleaned, lossy)
+    text = jsonb_text(cleaned)
+    if text is not None:
+        return StorableText(text, cleaned, lossy, True)
+    return StorableText(json.dumps(cleaned, ensure_ascii=False, separators=(",", ":")), cleaned, lossy, False)
 
 
 def exact_json_text(value: Any) -> str:

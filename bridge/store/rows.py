@@ -59,6 +59,7 @@ class PreparedEvent:
     payload: Any  # the JSON value stored (storable)
     payload_text: str  # its JSON text, sent as is (cast to jsonb by PostgreSQL)
     upstream: str
+    canonical: bool = False  # payload_text is PostgreSQL's jsonb text of it: hashable before the INSERT
 
     @property
     def row(self) -> dict[str, Any]:
@@ -95,7 +96,8 @@ def prepare_event(upstream: str, session_id: str, event: ChatEvent, received_at:
         bigints = tuple(_bigint_or_none(b) for b in bigints)
     values = (session_id, seq, texts[0], texts[1], texts[2], _int32_or_none(event.envelope.version),
               _event_time(event.timestamp_ms), received_at, event.cost, *texts[3:], *bigints, lossy)
-    return PreparedEvent(event, seq, str(texts[0]), values, lossy, payload.value, payload.text, upstream)
+    return PreparedEvent(event, seq, str(texts[0]), values, lossy, payload.value, payload.text, upstream,
+                         payload.canonical)
 
 
 def _event_time(timestamp_ms: int | None) -> datetime | None:

@@ -29,7 +29,7 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bridge.audit.chain import GENESIS
+from bridge.audit.chain import GENESIS, link
 from bridge.store import audit as audit_q
 from bridge.store import queries as q
 from bridge.store.fanout import NOTIFY_CHANNEL, notice_payload
@@ -84,40 +84,29 @@ _SQL_TYPES = {"seq": "bigint", "schema_version": "integer", "event_time": "times
 _COLUMNS = (*((c, _SQL_TYPES.get(c, "text")) for c in COLUMNS), ("payload", "text"))
 _NAMES = ", ".join(name for name, _ in _COLUMNS)
 _ARRAYS = ", ".join(f"${i + 2}::{sql_type}[]" for i, (_, sql_type) in enumerate(_COLUMNS))
-_GENESIS_PARAM = f"${len(_COLUMNS) + 2}"
-_LINK = "encode(sha256(convert_to({prev} || E'\\n' || i.seq || E'\\n' || i.event_id || E'\\n' || i.doc::text, " \
-        "'UTF8')), 'hex')"
+_CHAIN_PARAM = f"${len(_COLUMNS) + 2}"
 
-# link(n) = sha256(link(n-1) "\n" seq "\n" event_id "\n" payload::text), per session in seq order, anchored
-# at the stored row just before the batch (bridge.audit.chain.link; tests/integration/test_audit_store.py
-# checks that the Python verifier agrees).
+# The chain links come computed (bridge.audit.chain.link over PostgreSQL's text of the payload, which the
+# payload text already is: bridge.store.jsonb_text); PostgreSQL confirms that text row by row and stores
+# no link where it differs (RETURNING says so; that session is then relinked by PostgreSQL itself). The
+# rows go in unnest order, so of two rows of one batch that clash, the first is the one inserted.
 INSERT_EVENTS = f"""
-WITH RECURSIVE
-input AS MATERIALIZED (
-    SELECT t.*, t.payload::jsonb AS doc,
-           row_number() OVER (PARTITION BY t.session_id ORDER BY t.seq, t.ord) AS n
-    FROM unnest({_ARRAYS}) WITH ORDINALITY AS t({_NAMES}, ord)
-),
-anchor AS (
-    SELECT g.session_id, coalesce((
-        SELECT e.chain_hash FROM chat_session_events e
-        WHERE e.upstream = $1 AND e.session_id = g.session_id AND e.seq < g.min_seq
-        ORDER BY e.seq DESC LIMIT 1), {_GENESIS_PARAM}) AS h
-    FROM (SELECT session_id, min(seq) AS min_seq FROM input GROUP BY session_id) g
-),
-chain (session_id, n, h) AS (
-    SELECT i.session_id, i.n, {_LINK.format(prev="a.h")}
-    FROM input i JOIN anchor a ON a.session_id = i.session_id WHERE i.n = 1
-    UNION ALL
-    SELECT i.session_id, i.n, {_LINK.format(prev="c.h")}
-    FROM chain c JOIN input i ON i.session_id = c.session_id AND i.n = c.n + 1
-)
 INSERT INTO chat_session_events (upstream, {_NAMES}, chain_hash)
-SELECT $1, {", ".join("i." + ("doc" if name == "payload" else name) for name, _ in _COLUMNS)}, c.h
-FROM input i JOIN chain c ON c.session_id = i.session_id AND c.n = i.n
-ORDER BY i.ord
+SELECT $1, {", ".join("t." + name for name, _ in _COLUMNS[:-1])}, d.doc,
+       CASE WHEN d.doc::text = t.payload THEN t.chain_hash END
+FROM unnest({_ARRAYS}, {_CHAIN_PARAM}::text[]) AS t({_NAMES}, chain_hash),
+     LATERAL (SELECT t.payload::jsonb AS doc) d
 ON CONFLICT DO NOTHING
-RETURNING session_id, seq, event_id
+RETURNING session_id, seq, event_id, chain_hash IS NOT NULL
+"""
+
+# The link each session's batch is chained to: the stored row just before the batch (NULL: genesis).
+CHAIN_ANCHORS = """
+SELECT g.session_id, (
+    SELECT e.chain_hash FROM chat_session_events e
+    WHERE e.upstream = $1 AND e.session_id = g.session_id AND e.seq < g.min_seq
+    ORDER BY e.seq DESC LIMIT 1)
+FROM unnest($2::text[], $3::bigint[]) AS g(session_id, min_seq)
 """
 
 LOCK_SESSIONS = """
@@ -164,15 +153,40 @@ async def lock_and_fence(
     return {sid: h[2] for sid, h in held.items()}, fenced
 
 
+async def _chain_links(
+    conn: AsyncConnection, upstream: str, events: Sequence[tuple[str, PreparedEvent]]
+) -> tuple[list[str | None], set[str]]:
+    """The chain link of every event, computed here; and the sessions left to PostgreSQL (a payload whose
+    jsonb text Python cannot produce): their links are None and they are relinked after the INSERT."""
+    by_session: dict[str, list[PreparedEvent]] = {}
+    for sid, p in events:
+        by_session.setdefault(sid, []).append(p)
+    by_pg = {sid for sid, ps in by_session.items() if not all(p.canonical for p in ps)}
+    sids = sorted(set(by_session) - by_pg)
+    links: dict[int, str] = {}
+    if sids:
+        rows = await _fetch(conn, CHAIN_ANCHORS, (upstream, sids, [min(p.seq for p in by_session[s]) for s in sids]))
+        for sid, anchor in rows:
+            prev = anchor or GENESIS
+            for p in sorted(by_session[sid], key=lambda p: p.seq):
+                prev = link(prev, p.seq, p.event_id, p.payload_text)
+                links[id(p)] = prev
+    return [links.get(id(p)) for _, p in events], by_pg
+
+
 async def insert_events(conn: AsyncConnection, upstream: str, writes: Sequence[SessionWrite]) -> list[Outcome]:
-    """Insert the events of every write; the outcome of each write, in order."""
-    events = [p for w in writes for p in w.events]
-    if not events:
+    """Insert the events of every write, chained; the outcome of each write, in order."""
+    tagged = [(w.session_id, p) for w in writes for p in w.events]
+    if not tagged:
         return [Outcome() for _ in writes]
-    columns: list[Any] = [list(c) for c in zip(*(p.values for p in events), strict=True)]
-    columns.append([p.payload_text for p in events])
-    result = await _fetch(conn, INSERT_EVENTS, (upstream, *columns, GENESIS))
-    returned: Counter[tuple[str, int, str]] = Counter((str(r[0]), int(r[1]), str(r[2])) for r in result)
+    chain, relink = await _chain_links(conn, upstream, tagged)
+    columns: list[Any] = [list(c) for c in zip(*(p.values for _, p in tagged), strict=True)]
+    columns.append([p.payload_text for _, p in tagged])
+    returned: Counter[tuple[str, int, str]] = Counter()
+    for sid, seq, event_id, linked in await _fetch(conn, INSERT_EVENTS, (upstream, *columns, chain)):
+        returned[(str(sid), int(seq), str(event_id))] += 1
+        if not linked:  # left to PostgreSQL, or it prints this payload otherwise than the text hashed
+            relink.add(str(sid))
     outcomes: list[Outcome] = []
     skipped_by_session: dict[str, list[tuple[Outcome, PreparedEvent]]] = {}
     for w in writes:
@@ -187,7 +201,8 @@ async def insert_events(conn: AsyncConnection, upstream: str, writes: Sequence[S
         outcomes.append(out)
     for sid, skipped in skipped_by_session.items():
         await _classify_skipped(conn, upstream, sid, skipped)
-        # The chain computed in the INSERT linked the skipped rows too: relink what was really inserted.
+    # The links computed above assumed every row inserted: relink what really was, where that is not so.
+    for sid in sorted(relink | set(skipped_by_session)):
         inserted = [p.seq for w, o in zip(writes, outcomes, strict=True) if w.session_id == sid for p in o.inserted]
         await audit_q.chain_new_events(conn, upstream, sid, inserted)
     return outcomes
