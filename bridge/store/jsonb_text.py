@@ -32,20 +32,36 @@ def jsonb_text(value: Any) -> str | None:
 
 
 def _ordered(value: Any) -> Any:
-    if isinstance(value, dict):
-        if len(value) > 1:
-            keys = list(value)
-            if all(k.isascii() for k in keys):
-                keys.sort(key=lambda k: (len(k), k))
-            else:
-                keys.sort(key=lambda k: (len(k.encode()), k.encode()))
-            return {k: _ordered(value[k]) for k in keys}
-        return {k: _ordered(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_ordered(v) for v in value]
-    if type(value) is float and not _prints_like_numeric(value):
+    """`value` with every object's keys in jsonb order (two C sorts: by text, then stably by length; UTF-8
+    keeps code point order, so only the length differs for non-ASCII keys); raises _NotCanonical for a
+    float Python would print otherwise. Only containers and floats are visited (the hot path)."""
+    t = type(value)
+    if t is dict:
+        keys = sorted(value)
+        if "".join(keys).isascii():
+            keys.sort(key=len)
+        else:
+            keys.sort(key=_utf8_len)
+        out = {}
+        for k in keys:
+            v = value[k]
+            tv = type(v)
+            out[k] = _ordered(v) if tv is dict or tv is list or tv is float else v
+        return out
+    if t is list:
+        return [_ordered(v) if type(v) in _VISIT else v for v in value]
+    if t is float and not _prints_like_numeric(value):
+        raise _NotCanonical
+    if t is not float and isinstance(value, float | dict | list):  # subclasses: be safe, let PostgreSQL link
         raise _NotCanonical
     return value
+
+
+_VISIT = frozenset((dict, list, float))
+
+
+def _utf8_len(key: str) -> int:
+    return len(key.encode())
 
 
 def _prints_like_numeric(f: float) -> bool:
