@@ -233,15 +233,20 @@ async def quiet_latency(store: EventStore, write: Writer, count: int) -> dict[st
     return {"p50_ms": statistics.median(lat), "p99_ms": lat[max(0, int(len(lat) * 0.99) - 1)]}
 
 
-async def replay(engine: Any, upstream: str, sid: str, n: int, page: int = 500) -> dict[str, float]:
-    """What a WebSocket replay does per event minus the socket: read pages, build and encode frames."""
+async def replay(engine: Any, upstream: str, sid: str, n: int, page: int = 500,
+                 python: bool = False) -> dict[str, float]:
+    """What a WebSocket replay does per event minus the socket: read pages of frames (PostgreSQL builds
+    them, bridge.store.replay) — or, `python`, of envelopes to parse, normalize and encode (the old path)."""
     fan = FanoutStore(engine, upstream)
     sent, after = 0, 0
     t0, cpu0 = time.perf_counter(), time.process_time()
     while True:
-        rows = await fan.events_after(sid, after, page)
-        for seq, envelope in rows:
-            p.dumps(p.event_message(sid, seq, envelope))
+        if python:
+            rows = [(seq, p.dumps(p.event_message(sid, seq, env))) for seq, env in
+                    await fan.events_after(sid, after, page)]
+        else:
+            rows = await fan.event_frames_after(sid, after, page)
+        for seq, _frame in rows:
             sent += 1
             after = seq
         if len(rows) < page:
@@ -277,6 +282,7 @@ async def run(url: str, sessions: int, n: int, naive_budget_s: float, long_n: in
         out["peak_rss_kib_growth_per_session"] = (
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / (sessions + sessions // 2 + sessions)
         out["replay"] = await replay(engine, store.upstream, str(seq1["session"]), long_n)
+        out["replay_python_frames"] = await replay(engine, store.upstream, str(seq1["session"]), long_n, python=True)
     finally:
         await engine.dispose()
     out["burst_over_copy"] = out["burst"]["events_per_s"] / out["copy_events_per_s"]

@@ -148,16 +148,16 @@ class Connection:
         queue = self.client.queue
         read_any = False
         while True:
-            rows = await self._svc.store.events_after(sub.session_id, sub.sent_seq, self._svc.replay_page)
-            for seq, envelope in rows:
+            # Frames built by PostgreSQL from the normalized columns (bridge.store.replay): forwarded as is.
+            rows = await self._svc.store.event_frames_after(sub.session_id, sub.sent_seq, self._svc.replay_page)
+            for seq, frame in rows:
                 await queue.wait_room()
                 if queue.closed or self.client.subscriptions.get(sub.session_id) is not sub:
                     return False
                 if seq > sub.sent_seq:
                     sub.sent_seq = seq
                     read_any = True
-                    self.client._durable(p.dumps(p.event_message(sub.session_id, seq, envelope)),
-                                         (sub.session_id, seq))
+                    self.client._durable(frame, (sub.session_id, seq))
             if queue.closed or self.client.subscriptions.get(sub.session_id) is not sub:
                 return False
             if len(rows) < self._svc.replay_page:

@@ -19,7 +19,6 @@ import structlog
 
 from bridge.fanout import metrics
 from bridge.fanout.hub import Hub
-from bridge.fanout.protocol import dumps, event_message
 from bridge.store.fanout import (
     NOTIFY_CHANNEL,
     STATUS_CHANNEL,
@@ -100,11 +99,11 @@ class DurableFeed:
             top = self._hub.published_seq(session_id)
             if top is None:  # nobody live on it here (yet): the replay's go_live wakes us
                 return
-            rows = await self._store.events_after(session_id, top, self._page)
+            # Frames built by PostgreSQL from the normalized columns (bridge.store.replay).
+            frames = await self._store.event_frames_after(session_id, top, self._page)
             metrics.FEED_READS.inc()
-            frames = [(seq, dumps(event_message(session_id, seq, env))) for seq, env in rows]
             self._hub.publish_durable(session_id, frames)
-            if len(rows) < self._page:
+            if len(frames) < self._page:
                 return
 
 
