@@ -91,13 +91,23 @@ _CHAIN_PARAM = f"${len(_COLUMNS) + 2}"
 # no link where it differs (RETURNING says so; that session is then relinked by PostgreSQL itself). The
 # rows go in unnest order, so of two rows of one batch that clash, the first is the one inserted.
 INSERT_EVENTS = f"""
-INSERT INTO chat_session_events (upstream, {_NAMES}, chain_hash)
-SELECT $1, {", ".join("t." + name for name, _ in _COLUMNS[:-1])}, d.doc,
-       CASE WHEN d.doc::text = t.payload THEN t.chain_hash END
-FROM unnest({_ARRAYS}, {_CHAIN_PARAM}::text[]) AS t({_NAMES}, chain_hash),
-     LATERAL (SELECT t.payload::jsonb AS doc) d
-ON CONFLICT DO NOTHING
-RETURNING session_id, seq, event_id, chain_hash IS NOT NULL
+WITH ins AS (
+    INSERT INTO chat_session_events (upstream, {_NAMES}, chain_hash)
+    SELECT $1, {", ".join("t." + name for name, _ in _COLUMNS[:-1])}, d.doc,
+           CASE WHEN d.doc::text = t.payload THEN t.chain_hash END
+    FROM unnest({_ARRAYS}, {_CHAIN_PARAM}::text[]) AS t({_NAMES}, chain_hash),
+         LATERAL (SELECT t.payload::jsonb AS doc) d
+    ON CONFLICT DO NOTHING
+    RETURNING session_id, chain_hash IS NULL AS unlinked
+)
+SELECT count(*), coalesce(array_agg(DISTINCT session_id) FILTER (WHERE unlinked), '{{}}') FROM ins
+"""
+
+# Only when fewer rows went in than were sent (a duplicate): which ones did, i.e. carry this transaction's id.
+INSERTED_HERE = """
+SELECT e.session_id, e.seq, e.event_id FROM chat_session_events e
+WHERE e.upstream = $1 AND (e.session_id, e.seq) IN (SELECT * FROM unnest($2::text[], $3::bigint[]))
+  AND e.xmin = pg_current_xact_id()::xid
 """
 
 # The link each session's batch is chained to: the stored row just before the batch (NULL: genesis).
@@ -182,11 +192,29 @@ async def insert_events(conn: AsyncConnection, upstream: str, writes: Sequence[S
     chain, relink = await _chain_links(conn, upstream, tagged)
     columns: list[Any] = [list(c) for c in zip(*(p.values for _, p in tagged), strict=True)]
     columns.append([p.payload_text for _, p in tagged])
-    returned: Counter[tuple[str, int, str]] = Counter()
-    for sid, seq, event_id, linked in await _fetch(conn, INSERT_EVENTS, (upstream, *columns, chain)):
-        returned[(str(sid), int(seq), str(event_id))] += 1
-        if not linked:  # left to PostgreSQL, or it prints this payload otherwise than the text hashed
-            relink.add(str(sid))
+    ((count, unlinked),) = await _fetch(conn, INSERT_EVENTS, (upstream, *columns, chain))
+    relink.update(unlinked)  # left to PostgreSQL, or it prints the payload otherwise than the text hashed
+    if count == len(tagged):  # the common case: every row went in, nothing to tell apart
+        outcomes = [Outcome(inserted=list(w.events)) for w in writes]
+        skipped_by_session: dict[str, list[tuple[Outcome, PreparedEvent]]] = {}
+    else:
+        outcomes, skipped_by_session = await _tell_apart(conn, upstream, writes, columns)
+    for sid, skipped in skipped_by_session.items():
+        await _classify_skipped(conn, upstream, sid, skipped)
+    # The links computed above assumed every row inserted: relink what really was, where that is not so.
+    for sid in sorted(relink | set(skipped_by_session)):
+        inserted = [p.seq for w, o in zip(writes, outcomes, strict=True) if w.session_id == sid for p in o.inserted]
+        await audit_q.chain_new_events(conn, upstream, sid, inserted)
+    return outcomes
+
+
+async def _tell_apart(
+    conn: AsyncConnection, upstream: str, writes: Sequence[SessionWrite], columns: list[Any]
+) -> tuple[list[Outcome], dict[str, list[tuple[Outcome, PreparedEvent]]]]:
+    """Which events went in (of two that clash in one batch, the first), and the skipped ones by session."""
+    returned: Counter[tuple[str, int, str]] = Counter(
+        (str(sid), int(seq), str(eid))
+        for sid, seq, eid in await _fetch(conn, INSERTED_HERE, (upstream, columns[0], columns[1])))
     outcomes: list[Outcome] = []
     skipped_by_session: dict[str, list[tuple[Outcome, PreparedEvent]]] = {}
     for w in writes:
@@ -199,13 +227,7 @@ async def insert_events(conn: AsyncConnection, upstream: str, writes: Sequence[S
             else:
                 skipped_by_session.setdefault(w.session_id, []).append((out, p))
         outcomes.append(out)
-    for sid, skipped in skipped_by_session.items():
-        await _classify_skipped(conn, upstream, sid, skipped)
-    # The links computed above assumed every row inserted: relink what really was, where that is not so.
-    for sid in sorted(relink | set(skipped_by_session)):
-        inserted = [p.seq for w, o in zip(writes, outcomes, strict=True) if w.session_id == sid for p in o.inserted]
-        await audit_q.chain_new_events(conn, upstream, sid, inserted)
-    return outcomes
+    return outcomes, skipped_by_session
 
 
 async def _classify_skipped(
