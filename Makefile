@@ -71,6 +71,8 @@ test-e2e: $(STAMP) $(OPENCODE_BIN) chromium
 
 # Benchmarks (not part of `make test`): numbers for BENCHMARKS.md.
 bench: $(STAMP)
+	$(BIN)/python -m bench.write_path --sessions 1000 --events 20
+	$(BIN)/pytest -q -s tests/integration/test_lifecycle_memory.py
 	$(BIN)/python -m bench.ingest --events 5000 --sessions 20
 	$(BIN)/pytest -q -s tests/integration/test_fanout_latency.py
 	$(BIN)/pytest -q -s tests/hostile/test_load.py
