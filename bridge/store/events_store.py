@@ -23,11 +23,10 @@ from bridge.store import fanout as fanout_q
 from bridge.store import leases
 from bridge.store import queries as q
 from bridge.store.committer import GroupCommitter
+from bridge.store.duplicates import REASON_CONFLICTING_DUPLICATE, REASON_LOSSY_PAYLOAD
 from bridge.store.payload import exact_json_text, storable_text
 from bridge.store.rows import prepare_event
 from bridge.store.write import (
-    REASON_CONFLICTING_DUPLICATE,
-    REASON_LOSSY_PAYLOAD,
     BatchResult,
     Fenced,
     SessionWrite,

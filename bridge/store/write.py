@@ -3,10 +3,11 @@
     BEGIN
     lock the sessions' rows in session_id order (FOR UPDATE) ── fence: a write whose lease_epoch is not
         the stored one (or whose lease was released) is refused; the others go on
-    INSERT … SELECT FROM unnest(column arrays) ON CONFLICT DO NOTHING, the hash chain computed in the same
-        statement (PostgreSQL's own `payload::text`, see bridge.audit.chain) ── no second write per row
-    [rare] skipped rows: classified as benign duplicates or conflicting duplicates (→ rejects); the chain
-        of a session with skipped rows recomputed over what was really inserted
+    the chain anchor of each session; every event's link computed here (bridge.store.jsonb_text)
+    INSERT … SELECT FROM unnest(column arrays) ON CONFLICT DO NOTHING, links included ── PostgreSQL
+        confirms each payload's text; no second write per row
+    [rare] fewer rows in than sent: benign or conflicting duplicates (bridge.store.duplicates); a session
+        with skipped rows, or a text PostgreSQL prints otherwise, relinked by PostgreSQL
     rejects (conflicts, lossy payloads)
     cursor_seq = greatest(cursor_seq, max seq), NOTIFY ── one statement for every session
     COMMIT
@@ -19,10 +20,9 @@ connection invalidated) stay what every caller and fault test relies on.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -32,16 +32,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from bridge.audit.chain import GENESIS, link
 from bridge.store import audit as audit_q
 from bridge.store import queries as q
+from bridge.store.duplicates import (
+    Outcome,
+    classify_skipped,
+    reject_rows,
+)
 from bridge.store.fanout import NOTIFY_CHANNEL, notice_payload
-from bridge.store.payload import same_json
 from bridge.store.rows import COLUMNS, PreparedEvent
 
 # Called inside the transaction after the rows are inserted and before the cursor moves: a seam for fault
 # injection in tests (kill the connection there: the cursor must not have moved).
 WriteHook = Callable[[AsyncConnection], Awaitable[None]]
-
-REASON_CONFLICTING_DUPLICATE = "conflicting_duplicate"
-REASON_LOSSY_PAYLOAD = "lossy_payload"
 
 
 @dataclass(frozen=True)
@@ -68,13 +69,6 @@ class Fenced:
 
     presented: int
     held: tuple[int, str | None] | None  # (lease_epoch, lease_owner) stored, None: no such session
-
-
-@dataclass
-class Outcome:
-    inserted: list[PreparedEvent] = field(default_factory=list)
-    duplicates: int = 0
-    conflicts: list[tuple[PreparedEvent, list[dict[str, Any]]]] = field(default_factory=list)
 
 
 # Insert columns after `upstream`, in PreparedEvent.values order; `payload` travels as text, cast once (`doc`).
@@ -200,7 +194,7 @@ async def insert_events(conn: AsyncConnection, upstream: str, writes: Sequence[S
     else:
         outcomes, skipped_by_session = await _tell_apart(conn, upstream, writes, columns)
     for sid, skipped in skipped_by_session.items():
-        await _classify_skipped(conn, upstream, sid, skipped)
+        await classify_skipped(conn, upstream, sid, skipped)
     # The links computed above assumed every row inserted: relink what really was, where that is not so.
     for sid in sorted(relink | set(skipped_by_session)):
         inserted = [p.seq for w, o in zip(writes, outcomes, strict=True) if w.session_id == sid for p in o.inserted]
@@ -228,55 +222,6 @@ async def _tell_apart(
                 skipped_by_session.setdefault(w.session_id, []).append((out, p))
         outcomes.append(out)
     return outcomes, skipped_by_session
-
-
-async def _classify_skipped(
-    conn: AsyncConnection, upstream: str, session_id: str, skipped: list[tuple[Outcome, PreparedEvent]]
-) -> None:
-    """A skipped insert is a benign duplicate if the very same event is stored at its seq, else a
-    conflicting duplicate (same seq with another id or payload, or its id stored at another seq)."""
-    stmt = q.stored_events_matching(upstream, session_id, [p.seq for _, p in skipped], [p.event_id for _, p in skipped])
-    stored = [
-        {"session_id": r.session_id, "seq": int(r.seq), "event_id": r.event_id, "payload": r.payload}
-        for r in await conn.execute(stmt)
-    ]
-    at_seq = {s["seq"]: s for s in stored if s["session_id"] == session_id}
-    with_id = {s["event_id"]: s for s in stored}
-    for out, p in skipped:
-        here = at_seq.get(p.seq)
-        if here is not None and here["event_id"] == p.event_id and same_json(here["payload"], p.payload):
-            out.duplicates += 1
-            continue
-        clashes = [here] if here is not None else []
-        elsewhere = with_id.get(p.event_id)
-        if elsewhere is not None and elsewhere is not here:
-            clashes.append(elsewhere)
-        out.conflicts.append((p, clashes))
-
-
-def reject_rows(upstream: str, w: SessionWrite, out: Outcome) -> list[dict[str, Any]]:
-    rows = [
-        _reject_row(upstream, w, p, REASON_LOSSY_PAYLOAD,
-                    "stored with unstorable characters replaced (payload_lossy); raw is the exact envelope")
-        for p in out.inserted
-        if p.lossy
-    ]
-    for p, clashes in out.conflicts:
-        detail = {
-            "incoming": {"seq": p.seq, "event_id": p.event_id},
-            "stored": [
-                {"session_id": s["session_id"], "seq": s["seq"], "event_id": s["event_id"],
-                 "same_payload": same_json(s["payload"], p.payload)}
-                for s in clashes
-            ],
-        }
-        rows.append(_reject_row(upstream, w, p, REASON_CONFLICTING_DUPLICATE, json.dumps(detail)))
-    return rows
-
-
-def _reject_row(upstream: str, w: SessionWrite, p: PreparedEvent, reason: str, detail: str) -> dict[str, Any]:
-    return {"upstream": upstream, "session_id": w.session_id, "seq": p.seq, "event_id": p.event_id,
-            "reason": reason, "detail": detail, "raw": p.exact_json(), "received_at": w.received_at}
 
 
 async def advance_and_notify(conn: AsyncConnection, upstream: str, writes: Sequence[SessionWrite]) -> dict[str, int]:
@@ -313,7 +258,7 @@ async def commit_writes(
     accepted = [w for i, w in enumerate(writes) if i not in fenced]
     outcomes = iter(await insert_events(conn, upstream, accepted))
     paired = [(w, next(outcomes)) for w in accepted]
-    rejects = [row for w, out in paired for row in reject_rows(upstream, w, out)]
+    rejects = [row for w, out in paired for row in reject_rows(upstream, w.session_id, w.received_at, out)]
     for w, out in paired:
         for p, clashes in out.conflicts:
             log.error("conflicting_duplicate", session_id=w.session_id, seq=p.seq, event_id=p.event_id,
