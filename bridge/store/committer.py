@@ -56,6 +56,7 @@ class GroupCommitter:
         self._in_flight = 0
         self._changed = asyncio.Condition()
         self.groups = 0  # committed transactions (tests, bench)
+        self.writes = 0  # writes they held
 
     @property
     def queued(self) -> int:
@@ -134,6 +135,7 @@ class GroupCommitter:
                 await self._resolve([p for p in group if p.write.session_id == sid])
             return
         self.groups += 1
+        self.writes += len(group)
         for p, r in zip(group, results, strict=True):
             if not p.done.done():
                 p.done.set_result(r)
