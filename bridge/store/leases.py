@@ -67,20 +67,31 @@ def renew_leases(upstream: str, owner: str, ttl_s: float) -> Update:
     nobody took is still ours -- its epoch did not move, so no other writer exists and our writes were never
     fenced. A peer that takes it sets a new owner (and epoch) under the row lock, and then this no longer
     matches: renewing can never revive a lease someone else holds."""
+    ours = _locked_in_order(S.upstream == upstream, S.lease_owner == owner, S.deleted == false())
     return (
         chat_sessions.update()
-        .where(S.upstream == upstream, S.lease_owner == owner, S.deleted == false())
+        .where(S.upstream == ours.c.upstream, S.session_id == ours.c.session_id)
         .values(lease_expires_at=_ttl(ttl_s))
         .returning(S.session_id, S.lease_epoch)
+    )
+
+
+def _locked_in_order(*where: Any) -> Any:
+    """The rows, locked in session_id order: a group commit locks its sessions in that order too
+    (bridge.store.write), so a statement touching many session rows never deadlocks with it."""
+    return (
+        select(S.upstream, S.session_id).where(*where).order_by(S.upstream, S.session_id).with_for_update()
+        .subquery()
     )
 
 
 def hand_off_leases(upstream: str, owner: str) -> Update:
     """Clean shutdown: expire our leases now (owner kept), so peers see orphans and adopt at once.
     (A *release* clears the owner instead: nobody needs to follow that session.)"""
+    ours = _locked_in_order(S.upstream == upstream, S.lease_owner == owner)
     return (
         chat_sessions.update()
-        .where(S.upstream == upstream, S.lease_owner == owner)
+        .where(S.upstream == ours.c.upstream, S.session_id == ours.c.session_id)
         .values(lease_expires_at=func.now(), updated_at=func.now())
     )
 
