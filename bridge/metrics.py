@@ -79,3 +79,12 @@ SESSION_GAPS = Counter(
     "bridge_session_gaps_total", "Seq gaps recorded (legacy-driven turns; the mirror is incomplete there)",
     registry=REGISTRY,
 )
+SESSIONS_PARKED = Counter(
+    "bridge_sessions_parked_total",
+    "Sessions parked: their follower kept failing, so it is no longer retried until warmed explicitly",
+    registry=REGISTRY,
+)
+DISCOVERY_FAILURES = Counter(
+    "bridge_discovery_failures_total", "Session discovery runs that failed (retried with backoff)",
+    registry=REGISTRY,
+)
