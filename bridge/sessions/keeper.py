@@ -13,16 +13,32 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
+from typing import Protocol
 
 import structlog
 
 from bridge import metrics
-from bridge.sessions.registry import WarmRegistry
-from bridge.store.leases import LeaseStore
+from bridge.sessions.registry import WarmSession
+
+
+class Renewals(Protocol):
+    """The part of bridge.store.leases.LeaseStore the keeper needs."""
+
+    async def heartbeat(self, incarnation_id: str, hostname: str, pid: int, ttl_s: float) -> dict[str, int]: ...
+    async def hand_off(self, incarnation_id: str) -> None: ...
+
+
+class Holdings(Protocol):
+    """The part of bridge.sessions.registry.WarmRegistry the keeper needs."""
+
+    def owned(self) -> list[tuple[str, WarmSession]]: ...
+    def get(self, session_id: str) -> WarmSession | None: ...
+    def lease_lost(self, session_id: str) -> None: ...
+    async def release_lease(self, session_id: str, epoch: int) -> None: ...
 
 
 class LeaseKeeper:
-    def __init__(self, leases: LeaseStore, registry: WarmRegistry, owner: str, hostname: str, *,
+    def __init__(self, leases: Renewals, registry: Holdings, owner: str, hostname: str, *,
                  lease_ttl_s: float, interval_s: float, clock: Callable[[], float], upstream: str = "") -> None:
         self._leases = leases
         self._registry = registry

@@ -10,19 +10,40 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Protocol
 
 import structlog
 
 from bridge import metrics
-from bridge.sessions.activity import ActivityTracker
 from bridge.sessions.gc import WarmFacts, release_reason
 from bridge.sessions.lease import adoption_reason
-from bridge.sessions.registry import WarmRegistry
-from bridge.store.leases import LeaseStore
+from bridge.sessions.registry import WarmSession
+from bridge.sessions.status import Status
+from bridge.store.leases import Candidate
+
+
+class Orphans(Protocol):
+    async def adoption_candidates(self, me: str) -> list[Candidate]: ...
+
+
+class Warm(Protocol):
+    """The part of bridge.sessions.registry.WarmRegistry the sweep needs."""
+
+    def get(self, session_id: str) -> WarmSession | None: ...
+    def is_deleted(self, session_id: str) -> bool: ...
+    def owned(self) -> list[tuple[str, WarmSession]]: ...
+    def subscribers(self, session_id: str) -> int: ...
+    def warm(self, session_id: str, directory: str | None = None, reason: str = "") -> bool: ...
+    async def release(self, session_id: str, reason: str = "request") -> None: ...
+
+
+class Activity(Protocol):
+    def status(self, session_id: str) -> Status | None: ...
+    def is_active(self, session_id: str) -> bool: ...
 
 
 class Sweep:
-    def __init__(self, leases: LeaseStore, registry: WarmRegistry, activity: ActivityTracker, owner: str, *,
+    def __init__(self, leases: Orphans, registry: Warm, activity: Activity, owner: str, *,
                  holder_dead: Callable[[str], bool], idle_ttl_s: float, interval_s: float,
                  clock: Callable[[], float], upstream: str = "") -> None:
         self._leases = leases
