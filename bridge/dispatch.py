@@ -20,7 +20,7 @@ from bridge.events import ChatEvent
 from bridge.fanout.relay import LiveRelay, PermissionResync
 from bridge.sessions.discovery import Discovery
 
-# Legacy writes burn durable seqs without delivering them on the durable stream (PROTOCOL.md §3.1).
+# Legacy writes burn durable seqs without delivering them on the durable stream (docs/upstream.md §3.1).
 _LEGACY_WITH_SEQ = frozenset({"session.updated", "message.updated", "message.part.updated"})
 
 

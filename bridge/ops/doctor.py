@@ -2,7 +2,7 @@
 
 Checks: database reachable and migrations at head; no session parked (its follower kept failing);
 upstream reachable, authenticated, its version; the default model's provider has a connected credential
-(otherwise a prompt is admitted and then nothing happens, PROTOCOL.md §4); clocks agree (this host, the
+(otherwise a prompt is admitted and then nothing happens, docs/upstream.md §4); clocks agree (this host, the
 database, the upstream's `Date`).
 """
 

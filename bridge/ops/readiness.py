@@ -24,7 +24,7 @@ from bridge.upstream.live import LiveStream
 
 
 async def upstream_auth_check(client: UpstreamClient) -> dict[str, Any]:
-    """Reachable and authenticated: `/api/health` needs the basic-auth password too (PROTOCOL.md §8)."""
+    """Reachable and authenticated: `/api/health` needs the basic-auth password too (docs/upstream.md §8)."""
     try:
         async with asyncio.timeout(3.0):
             await client.health()

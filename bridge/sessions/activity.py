@@ -144,7 +144,7 @@ class ActivityTracker:
         self._emit(session_id, Transition(Status.DELETED, "deleted upstream"))
 
     def legacy_seq(self, session_id: str, seq: int) -> None:
-        """A legacy-only seq on /api/event will never reach the durable stream (PROTOCOL.md §3.1): the
+        """A legacy-only seq on /api/event will never reach the durable stream (docs/upstream.md §3.1): the
         session is marked incomplete now (the gap itself is recorded when the next v2 event arrives)."""
         if session_id not in self._legacy_marked:
             self._legacy_marked.add(session_id)

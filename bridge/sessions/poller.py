@@ -1,4 +1,4 @@
-"""Polls `GET /api/session/active`, the only reliable turn-end signal (PROTOCOL.md §4): every
+"""Polls `GET /api/session/active`, the only reliable turn-end signal (docs/upstream.md §4): every
 `active_poll_s` while a session we own runs, otherwise backing off to `active_poll_idle_s`; a session
 turning `running` wakes it at once. Observations feed the status machines (ActivityTracker), and a
 session listed active that we do not follow is warmed (its hints may have been lost)."""
