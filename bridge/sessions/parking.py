@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 PARK_AFTER_FAILURES = 5
@@ -25,10 +25,10 @@ _TRANSIENT_SQLSTATE = ("08", "53", "57P")
 
 def is_transient(error: BaseException) -> bool:
     """True when the failure comes from the environment (retry, do not count it against the session)."""
-    if isinstance(error, OSError | TimeoutError | PoolTimeout | InterfaceError | OperationalError):
-        return True
+    if isinstance(error, OSError | TimeoutError | PoolTimeout):
+        return True  # connect refused or reset, pool exhausted
     if isinstance(error, DBAPIError):
-        if error.connection_invalidated:
+        if error.connection_invalidated:  # the connection died under the statement
             return True
         code = getattr(error.orig, "sqlstate", None)
         return isinstance(code, str) and code.startswith(_TRANSIENT_SQLSTATE)

@@ -113,9 +113,6 @@ class WarmRegistry:
             elif row.status == "parked":
                 self._marks.parked[row.session_id] = row.status_reason or "parked"
 
-    def forget_deleted(self, session_ids: set[str]) -> None:
-        self._marks.deleted |= session_ids
-
     def attach(self, tg: asyncio.TaskGroup) -> None:
         self._tg = tg
 
@@ -264,15 +261,15 @@ class WarmRegistry:
         return True
 
     async def _park(self, session_id: str, w: WarmSession, reason: str) -> None:
-        self._marks.parked[session_id] = reason
-        metrics.SESSIONS_PARKED.inc()
-        metrics.SESSION_STATUS.labels(status="parked").inc()
-        self._log.error("session_parked", session_id=session_id, reason=reason)
-        try:  # also gives back a lease we still hold
+        try:  # stored first (and a lease we still hold given back), then known here
             await self._leases.park(session_id, self._owner, reason)
         except Exception as e:  # e.g. an id the database cannot even hold: parked in memory only
             self._log.warning("session_park_write_failed", session_id=session_id, error=f"{type(e).__name__}: {e}")
         w.epoch = None
+        self._marks.parked[session_id] = reason
+        metrics.SESSIONS_PARKED.inc()
+        metrics.SESSION_STATUS.labels(status="parked").inc()
+        self._log.error("session_parked", session_id=session_id, reason=reason)
 
     async def _stopped(self, session_id: str, w: WarmSession, outcome: FollowerExit, cursor: int) -> None:
         if outcome is FollowerExit.GONE and cursor == 0:

@@ -121,9 +121,6 @@ class FollowerSupervisor:
     def notify_legacy_seq(self, session_id: str, seq: int) -> None:
         self.activity.legacy_seq(session_id, seq)
 
-    def forget_deleted(self, session_ids: set[str]) -> None:
-        self.registry.forget_deleted(session_ids)
-
     async def deleted(self, session_id: str) -> None:
         await self.registry.deleted(session_id)
 

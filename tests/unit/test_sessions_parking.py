@@ -46,7 +46,7 @@ class _Sqlstate(Exception):
 def test_the_database_or_the_network_being_away_is_transient() -> None:
     assert is_transient(ConnectionRefusedError("refused"))
     assert is_transient(TimeoutError())
-    assert is_transient(InterfaceError("stmt", {}, Exception("connection is closed")))
+    assert is_transient(InterfaceError("stmt", {}, Exception("connection is closed"), connection_invalidated=True))
     assert is_transient(_dbapi(Exception("gone"), invalidated=True))
     assert is_transient(_dbapi(_Sqlstate("57P01")))  # admin shutdown
     assert is_transient(_dbapi(_Sqlstate("57P03")))  # cannot connect now (starting up)
@@ -56,6 +56,7 @@ def test_the_database_or_the_network_being_away_is_transient() -> None:
 
 def test_what_the_session_itself_causes_is_not_transient() -> None:
     assert not is_transient(ValueError("seq out of range"))
+    assert not is_transient(InterfaceError("stmt", {}, Exception("another operation is in progress")))
     assert not is_transient(_dbapi(_Sqlstate("22021")))  # a character the database cannot hold (NUL)
     assert not is_transient(_dbapi(_Sqlstate("57014")))  # a statement cancelled (timeout): this statement
     assert not is_transient(_dbapi(_Sqlstate("22003")))  # numeric value out of range
