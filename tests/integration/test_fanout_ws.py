@@ -112,8 +112,8 @@ async def test_event_message_carries_normalized_fields_and_raw_data(
 async def test_durable_events_written_by_another_process_arrive_through_notify(
     nodes: Callable[..., Any], clients: list[WsClient]
 ) -> None:
-    writer: Node = await nodes(local_commits=False)
-    reader: Node = await nodes(local_commits=False)
+    writer: Node = await nodes()
+    reader: Node = await nodes()
     a = await connect(clients, reader)
     b = await connect(clients, writer)
     await a.subscribe(SID)
@@ -333,8 +333,8 @@ async def test_commits_made_while_the_listen_connection_was_down_are_still_deliv
 ) -> None:
     from sqlalchemy import text
 
-    writer: Node = await nodes(local_commits=False)
-    reader: Node = await nodes(local_commits=False)
+    writer: Node = await nodes()
+    reader: Node = await nodes()
     c = await connect(clients, reader)
     await c.subscribe(SID)
     await c.wait_for("caught_up")
@@ -374,7 +374,7 @@ def holder_status(node: Node, engine: AsyncEngine) -> Callable[[str, str, str | 
 
 async def one_subscriber(nodes: Callable[..., Any], clients: list[WsClient]) -> tuple[Node, WsClient]:
     """A node holding SID (one event written) and a client subscribed to it, caught up."""
-    node: Node = await nodes(local_commits=False)
+    node: Node = await nodes()
     await node.write_seqs(SID, 1)
     c = await connect(clients, node)
     await c.subscribe(SID)
@@ -385,8 +385,8 @@ async def one_subscriber(nodes: Callable[..., Any], clients: list[WsClient]) -> 
 async def test_a_status_written_by_the_holder_reaches_subscribers_of_every_process_in_order(
     nodes: Callable[..., Any], clients: list[WsClient], engine: AsyncEngine
 ) -> None:
-    holder: Node = await nodes(local_commits=False)
-    other: Node = await nodes(local_commits=False)
+    holder: Node = await nodes()
+    other: Node = await nodes()
     await holder.write_seqs(SID, 1)  # the holder claims the session (owner-<id>) and writes
     a = await connect(clients, holder)
     b = await connect(clients, other)
