@@ -93,3 +93,12 @@ HTTP_REFUSED = Counter(
     "HTTP requests or connections refused by a bound (bad_host, connections, busy:<route>, too_large)",
     ["reason"], registry=REGISTRY,
 )
+SESSIONS_PARKED = Counter(
+    "bridge_sessions_parked_total",
+    "Sessions parked: their follower kept failing, so it is no longer retried until warmed explicitly",
+    registry=REGISTRY,
+)
+DISCOVERY_FAILURES = Counter(
+    "bridge_discovery_failures_total", "Session discovery runs that failed (retried with backoff)",
+    registry=REGISTRY,
+)

@@ -1,8 +1,9 @@
 """`opencode-bridge doctor`: checks the bridge's surroundings and explains each failure with a fix.
 
-Checks: database reachable and migrations at head; upstream reachable, authenticated, its version; the
-default model's provider has a connected credential (otherwise a prompt is admitted and then nothing
-happens, PROTOCOL.md §4); clocks agree (this host, the database, the upstream's `Date`).
+Checks: database reachable and migrations at head; no session parked (its follower kept failing);
+upstream reachable, authenticated, its version; the default model's provider has a connected credential
+(otherwise a prompt is admitted and then nothing happens, docs/upstream.md §4); clocks agree (this host, the
+database, the upstream's `Date`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlalchemy import text
 
 from bridge.config import Settings
 from bridge.store.db import current_revision, head_revision, make_engine
+from bridge.store.leases import LeaseStore
 
 TESTED_UPSTREAM_VERSION = "1.18.33"
 MAX_CLOCK_SKEW_S = 5.0
@@ -45,13 +47,13 @@ def render(checks: list[Check]) -> str:
 async def run_doctor(settings: Settings, database_url: str, *, now: Callable[[], float] = time.time) -> list[Check]:
     checks: list[Check] = []
     # Each remote clock is compared with ours at the moment it was read (the checks take a while).
-    db_skew = await _database(database_url, checks, now)
+    db_skew = await _database(database_url, checks, now, settings.upstream_name)
     upstream_skew = await _upstream(settings, checks, now)
     checks.append(_clock(now(), db_skew, upstream_skew))
     return checks
 
 
-async def _database(url: str, checks: list[Check], now: Callable[[], float]) -> float | None:
+async def _database(url: str, checks: list[Check], now: Callable[[], float], upstream: str) -> float | None:
     """Adds the database checks; returns the database clock minus ours (None if unreachable)."""
     engine = make_engine(url, pool_size=1, max_overflow=0)
     try:
@@ -66,6 +68,8 @@ async def _database(url: str, checks: list[Check], now: Callable[[], float]) -> 
         else:
             checks.append(Check("migrations", False, f"database at {current or 'none'}, code expects {head}",
                                 "run `opencode-bridge migrate` (the daemon also migrates on start)"))
+            return skew
+        checks.append(_parked(await LeaseStore(engine, upstream).parked()))
         return skew
     except Exception as e:
         checks.append(Check("database", False, f"not reachable: {type(e).__name__}: {str(e)[:200]}",
@@ -102,6 +106,16 @@ async def _upstream(settings: Settings, checks: list[Check], now: Callable[[], f
         checks.append(Check("upstream", False, f"not reachable at {base}: {type(e).__name__}: {e}",
                             "start `opencode serve` or fix BRIDGE_UPSTREAM_URL"))
         return None
+
+
+def _parked(parked: list[tuple[str, str | None]]) -> Check:
+    if not parked:
+        return Check("parked sessions", True, "none")
+    shown = "; ".join(f"{sid}: {reason}" for sid, reason in parked[:5])
+    more = f" (and {len(parked) - 5} more)" if len(parked) > 5 else ""
+    return Check("parked sessions", False, f"{len(parked)} not followed any more: {shown}{more}",
+                 "fix the cause in the reason (the bridge's log has `session_parked` with the traceback before "
+                 "it), then warm the session again: a WebSocket subscribe does (docs/lifecycle.md)")
 
 
 def _unauthorized(had_password: bool) -> Check:

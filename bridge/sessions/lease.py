@@ -91,6 +91,18 @@ def local_holder_dead(owner: str, my_hostname: str, pid_alive: Callable[[int], b
     return not pid_alive(inc.pid)
 
 
+@dataclass(frozen=True)
+class HolderProbe:
+    """`holder_dead` for claims and adoption: `local_holder_dead` when the pid probe is on, else never."""
+
+    enabled: bool
+    hostname: str
+    pid_alive: Callable[[int], bool]
+
+    def __call__(self, owner: str) -> bool:
+        return self.enabled and local_holder_dead(owner, self.hostname, self.pid_alive)
+
+
 def adoption_reason(owner: str | None, expired: bool, holder_dead: Callable[[str], bool]) -> str | None:
     """Why the sweep should warm a session it does not follow, or None. `owner` None means the lease is
     free and the session was last known running (its previous owner released it mid-turn, e.g. at a

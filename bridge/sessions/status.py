@@ -33,6 +33,7 @@ class Status(enum.StrEnum):
     STALLED = "stalled"  # prompt taken, no step started, not active: the turn silently failed
     INTERRUPTED = "interrupted"  # a step was left open and the session is no longer active
     DELETED = "deleted"  # deleted upstream: terminal
+    PARKED = "parked"  # its follower kept failing: no longer retried until warmed explicitly (parking.py)
 
 
 # Kinds that mean "a turn is in progress" (bridge.events kinds of session.next.*).

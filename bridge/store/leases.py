@@ -143,6 +143,26 @@ def set_status_if_owner(upstream: str, session_id: str, owner: str, status: str,
     )
 
 
+def park_if_free_or_ours(upstream: str, session_id: str, owner: str, reason: str) -> Update:
+    """Status `parked` (bridge.sessions.parking), unless a peer holds the session (it speaks for it) or it
+    is deleted; a lease we still hold is given back in the same statement."""
+    return (
+        chat_sessions.update()
+        .where(_key(upstream, session_id), S.deleted == false(), or_(S.lease_owner.is_(None), S.lease_owner == owner))
+        .values(status="parked", status_reason=reason, status_version=S.status_version + 1, lease_owner=None,
+                lease_expires_at=None, updated_at=func.now())
+        .returning(S.status_version)
+    )
+
+
+def select_parked(upstream: str) -> Select[Any]:
+    return (
+        select(S.session_id, S.status_reason, S.updated_at)
+        .where(S.upstream == upstream, S.status == "parked", S.deleted == false())
+        .order_by(S.session_id)
+    )
+
+
 def insert_gap(upstream: str, session_id: str, from_seq: int, to_seq: int) -> Insert:
     return (
         pg_insert(chat_session_gaps)
@@ -288,6 +308,20 @@ class LeaseStore:
                 return False
             await conn.execute(notify_status(self._upstream, session_id, status, reason, int(version)))
             return True
+
+    async def park(self, session_id: str, owner: str, reason: str) -> bool:
+        async with self._engine.begin() as conn:
+            version = (await conn.execute(
+                park_if_free_or_ours(self._upstream, session_id, owner, reason))).scalar_one_or_none()
+            if version is None:
+                return False
+            await conn.execute(notify_status(self._upstream, session_id, "parked", reason, int(version)))
+            return True
+
+    async def parked(self) -> list[tuple[str, str | None]]:
+        """(session_id, reason) of every parked session (operators: `opencode-bridge doctor`)."""
+        async with self._engine.connect() as conn:
+            return [(str(r.session_id), r.status_reason) for r in await conn.execute(select_parked(self._upstream))]
 
     async def record_gap(self, session_id: str, from_seq: int, to_seq: int) -> None:
         async with self._engine.begin() as conn:

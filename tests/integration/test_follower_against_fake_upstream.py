@@ -16,7 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
-from bridge.sessions.supervisor import _StoreSink
+from bridge.sessions.sink import StoreSink
 from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower, FollowerExit
@@ -58,7 +58,7 @@ def upstream_ids(fake: FakeUpstream, sid: str) -> list[tuple[int, str]]:
 async def start_follower(store: EventStore, fake_client: UpstreamClient, sid: str,
                          **kw: Any) -> tuple[DurableFollower, asyncio.Task[FollowerExit]]:
     epoch, cursor = await store.claim(sid, "test-owner")
-    f = DurableFollower(sid, fake_client, _StoreSink(store, sid, epoch), cursor, reconnect_min_s=0.01,
+    f = DurableFollower(sid, fake_client, StoreSink(store, sid, epoch), cursor, reconnect_min_s=0.01,
                         reconnect_max_s=0.05, upstream=UPSTREAM, **kw)
     return f, asyncio.create_task(f.run())
 
@@ -212,7 +212,7 @@ async def test_a_superseded_follower_writes_nothing_more(fake, fake_client, stor
     await turn(fake, "ses_A")
     _f, task = await start_follower(store, fake_client, "ses_A")
     await wait_mirrored(store, fake, "ses_A")
-    await store.claim("ses_A", "another-owner", force=True)  # epoch moves on
+    await store.claim("ses_A", "another-owner", holder_dead=lambda _owner: True)  # epoch moves on
     await turn(fake, "ses_A", "for the new owner")
     assert await asyncio.wait_for(task, 10) is FollowerExit.LEASE_LOST
     assert len(await store.stored_ids("ses_A")) == 6
