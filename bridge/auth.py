@@ -15,16 +15,10 @@ from pathlib import Path
 
 import jwt
 
+from bridge.errors import AuthError as AuthError  # compat: removed after merge
+
 ALGORITHM = "HS256"
 ISSUER = "opencode-bridge"
-
-
-class AuthError(Exception):
-    """Why a token was refused; `code` is a stable machine-readable reason."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code  # missing | invalid | expired | wrong_upstream | forbidden
 
 
 @dataclass(frozen=True)

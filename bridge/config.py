@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-
-class ConfigError(ValueError):
-    """A setting is missing or malformed; the message names the variable."""
+from bridge.errors import ConfigError as ConfigError  # compat: removed after merge
 
 
 @dataclass(frozen=True)

@@ -79,3 +79,9 @@ SESSION_GAPS = Counter(
     "bridge_session_gaps_total", "Seq gaps recorded (legacy-driven turns; the mirror is incomplete there)",
     registry=REGISTRY,
 )
+FOLLOWERS_STUCK = Counter(
+    "bridge_follower_no_progress_total",
+    "Catch-up passes that could not move the cursor (every event of a page rejected, or a page over the "
+    "body bound), by reason; after a few in a row the follower stops with `stuck`",
+    ["reason"], registry=REGISTRY,
+)

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from bridge.auth import AuthError, Claims, verify_token
+from bridge.auth import Claims, verify_token
+from bridge.errors import AuthError
+from bridge.events import stored_permission
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.hub import Client, Hub, Subscription
@@ -118,10 +120,12 @@ class Connection:
         if not await self._replay(sub, head.cursor_seq):
             return
         self._send(p.caught_up_message(sid, sub.sent_seq))
-        for envelope in await self._svc.store.pending_permissions(sid):
+        for record in await self._svc.store.pending_permissions(sid):
             if self.client.subscriptions.get(sid) is not sub:
                 return
-            self._send(p.permission_message(sid, envelope))
+            update = stored_permission(sid, record)
+            if update is not None:
+                self._send(p.permission_message(sid, update))
 
     async def _replay(self, sub: Subscription, head: int) -> bool:
         """Stored events with seq > sub.sent_seq, then live; False if the subscription ended meanwhile."""
@@ -129,15 +133,14 @@ class Connection:
         read_any = False
         while True:
             rows = await self._svc.store.events_after(sub.session_id, sub.sent_seq, self._svc.replay_page)
-            for seq, envelope in rows:
+            for seq, frame in p.event_frames(sub.session_id, rows):
                 await queue.wait_room()
                 if queue.closed or self.client.subscriptions.get(sub.session_id) is not sub:
                     return False
                 if seq > sub.sent_seq:
                     sub.sent_seq = seq
                     read_any = True
-                    self.client._durable(p.dumps(p.event_message(sub.session_id, seq, envelope)),
-                                         (sub.session_id, seq))
+                    self.client._durable(frame, (sub.session_id, seq))
             if queue.closed or self.client.subscriptions.get(sub.session_id) is not sub:
                 return False
             if len(rows) < self._svc.replay_page:

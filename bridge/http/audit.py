@@ -18,7 +18,8 @@ from aiohttp import web
 
 from bridge import metrics
 from bridge.audit.transcript import build_transcript
-from bridge.auth import AuthError, Claims, bearer_token, verify_token
+from bridge.auth import Claims, bearer_token, verify_token
+from bridge.errors import AuthError, BadRequest
 from bridge.store.audit import AuditReader, SessionFilter, ToolCallFilter
 
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
@@ -34,10 +35,6 @@ class AuditContext:
 
 
 AUDIT_KEY: web.AppKey[AuditContext] = web.AppKey("audit", AuditContext)
-
-
-class BadRequest(Exception):
-    pass
 
 
 def _default(o: object) -> Any:

@@ -14,6 +14,7 @@ from sqlalchemy import Insert, Select, Update, and_, false, func, or_, select, t
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from bridge.errors import LeaseHeld as LeaseHeld  # compat: removed after merge
 from bridge.sessions.lease import ClaimVerdict, LeaseView, decide_claim
 from bridge.store.fanout import notify_status
 from bridge.store.schema import chat_session_events, chat_sessions
@@ -180,15 +181,6 @@ def select_incarnations(upstream: str) -> Select[Any]:
 
 
 # --- execution ----------------------------------------------------------------------------------------
-
-
-class LeaseHeld(Exception):
-    """Another live incarnation holds the session (or it is deleted): not ours to follow now."""
-
-    def __init__(self, session_id: str, verdict: ClaimVerdict, holder: str | None) -> None:
-        super().__init__(f"session {session_id!r}: {verdict.value} (holder {holder!r})")
-        self.verdict = verdict
-        self.holder = holder
 
 
 @dataclass(frozen=True)

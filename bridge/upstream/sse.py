@@ -17,6 +17,8 @@ from __future__ import annotations
 import codecs
 from dataclasses import dataclass
 
+from bridge.errors import FrameTooLarge
+
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 
 _BOM = "\ufeff"
@@ -39,19 +41,8 @@ class SSEComment:
 SSEItem = SSEEvent | SSEComment
 
 
-class SSEFrameTooLarge(ValueError):
-    """One pending frame (or one unterminated line) outgrew `max_frame_bytes`.
-
-    The parser is unusable afterwards: the caller must drop the connection and reconnect (for the
-    durable stream with `after=<last stored seq>`, which loses nothing). `events` holds what was
-    completed earlier in the same `feed()` call, so the caller may still consume it.
-    """
-
-    def __init__(self, limit: int, pending: int, events: list[SSEItem]) -> None:
-        super().__init__(f"pending SSE frame of {pending} chars exceeds the limit of {limit}")
-        self.limit = limit
-        self.pending = pending
-        self.events = events
+# One pending frame outgrew `max_frame_bytes` (see bridge.errors.FrameTooLarge).
+SSEFrameTooLarge = FrameTooLarge
 
 
 class SSEParser:
