@@ -89,6 +89,11 @@ class ChatEvent:
         return self.data.get("tokens")
 
     @property
+    def reported_cost(self) -> Any:
+        """`step:end` cost as the upstream wrote it (`cost` is the same as a float, or None)."""
+        return self.data.get("cost")
+
+    @property
     def model(self) -> dict[str, Any] | None:
         """`{"provider", "id"}` of `step:start`, None when the event names no model object."""
         m = self.data.get("model")

@@ -139,6 +139,7 @@ class UpstreamClient:
         if not password and url_password:
             username, password = url_user or username, url_password
         self._headers = {"User-Agent": f"opencode-bridge/{__version__}"}
+        self.has_credentials = bool(password)
         if password:
             token = base64.b64encode(f"{username or 'opencode'}:{password}".encode()).decode("ascii")
             self._headers["Authorization"] = f"Basic {token}"
