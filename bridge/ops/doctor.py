@@ -50,7 +50,7 @@ async def run_doctor(settings: Settings, database_url: str, *, now: Callable[[],
     # Each remote clock is compared with ours at the moment it was read (the checks take a while).
     db_skew = await _database(database_url, checks, now)
     upstream_skew = await check_upstream(settings, checks, now)
-    checks.append(_clock(now(), db_skew, upstream_skew))
+    checks.append(clock_check(now(), db_skew, upstream_skew))
     return checks
 
 
@@ -152,7 +152,7 @@ async def _default_model(client: UpstreamClient, checks: list[Check]) -> None:
             "environment), or set `model` in opencode.json to a connected provider's model"))
 
 
-def _clock(local: float, db_skew: float | None, upstream_skew: float | None) -> Check:
+def clock_check(local: float, db_skew: float | None, upstream_skew: float | None) -> Check:
     if local < 1_700_000_000:  # before November 2023: the clock was never set
         return Check("clock", False, f"this host's clock says {time.ctime(local)}",
                      "enable NTP (timedatectl set-ntp true)")

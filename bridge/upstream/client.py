@@ -22,7 +22,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
-from bridge import __version__
+from bridge import __version__, metrics
 from bridge.errors import BodyTooLarge, InvalidSessionId
 from bridge.errors import InvalidRequest as InvalidRequest  # compat: removed after merge
 from bridge.errors import SessionNotFound as SessionNotFound  # compat: removed after merge
@@ -238,7 +238,8 @@ class UpstreamClient:
         return [p for p in data if isinstance(p, dict)] if isinstance(data, list) else []
 
     async def list_sessions(self) -> list[dict[str, Any]]:
-        """Every session of the server, following the list cursor."""
+        """Every session of the server, following the list cursor. An item whose id does not have the
+        upstream's shape is left out (counted as `bridge_rejects_total{reason="bad_session_id"}`)."""
         out: list[dict[str, Any]] = []
         params: dict[str, str] | None = None
         seen_cursors: set[str] = set()
@@ -247,7 +248,11 @@ class UpstreamClient:
             page = self._unwrap(body, "/api/session")
             if not isinstance(page, list):
                 raise UpstreamError("GET /api/session: data is not a list")
-            out.extend(s for s in page if isinstance(s, dict) and isinstance(s.get("id"), str))
+            listed = [s for s in page if isinstance(s, dict) and isinstance(s.get("id"), str)]
+            kept = [s for s in listed if valid_session_id(s["id"])]
+            if len(kept) < len(listed):
+                metrics.REJECTS.labels(reason="bad_session_id").inc(len(listed) - len(kept))
+            out.extend(kept)
             cursor = body.get("cursor") if isinstance(body, dict) else None
             nxt = cursor.get("next") if isinstance(cursor, dict) else None
             if not page or not isinstance(nxt, str) or nxt in seen_cursors:

@@ -116,3 +116,22 @@ def test_redact_url_hides_user_and_password() -> None:
     assert redact_url("http://user:pw@host:4096/x") == "http://***@host:4096/x"
     assert redact_url("https://token@host") == "https://***@host"
     assert redact_url("http://host:4096") == "http://host:4096"
+
+
+async def test_listed_sessions_of_the_wrong_id_shape_are_left_out() -> None:
+    async def handler(request: Request) -> Response:
+        return json_response(200, {"data": [{"id": "ses_A"}, {"id": "ses_B\x00"}, {"id": "../ses_A"}, {"id": 5}],
+                                   "cursor": {"next": None}})
+
+    async with UpstreamClient("http://u.test", transport=MockTransport(handler)) as client:
+        assert [s["id"] for s in await client.list_sessions()] == ["ses_A"]
+
+
+def test_log_lines_never_carry_url_credentials() -> None:
+    from bridge.log import redact_credentials
+
+    event = {"event": "x", "url": "http://opencode:hunter2@serve:4096/api", "error": "GET https://t0k3n@h/x: boom",
+             "n": 5, "mail": "someone@example.com"}
+    out = redact_credentials(None, "info", dict(event))
+    assert out["url"] == "http://***@serve:4096/api" and out["error"] == "GET https://***@h/x: boom"
+    assert out["n"] == 5 and out["mail"] == "someone@example.com"
