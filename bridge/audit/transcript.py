@@ -18,10 +18,10 @@ through the mapping layer (`bridge.events.ChatEvent`), never by name here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from bridge.events import ChatEvent, normalize_stored
+from bridge.events import ChatEvent, Kind, normalize_stored
 
 Entry = dict[str, Any]
 
@@ -46,9 +46,9 @@ class _Builder:
         return entry
 
     def add(self, seq: int, kind: str, ev: ChatEvent) -> None:
-        handler = getattr(self, "_" + kind.replace(":", "_").replace("-", "_"), None)
+        handler = _HANDLERS.get(kind)  # a Kind equals its stored string
         if handler is not None:
-            handler(seq, ev)
+            handler(self, seq, ev)
 
     def _prompt_admitted(self, seq: int, ev: ChatEvent) -> None:
         entry: Entry = {"type": "user", "message_id": ev.message_id, "seq": seq, "text": ev.text,
@@ -133,6 +133,26 @@ class _Builder:
 
     def _model_switch(self, seq: int, ev: ChatEvent) -> None:
         self.entries.append({"type": "model_switch", "seq": seq, "model": ev.switched_model})
+
+
+_HANDLERS: dict[str, Callable[[_Builder, int, ChatEvent], None]] = {
+    Kind.PROMPT_ADMITTED: _Builder._prompt_admitted,
+    Kind.PROMPT_STARTED: _Builder._prompt_started,
+    Kind.STEP_START: _Builder._step_start,
+    Kind.STEP_END: _Builder._step_end,
+    Kind.STEP_FAIL: _Builder._step_fail,
+    Kind.TEXT_START: _Builder._text_start,
+    Kind.TEXT_END: _Builder._text_end,
+    Kind.REASONING_START: _Builder._reasoning_start,
+    Kind.REASONING_END: _Builder._reasoning_end,
+    Kind.TOOL_INPUT_START: _Builder._tool_input_start,
+    Kind.TOOL_INPUT_END: _Builder._tool_input_end,
+    Kind.TOOL_START: _Builder._tool_start,
+    Kind.TOOL_SUCCESS: _Builder._tool_success,
+    Kind.TOOL_FAIL: _Builder._tool_fail,
+    Kind.AGENT_SWITCH: _Builder._agent_switch,
+    Kind.MODEL_SWITCH: _Builder._model_switch,
+}
 
 
 def build_transcript(rows: Iterable[Mapping[str, Any]]) -> list[Entry]:
