@@ -21,7 +21,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("run", help="run the daemon (applies pending migrations first)")
     sub.add_parser("migrate", help="apply pending migrations and exit")
-    m = sub.add_parser("map", help="print the normalized events of a captured .sse stream (offline)")
+    m = sub.add_parser("map", help="print the normalized events of a captured .sse stream or sync log (offline)")
     m.add_argument("file")
     t = sub.add_parser("token", help="print an access token for the WebSocket and audit API")
     t.add_argument("--session", action="append", default=None, metavar="ID",

@@ -1,0 +1,90 @@
+"""Typed read-only views of legacy payloads (pure; docs/legacy.md, docs/upstream.md §15, §16).
+
+`bridge.legacy` decides kinds; these read what a consumer needs from the payload of one legacy event
+and that has no normalized column: a tool call's input/output/error (transcripts, the tool-call
+audit), a `session.status` (busy / idle / retry with attempt and next time, for a visible `retrying`
+status), a session title. Wrong-shaped fields yield None; nothing here raises on data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bridge.events import Envelope
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _obj(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def legacy_part(env: Envelope) -> dict[str, Any]:
+    """The whole part of a `message.part.updated` (empty for any other type)."""
+    return _obj(env.data.get("part")) if env.type == "message.part.updated" else {}
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    call_id: str | None
+    tool: str | None
+    status: str | None  # pending | running | completed | error (any other string is kept)
+    input: Any  # the parsed arguments (`{}` while pending)
+    output: str | None  # completed: the tool's output text
+    error: str | None  # error: the tool's error text
+    title: str | None
+
+
+def tool_call(env: Envelope) -> ToolCall | None:
+    """The tool call in a legacy tool part as of this update, or None if the event is not one."""
+    part = legacy_part(env)
+    if part.get("type") != "tool":
+        return None
+    state = _obj(part.get("state"))
+    return ToolCall(
+        call_id=_str(part.get("callID")),
+        tool=_str(part.get("tool")),
+        status=_str(state.get("status")),
+        input=state.get("input"),
+        output=_str(state.get("output")),
+        error=_str(state.get("error")),
+        title=_str(state.get("title")),
+    )
+
+
+@dataclass(frozen=True)
+class SessionStatus:
+    type: str  # busy | idle | retry, or any other string upstream sends
+    attempt: int | None = None  # retry only
+    message: str | None = None  # retry only: display text, never interpreted
+    next_ms: int | None = None  # retry only: epoch ms of the next attempt
+
+
+def session_status(env: Envelope) -> SessionStatus | None:
+    """The status of a `session.status` event (legacy bus shape), or None."""
+    if env.type != "session.status":
+        return None
+    status = _obj(env.data.get("status"))
+    status_type = _str(status.get("type"))
+    if status_type is None:
+        return None
+    return SessionStatus(
+        type=status_type,
+        attempt=_int(status.get("attempt")),
+        message=_str(status.get("message")),
+        next_ms=_int(status.get("next")),
+    )
+
+
+def session_title(env: Envelope) -> str | None:
+    """The title carried by `session.created` / `session.updated` (`data.info.title`)."""
+    if env.type not in ("session.created", "session.updated"):
+        return None
+    return _str(_obj(env.data.get("info")).get("title"))
