@@ -1,9 +1,9 @@
 """The shape of upstream ids, checked at every boundary before an id reaches a URL, a row or a lease.
 
-opencode names a session `ses_` followed by letters and digits (26 of them in practice,
-docs/upstream.md §6); `POST /api/session` also accepts a client-chosen id of that shape. The bridge
-accepts `ses_` + 1..124 of `[A-Za-z0-9_]`: no `/`, `.`, `%`, `?`, `#`, NUL or other control character
-can then alter an upstream path or fail in the database driver.
+opencode names a session `ses_` followed by letters and digits (26 of them in every capture);
+`POST /api/session` also accepts an id chosen by the caller (docs/upstream.md §6). The bridge accepts
+`ses_` + 1..124 of `[A-Za-z0-9_]`: no `/`, `.`, `%`, `?`, `#`, NUL or other control character can then
+alter an upstream path or fail in the database driver.
 """
 
 from __future__ import annotations
