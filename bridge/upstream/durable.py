@@ -72,12 +72,6 @@ def _json_text(item: object) -> str:
     return json.dumps(item, ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
-class _NoProgress(Exception):  # control flow inside this module only
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 class DurableFollower:
     def __init__(
         self,
@@ -138,7 +132,7 @@ class DurableFollower:
         self._log.info("follower_started", cursor_seq=self.cursor)
         while True:
             try:
-                cause = await self._follow_once()
+                outcome = await self._follow_once()
             except InvalidSessionId as e:
                 metrics.REJECTS.labels(reason="bad_session_id").inc()
                 self._log.error("session_id_refused", error=str(e))
@@ -154,27 +148,23 @@ class DurableFollower:
                 metrics.LEASE_LOSSES.inc()
                 self._log.warning("lease_lost", cursor_seq=self.cursor)
                 return FollowerExit.LEASE_LOST
-            except _NoProgress as e:
-                cause = e.reason
-                self._stuck_passes += 1
-                metrics.FOLLOWERS_STUCK.labels(reason=e.reason).inc()
-                self._log.error("durable_no_progress", reason=e.reason, cursor_seq=self.cursor,
-                                passes=self._stuck_passes)
-                if self._stuck_passes >= self._max_stuck:
-                    self._log.error("follower_stuck", reason=e.reason, cursor_seq=self.cursor)
-                    return FollowerExit.STUCK
             finally:
                 self.connected.clear()
+            if isinstance(outcome, FollowerExit):
+                return outcome
+            cause = outcome
             metrics.UPSTREAM_RECONNECTS.labels(stream="durable", cause=cause).inc()
             delay = self._backoff.next_delay()
             self._log.debug("durable_reconnect", delay_s=round(delay, 3), cause=cause)
             await asyncio.sleep(delay)
 
-    async def _follow_once(self) -> str:
-        """Catch up, then stream until the stream ends; returns why it ended (a metric label). Errors that
-        end the follower, and `_NoProgress`, propagate."""
+    async def _follow_once(self) -> str | FollowerExit:
+        """Catch up, then stream until the stream ends; returns why it ended (a metric label), or `STUCK`.
+        Errors that end the follower propagate."""
         try:
-            await self._catch_up()
+            stuck = await self._catch_up()
+            if stuck is not None:
+                return self._no_progress(stuck)
             if await self._stream():
                 self._log.warning("durable_stream_stalled", cursor_seq=self.cursor, hint_seq=self._hint_seq)
                 return "stall"
@@ -193,8 +183,18 @@ class DurableFollower:
             self._log.error("durable_stream_error", cursor_seq=self.cursor, error=str(e))
             return "error"
 
-    async def _catch_up(self) -> None:
-        """Page `/history` until the upstream says there is no more (also detects 404 early)."""
+    def _no_progress(self, reason: str) -> str | FollowerExit:
+        self._stuck_passes += 1
+        metrics.FOLLOWERS_STUCK.labels(reason=reason).inc()
+        self._log.error("durable_no_progress", reason=reason, cursor_seq=self.cursor, passes=self._stuck_passes)
+        if self._stuck_passes >= self._max_stuck:
+            self._log.error("follower_stuck", reason=reason, cursor_seq=self.cursor)
+            return FollowerExit.STUCK
+        return reason
+
+    async def _catch_up(self) -> str | None:
+        """Page `/history` until the upstream says there is no more (also detects 404 early). Returns why
+        the cursor cannot move, or None once caught up."""
         limit = self._history_page
         while True:
             try:
@@ -203,7 +203,7 @@ class DurableFollower:
                 metrics.REJECTS.labels(reason="history_too_large").inc()
                 self._log.error("history_page_too_large", cursor_seq=self.cursor, limit=limit, error=str(e))
                 if limit == 1:  # the very next event alone is over the bound: it cannot be read
-                    raise _NoProgress("history_too_large") from e
+                    return "history_too_large"
                 limit = 1
                 continue
             received_at = datetime.now(UTC)
@@ -216,11 +216,11 @@ class DurableFollower:
             await self._write(events, received_at, source="history")
             if not page.has_more or not page.events:
                 self._stuck_passes = 0
-                return
+                return None
             if self.cursor == before:
                 # Every event of the page was rejected (e.g. another session's aggregate): asking again
                 # returns the same page.
-                raise _NoProgress("history_all_rejected")
+                return "history_all_rejected"
 
     async def _stream(self) -> bool:
         """Read the durable stream until it ends; True if the stall timer ended it."""
