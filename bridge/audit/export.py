@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import IO, Any
 
 from bridge.audit.chain import ChainReport, ChainRow, verify_chain
-from bridge.errors import ExportError as ExportError  # compat: removed after merge
+from bridge.errors import ExportError
 
 FORMAT = "opencode-bridge-export/1"
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from bridge.auth import Claims, verify_token
-from bridge.errors import AuthError
+from bridge.errors import AuthError, ProtocolError
 from bridge.events import stored_permission
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
@@ -62,7 +62,7 @@ class Connection:
     async def handle_text(self, text: str) -> None:
         try:
             op = p.parse_client_message(text)
-        except p.ProtocolError as e:
+        except ProtocolError as e:
             self._send(p.error_message(e.code, e.message, e.ref))
             return
         if isinstance(op, p.Ping):

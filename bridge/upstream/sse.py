@@ -42,7 +42,7 @@ SSEItem = SSEEvent | SSEComment
 
 
 # One pending frame outgrew `max_frame_bytes` (see bridge.errors.FrameTooLarge).
-SSEFrameTooLarge = FrameTooLarge
+SSEFrameTooLarge = FrameTooLarge  # compat: removed after merge
 
 
 class SSEParser:
