@@ -9,7 +9,7 @@ OPENCODE_DIR := .opencode
 OPENCODE_BIN := $(OPENCODE_DIR)/node_modules/.bin/opencode
 PYTEST_ARGS ?=
 
-.PHONY: chromium systemd-analyze run test test-unit test-integration test-migration test-e2e lint bench soak opencode venv clean
+.PHONY: chromium systemd-analyze promtool run demo test test-unit test-integration test-migration test-e2e lint bench soak opencode venv clean
 
 venv: $(STAMP)
 
@@ -39,16 +39,28 @@ systemd-analyze:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends systemd; }
 
+# promtool for tests/unit/test_deploy_monitoring.py (Debian package `prometheus`; root or sudo).
+promtool:
+	@command -v promtool >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends prometheus; }
+
 # Runs the daemon in the foreground. Without BRIDGE_DATABASE_URL it starts an embedded PostgreSQL
 # under $BRIDGE_STATE_DIR (default ./.state) and applies migrations.
 run: $(STAMP)
 	$(BIN)/opencode-bridge run
 
+# See it work in a minute: an embedded PostgreSQL, opencode serve 1.18.33 wired to the scripted mock
+# model, the bridge, a short scripted conversation; prints the viewer URL. Ctrl-C stops everything.
+DEMO_ARGS ?=
+demo: $(STAMP) $(OPENCODE_BIN)
+	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.demo $(DEMO_ARGS)
+
 # Every test: unit (pure), integration (real PostgreSQL), migration (schema), e2e (real opencode serve + mock provider).
-test: $(STAMP) $(OPENCODE_BIN) chromium systemd-analyze
+test: $(STAMP) $(OPENCODE_BIN) chromium systemd-analyze promtool
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra $(PYTEST_ARGS)
 
-test-unit: $(STAMP) systemd-analyze
+test-unit: $(STAMP) systemd-analyze promtool
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
 
 test-integration: $(STAMP)
@@ -64,6 +76,7 @@ test-e2e: $(STAMP) $(OPENCODE_BIN) chromium
 bench: $(STAMP)
 	$(BIN)/python -m bench.ingest --events 5000 --sessions 20
 	$(BIN)/pytest -q -s tests/integration/test_fanout_latency.py
+	$(BIN)/pytest -q -s tests/hostile/test_load.py
 
 # Long fault soak against the real opencode serve (not part of `make test`): SOAK_MINUTES=10 by default.
 SOAK_MINUTES ?= 10

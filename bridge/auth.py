@@ -7,7 +7,9 @@ upstream (`sessions` absent). Browsers cannot set headers on a WebSocket, so the
 
 from __future__ import annotations
 
+import os
 import secrets
+import stat
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -16,9 +18,11 @@ from pathlib import Path
 import jwt
 
 from bridge.errors import AuthError as AuthError  # compat: removed after merge
+from bridge.errors import SecretFileError as SecretFileError  # compat: removed after merge
 
 ALGORITHM = "HS256"
 ISSUER = "opencode-bridge"
+MAX_TTL_S = 30 * 86400.0  # `opencode-bridge token --ttl`: a leaked token stops working within a month
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,8 @@ class Claims:
 
 def mint_token(secret: str, upstream: str, sessions: Iterable[str] | None = None, ttl_s: float = 3600,
                subject: str = "", now: float | None = None) -> str:
+    if not 0 < ttl_s <= MAX_TTL_S:  # also refuses nan
+        raise ValueError(f"ttl must be more than 0 and at most {MAX_TTL_S:.0f} seconds")
     t = time.time() if now is None else now
     payload: dict[str, object] = {"iss": ISSUER, "upstream": upstream, "iat": int(t), "exp": int(t + ttl_s)}
     if sessions is not None:
@@ -75,23 +81,65 @@ def verify_token(token: str | None, secret: str, upstream: str, now: float | Non
                   subject=sub if isinstance(sub, str) else "")
 
 
-def bearer_token(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
-    """The token from `Authorization: Bearer …`, else from `?token=`."""
+def bearer_token(headers: Mapping[str, str], query: Mapping[str, str] | None = None) -> str | None:
+    """The token from `Authorization: Bearer …`, else from `?token=` when `query` is given: only the
+    WebSocket passes it (a browser cannot set headers there); on plain HTTP a token in the URL would
+    end up in proxy and access logs."""
     auth = headers.get("Authorization", "")
     if auth[:7].lower() == "bearer ":
         return auth[7:].strip() or None
-    return query.get("token") or None
+    return (query or {}).get("token") or None
+
+
+SECRET_MIN_CHARS = 32  # as BRIDGE_AUTH_SECRET (bridge.config)
+_loaded: dict[Path, str] = {}
 
 
 def load_or_create_secret(configured: str, state_dir: Path) -> str:
-    """BRIDGE_AUTH_SECRET if set; otherwise a random secret kept in `<state_dir>/auth_secret` (0600)."""
+    """BRIDGE_AUTH_SECRET if set; otherwise a random secret kept in `<state_dir>/auth_secret` (0600).
+
+    Idempotent and cheap: the file is read (or created) once per process and path, so every component
+    that asks gets the same key. Created with O_EXCL (two processes starting together: one creates, the
+    other reads what it wrote) and written in full before anyone can open it under its final name. An
+    existing file that is empty, shorter than 32 characters, or readable by group/others raises
+    `SecretFileError` naming the file — never a key that would make every token check fail."""
     if configured:
         return configured
-    path = state_dir / "auth_secret"
-    if path.exists():
-        return path.read_text().strip()
-    state_dir.mkdir(parents=True, exist_ok=True)
+    path = (state_dir / "auth_secret").absolute()
+    cached = _loaded.get(path)
+    if cached is not None:
+        return cached
+    value = _read_secret(path) if path.exists() else _create_secret(path)
+    _loaded[path] = value
+    return value
+
+
+def _create_secret(path: Path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
     value = secrets.token_urlsafe(48)
-    path.touch(mode=0o600)
-    path.write_text(value + "\n")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(value + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)  # atomic, and fails if another process created it first
+        except FileExistsError:
+            return _read_secret(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return value
+
+
+def _read_secret(path: Path) -> str:
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise SecretFileError(f"{path} is readable by others (mode {mode:04o}): chmod 600 it, or remove it "
+                              "to have a new one generated (tokens minted with it stop working)")
+    value = path.read_text().strip()
+    if len(value) < SECRET_MIN_CHARS:
+        raise SecretFileError(f"{path} holds {len(value)} characters, at least {SECRET_MIN_CHARS} are needed: "
+                              "remove it to have a new one generated, or set BRIDGE_AUTH_SECRET")
     return value

@@ -55,10 +55,16 @@ async def _run(settings: Settings, url: str) -> int:
 
 
 def _token(settings: Settings, sessions: list[str] | None, ttl: float, subject: str) -> int:
-    from bridge.auth import load_or_create_secret, mint_token
+    from bridge.auth import MAX_TTL_S, load_or_create_secret, mint_token
+    from bridge.ids import SESSION_ID_RULE, valid_session_id
 
-    if ttl <= 0:
-        print("opencode-bridge token: --ttl must be positive", file=sys.stderr)
+    bad = [sid for sid in sessions or [] if not valid_session_id(sid)]
+    if bad:
+        print(f"opencode-bridge token: --session {bad[0]!r}: {SESSION_ID_RULE}", file=sys.stderr)
+        return 2
+    if not 0 < ttl <= MAX_TTL_S:
+        print(f"opencode-bridge token: --ttl must be more than 0 and at most {MAX_TTL_S:.0f} (30 days)",
+              file=sys.stderr)
         return 2
     secret = load_or_create_secret(settings.auth_secret.value, settings.state_dir)
     print(mint_token(secret, settings.upstream_name, sessions, ttl, subject))
@@ -96,8 +102,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         print(f"opencode-bridge: configuration error: {e}", file=sys.stderr)
         return 2
-    if args.command == "token":
-        return _token(settings, args.session, args.ttl, args.subject)
+    try:
+        if args.command == "token":
+            return _token(settings, args.session, args.ttl, args.subject)
+        return _main(args, settings)
+    except ConfigError as e:  # e.g. an unusable auth_secret file (bridge.auth.SecretFileError)
+        print(f"opencode-bridge: configuration error: {e}", file=sys.stderr)
+        return 2
+
+
+def _main(args: argparse.Namespace, settings: Settings) -> int:
     configure_logging(settings.log_format, settings.log_level)
     log = structlog.get_logger("bridge")
     url, embedded = _database_url(settings)
@@ -116,6 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("migrations_applied")
         return 0
     log.info("bridge_config", **settings.redacted())
+    if not settings.auth_disabled:  # an unusable secret file stops start-up here, with one line
+        from bridge.auth import load_or_create_secret
+
+        load_or_create_secret(settings.auth_secret.value, settings.state_dir)
     return asyncio.run(_run(settings, url))
 
 

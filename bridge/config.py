@@ -6,6 +6,7 @@ A bad value stops start-up with one line naming the variable (`ConfigError`). Se
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -15,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bridge.errors import ConfigError as ConfigError  # compat: removed after merge
+from bridge.http.hosts import is_loopback_host
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class Settings:
     idle_ttl_s: float = 600.0
     # Leases: renewed every heartbeat_interval_s; a lease not renewed for lease_ttl_s is orphaned and
     # adopted by the next sweep (every sweep_interval_s): adoption within lease_ttl_s + sweep_interval_s.
+    # Unless set, both intervals follow the TTL (lease_ttl_s / 3, see `_derived_intervals`).
     lease_ttl_s: float = 15.0
     heartbeat_interval_s: float = 5.0
     sweep_interval_s: float = 5.0
@@ -75,6 +78,11 @@ class Settings:
     # a client still behind at the limit is closed with 4429 and resumes from its last seq.
     ws_queue_max_messages: int = 2000
     ws_queue_max_bytes: int = 8 * 1024 * 1024
+    # Bounds of the HTTP side (docs/operations.md, "Limits"): open connections, and the reads of the
+    # WebSocket replay and audit API, which get a pool of their own with a statement timeout.
+    http_max_connections: int = 1000
+    read_pool_size: int = 4
+    read_statement_timeout_s: float = 10.0
     log_format: str = "auto"  # auto | json | console
     log_level: str = "info"
 
@@ -119,6 +127,9 @@ _ENV: dict[str, str] = {
     "BRIDGE_ALLOWED_ORIGINS": "allowed_origins",
     "BRIDGE_WS_QUEUE_MAX_MESSAGES": "ws_queue_max_messages",
     "BRIDGE_WS_QUEUE_MAX_BYTES": "ws_queue_max_bytes",
+    "BRIDGE_HTTP_MAX_CONNECTIONS": "http_max_connections",
+    "BRIDGE_READ_POOL_SIZE": "read_pool_size",
+    "BRIDGE_READ_STATEMENT_TIMEOUT_S": "read_statement_timeout_s",
     "BRIDGE_LOG_FORMAT": "log_format",
     "BRIDGE_LOG_LEVEL": "log_level",
 }
@@ -136,8 +147,8 @@ def _parse(name: str, fname: str, raw: str) -> Any:
             return v
         if kind == "float":
             v = float(raw)
-            if not v > 0:
-                raise ValueError("must be positive")
+            if not math.isfinite(v) or not v > 0:
+                raise ValueError("must be a positive finite number")
             return v
     except ValueError as e:
         raise ConfigError(f"{name}={raw!r} is not valid: {e}") from None
@@ -173,9 +184,17 @@ def _validate(s: Settings) -> Settings:
         raise ConfigError("BRIDGE_RECONNECT_MIN_S must not exceed BRIDGE_RECONNECT_MAX_S")
     if s.heartbeat_interval_s * 2 > s.lease_ttl_s:
         # One missed heartbeat must not cost the lease.
-        raise ConfigError("BRIDGE_HEARTBEAT_INTERVAL_S must be at most half of BRIDGE_LEASE_TTL_S")
+        hb, ttl = s.heartbeat_interval_s, s.lease_ttl_s
+        raise ConfigError(
+            f"BRIDGE_HEARTBEAT_INTERVAL_S={hb:g} must be at most half of BRIDGE_LEASE_TTL_S={ttl:g}: try "
+            f"BRIDGE_HEARTBEAT_INTERVAL_S={ttl / _INTERVAL_PER_TTL:g} or BRIDGE_LEASE_TTL_S={hb * _INTERVAL_PER_TTL:g}"
+            " (or leave BRIDGE_HEARTBEAT_INTERVAL_S unset: it follows the TTL)")
     if s.active_poll_s > s.active_poll_idle_s:
         raise ConfigError("BRIDGE_ACTIVE_POLL_S must not exceed BRIDGE_ACTIVE_POLL_IDLE_S")
+    if s.auth_disabled and not is_loopback_host(s.http_host):
+        # Anyone who reaches the port could read every session.
+        raise ConfigError(f"BRIDGE_AUTH_DISABLED=true is refused with BRIDGE_HTTP_HOST={s.http_host!r}: "
+                          "auth may be off only on a loopback host (127.0.0.1, ::1, localhost)")
     if s.auth_secret.value and len(s.auth_secret.value) < 32:
         raise ConfigError("BRIDGE_AUTH_SECRET must be at least 32 characters (HS256 key)")
     if not s.upstream_name:
@@ -204,7 +223,20 @@ def load_settings(env: Mapping[str, str] | None = None, toml_path: str | None = 
         if raw is not None and raw != "":
             values[fname] = _parse(name, fname, raw)
     values.update(_credentials(env, values))
+    values.update(_derived_intervals(values))
     return _validate(Settings(**values))
+
+
+# Heartbeat and sweep intervals as a fraction of the lease TTL: 5 s each for the default 15 s. A third
+# leaves two missed heartbeats before the lease is lost.
+_INTERVAL_PER_TTL = 3.0
+
+
+def _derived_intervals(values: Mapping[str, Any]) -> dict[str, float]:
+    """The heartbeat and sweep intervals that were not set, derived from the (set or default) lease TTL."""
+    ttl = float(values.get("lease_ttl_s", Settings.lease_ttl_s))
+    return {name: ttl / _INTERVAL_PER_TTL for name in ("heartbeat_interval_s", "sweep_interval_s")
+            if name not in values}
 
 
 # systemd `LoadCredential=<name>:<file>` → `$CREDENTIALS_DIRECTORY/<name>`; used when the variable is unset.

@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -22,12 +23,16 @@ from bridge.config import Settings
 from bridge.events import ChatEvent
 from bridge.fanout.service import Fanout
 from bridge.http.app import build_app, coalesced
+from bridge.http.hosts import trusted_hosts
+from bridge.http.security import protect, token_holder
+from bridge.http.server import make_runner
 from bridge.ops.health import HealthMonitor
+from bridge.ops.outage import OutageLog
 from bridge.ops.sdnotify import Notifier
 from bridge.ops.status import StatusSummary
 from bridge.sessions.discovery import run_coalesced, sessions_to_warm
 from bridge.sessions.supervisor import FollowerSupervisor
-from bridge.store.db import make_engine, schema_is_at_head, upgrade_to_head
+from bridge.store.db import make_engine, make_read_engine, schema_is_at_head, upgrade_to_head
 from bridge.store.events_store import EventStore
 from bridge.store.leases import LeaseStore
 from bridge.upstream.backoff import Backoff
@@ -86,6 +91,9 @@ class Daemon:
         engine = make_engine(self.database_url)
         # Heartbeats and hand-off get a pool of their own: never queued behind a burst of write batches.
         liveness_engine = make_engine(self.database_url, pool_size=1, max_overflow=1)
+        # WebSocket replay and the audit API read through their own small pool with a statement timeout.
+        read_engine = make_read_engine(self.database_url, pool_size=s.read_pool_size,
+                                       statement_timeout_s=s.read_statement_timeout_s)
         try:
             await upgrade_to_head(engine)
             store = EventStore(engine, s.upstream_name)
@@ -94,7 +102,7 @@ class Daemon:
                 fanout = Fanout(s, engine, self.database_url,
                                 warm=lambda sid: supervisor.warm(sid, reason="subscriber"),
                                 on_subscribers=lambda sid, n: supervisor.set_subscriber_count(sid, n),
-                                client=client)
+                                client=client, read_engine=read_engine)
                 # Statuses reach subscribers through PostgreSQL (NOTIFY bridge_status in the writing
                 # transaction), from whichever process holds the session: no local shortcut, one order.
                 supervisor = FollowerSupervisor(store, client, s, self.owner, on_committed=fanout.on_committed,
@@ -128,12 +136,14 @@ class Daemon:
                 async def readiness() -> dict[str, Any]:
                     checks: dict[str, Any] = {"started": {"ok": self._started}}
                     checks.update(await shared_dependencies())
-                    checks["upstream_live"] = {"ok": live.connected.is_set()}
+                    checks["upstream_live"] = {"ok": live.connected.is_set(), **live.outage.status()}
                     checks["followers"] = {"ok": supervisor.running, "warm": len(supervisor.warm_sessions())}
                     return checks
 
-                app = fanout.mount(_with_audit(build_app(readiness), s, engine))
-                runner = web.AppRunner(app, handle_signals=False, access_log=None)
+                app = fanout.mount(_with_audit(build_app(readiness, _readiness_detail(s)), s, read_engine))
+                protect(app, trusted_hosts=trusted_hosts(s.http_host, fanout.service.allowed_origins)
+                        if s.auth_disabled else None)
+                runner = make_runner(app, max_connections=s.http_max_connections)
                 await runner.setup()
                 site = web.TCPSite(runner, s.http_host, s.http_port)
                 await site.start()
@@ -169,6 +179,7 @@ class Daemon:
         finally:
             await engine.dispose()
             await liveness_engine.dispose()
+            await read_engine.dispose()
         self._log.info("bridge_stopped")
         return 0
 
@@ -178,13 +189,15 @@ class Daemon:
         """At start and after live reconnects (at most once per BRIDGE_DISCOVERY_INTERVAL_S), warm the
         sessions that have something new."""
         backoff = Backoff(self.settings.reconnect_min_s, self.settings.reconnect_max_s)
+        outage = OutageLog(self._log, "upstream_discovery")  # logged when lost and back, not per retry
 
         async def once() -> bool:
             try:
                 found = await sessions_to_warm(client, store)
             except UpstreamError as e:
-                self._log.warning("session_discovery_failed", error=str(e))
+                outage.failed(str(e))
                 return False
+            outage.succeeded()
             for c in found:
                 sup.warm(c.session_id, c.directory, reason=c.reason)
             self._log.info("session_discovery", warmed=len(found))
@@ -209,6 +222,16 @@ def _with_audit(app: web.Application, settings: Settings, engine: Any) -> web.Ap
     secret = "" if settings.auth_disabled else load_or_create_secret(settings.auth_secret.value, settings.state_dir)
     add_audit_routes(app, AuditContext(AuditReader(engine, settings.upstream_name), secret, settings.auth_disabled))
     return app
+
+
+def _readiness_detail(settings: Settings) -> Callable[[web.Request], bool]:
+    """Who sees /readyz error texts (hosts, users): a valid token's holder; everyone with auth off."""
+    if settings.auth_disabled:
+        return lambda _request: True
+    from bridge.auth import load_or_create_secret
+
+    return token_holder(load_or_create_secret(settings.auth_secret.value, settings.state_dir),
+                        settings.upstream_name)
 
 
 async def _upstream_auth_check(client: UpstreamClient) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 ```
 BridgeError
 ├── ConfigError            a setting is missing or malformed (ValueError)
+│   └── SecretFileError       the generated auth secret file is unusable
 ├── AuthError              a token was refused; `code` says why
 ├── UpstreamError          talking to `opencode serve` failed; `status` None for transport failures
 │   ├── UpstreamUnavailable   refused/reset connection, cut body, 5xx: retry with backoff
@@ -41,6 +42,10 @@ class BridgeError(Exception):
 
 class ConfigError(BridgeError, ValueError):
     """A setting is missing or malformed; the message names the variable."""
+
+
+class SecretFileError(ConfigError):
+    """The generated secret file is unusable (empty, short, readable by others): a start-up error."""
 
 
 class AuthError(BridgeError):
@@ -125,11 +130,12 @@ class FrameTooLarge(BadFrame):
 class ProtocolError(BadInput):
     """A WebSocket client message the protocol refuses; `code` is sent back in the `error` message."""
 
-    def __init__(self, code: str, message: str, ref: object = None) -> None:
+    def __init__(self, code: str, message: str, ref: object = None, reason: str = "bad_message") -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.ref = ref
+        self.reason = reason  # metric label (bridge_ws_bad_messages_total)
 
 
 class BadRequest(BadInput):

@@ -79,6 +79,20 @@ SESSION_GAPS = Counter(
     "bridge_session_gaps_total", "Seq gaps recorded (legacy-driven turns; the mirror is incomplete there)",
     registry=REGISTRY,
 )
+READY = Gauge(
+    "bridge_ready", "1 when /readyz answers 200, 0 otherwise (evaluated at every /metrics scrape)", registry=REGISTRY
+)
+
+# --- hostile input and resource bounds (docs/operations.md, "Limits") -----------------------------------
+BAD_SESSION_IDS = Counter(
+    "bridge_bad_session_ids_total", "Client-supplied session ids refused for their shape, by surface (ws, http)",
+    ["surface"], registry=REGISTRY,
+)
+HTTP_REFUSED = Counter(
+    "bridge_http_refused_total",
+    "HTTP requests or connections refused by a bound (bad_host, connections, busy:<route>, too_large)",
+    ["reason"], registry=REGISTRY,
+)
 FOLLOWERS_STUCK = Counter(
     "bridge_follower_no_progress_total",
     "Catch-up passes that could not move the cursor (every event of a page rejected, or a page over the "

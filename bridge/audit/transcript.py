@@ -155,9 +155,24 @@ _HANDLERS: dict[str, Callable[[_Builder, int, ChatEvent], None]] = {
 }
 
 
+class TranscriptBuilder:
+    """The same transcript built one row at a time, rows in seq order (the HTTP API streams a session's
+    rows through it instead of loading them all)."""
+
+    def __init__(self) -> None:
+        self._b = _Builder()
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        self._b.add(int(row["seq"]), str(row["kind"]), normalize_stored(row.get("payload")))
+
+    @property
+    def entries(self) -> list[Entry]:
+        return self._b.entries
+
+
 def build_transcript(rows: Iterable[Mapping[str, Any]]) -> list[Entry]:
     """`rows`: stored events with at least `seq`, `kind` and `payload` (the envelope), any order."""
-    b = _Builder()
+    b = TranscriptBuilder()
     for row in sorted(rows, key=lambda r: int(r["seq"])):
-        b.add(int(row["seq"]), str(row["kind"]), normalize_stored(row.get("payload")))
+        b.add(row)
     return b.entries

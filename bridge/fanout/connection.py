@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import structlog
@@ -17,6 +17,7 @@ from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.hub import Client, Hub, Subscription
 from bridge.fanout.queue import QueueLimits
+from bridge.http.hosts import LOOPBACK_TRUSTED
 from bridge.store.fanout import FanoutStore
 
 
@@ -30,9 +31,14 @@ class FanoutService:
     secret: str
     auth_disabled: bool = False
     allowed_origins: frozenset[str] = frozenset()
+    trusted_hosts: frozenset[str] = LOOPBACK_TRUSTED  # `Host`s a same-origin page may come from
     limits: QueueLimits = field(default_factory=QueueLimits)
     replay_page: int = 500
     warm: Callable[[str], object] = lambda _sid: None
+    # Does the upstream have this session? Asked before a subscribe to an id the mirror does not know,
+    # so that no follower and no `chat_sessions` row is ever made for an id nobody confirmed. None: no
+    # upstream to ask (tests of the fan-out alone) — every well-formed id is taken.
+    confirm: Callable[[str], Awaitable[bool]] | None = None
     now: Callable[[], float] = time.time
 
     def authenticate(self, token: str | None) -> Claims:
@@ -63,18 +69,22 @@ class Connection:
         try:
             op = p.parse_client_message(text)
         except ProtocolError as e:
+            metrics.WS_BAD_MESSAGES.labels(reason=e.reason).inc()
             self._send(p.error_message(e.code, e.message, e.ref))
             return
         if isinstance(op, p.Ping):
             self._send(p.pong_message(op.ref))
         elif isinstance(op, p.ListSessions):
             try:
-                listed = await self._svc.store.session_list()
+                listed, nxt = await self._svc.store.session_list(op.limit, op.cursor, self.claims.sessions)
+            except ValueError:
+                self._send(p.error_message(p.ERR_BAD_MESSAGE, "next is not a cursor of a sessions reply", op.ref))
+                return
             except Exception as e:
                 self._log.error("ws_sessions_failed", error=f"{type(e).__name__}: {e}")
                 self._send(p.error_message(p.ERR_INTERNAL, "listing failed, retry later", op.ref))
                 return
-            self._send(p.sessions_message([s for s in listed if self.claims.allows(s["session"])], op.ref))
+            self._send(p.sessions_message(listed, op.ref, nxt))
         elif isinstance(op, p.Unsubscribe):
             if op.session not in self.client.subscriptions:
                 self._send(p.error_message(p.ERR_NOT_SUBSCRIBED, "not subscribed", op.ref, op.session))
@@ -103,6 +113,10 @@ class Connection:
         if sid not in self.client.subscriptions and len(self.client.subscriptions) >= p.MAX_SUBSCRIPTIONS:
             self._send(p.error_message(p.ERR_TOO_MANY, f"at most {p.MAX_SUBSCRIPTIONS} subscriptions", op.ref, sid))
             return
+        if not await self._exists(sid):
+            metrics.WS_REFUSED.labels(reason=p.ERR_UNKNOWN_SESSION).inc()
+            self._send(p.error_message(p.ERR_UNKNOWN_SESSION, "no such session upstream", op.ref, sid))
+            return
         self._svc.warm(sid)
         after = -1 if op.after is None else op.after
         # Registered before the head is read: a status committed meanwhile is held for this subscription
@@ -126,6 +140,12 @@ class Connection:
             update = stored_permission(sid, record)
             if update is not None:
                 self._send(p.permission_message(sid, update))
+
+    async def _exists(self, sid: str) -> bool:
+        """Stored here already, or confirmed by the upstream (docs/websocket.md, `unknown_session`)."""
+        if self._svc.confirm is None or (await self._svc.store.head(sid)).known:
+            return True
+        return await self._svc.confirm(sid)
 
     async def _replay(self, sub: Subscription, head: int) -> bool:
         """Stored events with seq > sub.sent_seq, then live; False if the subscription ended meanwhile."""

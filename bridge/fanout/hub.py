@@ -17,7 +17,7 @@ import structlog
 
 from bridge.events import ChatEvent
 from bridge.fanout import metrics
-from bridge.fanout.protocol import delta_message, dumps, status_message
+from bridge.fanout.protocol import delta_message, dumps, status_message, truncated_event
 from bridge.fanout.queue import ClientQueue, QueueLimits
 
 # While a subscription replays from the database, live traffic for it is held here; past this many
@@ -78,6 +78,11 @@ class Client:
         self.queue.close()
 
     def _durable(self, frame: str, key: tuple[str, int] | None = None) -> None:
+        if key is not None and len(frame) > self.queue.limits.max_bytes // 2:
+            # An event that could never fit the queue would close the client with 4429 on every resume,
+            # forever: it goes out as a reference to the audit API instead (protocol.truncated_event).
+            frame = truncated_event(frame)
+            metrics.WS_EVENTS_TRUNCATED.inc()
         if not self.queue.offer_durable(frame, key) and self.queue.overflowed:
             self.end("slow_consumer")
             if self._on_overflow is not None:

@@ -10,6 +10,10 @@ WS_CONNECTIONS = Gauge("bridge_ws_connections", "Open /v1/ws connections", regis
 WS_SUBSCRIPTIONS = Gauge("bridge_ws_subscriptions", "Session subscriptions over all connections", registry=REGISTRY)
 WS_REFUSED = Counter("bridge_ws_refused_total", "Connections or subscriptions refused, by reason", ["reason"],
                      registry=REGISTRY)
+WS_BAD_MESSAGES = Counter("bridge_ws_bad_messages_total", "Client frames answered with bad_message, by reason",
+                          ["reason"], registry=REGISTRY)
+WS_EVENTS_TRUNCATED = Counter("bridge_ws_events_truncated_total",
+                              "Durable events too large for a client queue, sent as a reference", registry=REGISTRY)
 WS_CLOSED = Counter("bridge_ws_closed_total", "Connections closed by the bridge, by close code", ["code"],
                     registry=REGISTRY)
 WS_SENT = Counter("bridge_ws_messages_sent_total", "Messages written to clients, by message type", ["type"],

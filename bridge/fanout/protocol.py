@@ -6,12 +6,14 @@ Every frame is one JSON object in a text frame. Client frames carry `op`; server
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from bridge.errors import ProtocolError as ProtocolError  # compat: removed after merge
 from bridge.events import ChatEvent, Kind, PermissionUpdate, normalize_stored, to_json
+from bridge.ids import SESSION_ID_RULE, valid_session_id
 
 # --- close codes (documented in docs/websocket.md) -----------------------------------------------------
 CLOSE_GOING_AWAY = 1001  # the bridge is shutting down: reconnect (to any replica) and resume
@@ -22,6 +24,8 @@ CLOSE_SLOW_CONSUMER = 4429  # the client fell too far behind: reconnect and resu
 
 MAX_CLIENT_MESSAGE_BYTES = 64 * 1024
 MAX_SUBSCRIPTIONS = 100
+SESSIONS_PAGE_MAX = 500  # `sessions` op: most sessions in one reply
+MAX_SEQ = 2**63 - 1  # PostgreSQL bigint: a larger `after` could never match and fails in the driver
 
 # --- error codes of `error` messages ----------------------------------------------------------------
 ERR_BAD_MESSAGE = "bad_message"  # not JSON, not an object, unknown op, wrong field type
@@ -31,6 +35,7 @@ ERR_NOT_SUBSCRIBED = "not_subscribed"
 ERR_SLOW_CONSUMER = "slow_consumer"  # sent just before CLOSE_SLOW_CONSUMER, with `resume`
 ERR_TOKEN_EXPIRED = "token_expired"  # sent just before CLOSE_TOKEN_EXPIRED
 ERR_INTERNAL = "internal"
+ERR_UNKNOWN_SESSION = "unknown_session"  # neither the mirror nor the upstream knows this (well-formed) id
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,8 @@ class Ping:
 @dataclass(frozen=True)
 class ListSessions:
     ref: object = None
+    limit: int = 100
+    cursor: str | None = None  # the `next` of the previous page
 
 
 ClientOp = Subscribe | Unsubscribe | Ping | ListSessions
@@ -65,16 +72,29 @@ def _is_int(v: object) -> bool:
 
 def _ref(obj: dict[str, Any]) -> object:
     ref = obj.get("id")
-    # Echoed back verbatim, so it must stay small and plain.
-    if ref is None or (isinstance(ref, str | int | float) and not isinstance(ref, bool) and len(str(ref)) <= 100):
+    # Echoed back verbatim, so it must stay small, plain and encodable: no NaN/Infinity (not JSON), no
+    # lone surrogate (not UTF-8: the socket write would fail).
+    if ref is None or (_is_int(ref) and abs(ref) < 10**100) or (isinstance(ref, float) and math.isfinite(ref)):
+        return ref
+    if isinstance(ref, str) and len(ref) <= 100 and _encodable(ref):
         return ref
     raise ProtocolError(ERR_BAD_MESSAGE, "id must be a short string or number")
 
 
+def _encodable(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _session(obj: dict[str, Any], ref: object) -> str:
+    # Checked before anything else touches the id (hub, database, upstream URL): bridge.ids.
     sid = obj.get("session")
-    if not isinstance(sid, str) or not sid or len(sid) > 200:
-        raise ProtocolError(ERR_BAD_MESSAGE, "session must be a non-empty string", ref)
+    if not valid_session_id(sid):
+        raise ProtocolError(ERR_BAD_MESSAGE, f"session: {SESSION_ID_RULE}", ref, reason="bad_session_id")
+    assert isinstance(sid, str)
     return sid
 
 
@@ -89,15 +109,21 @@ def parse_client_message(text: str) -> ClientOp:
     op = obj.get("op")
     if op == "subscribe":
         after = obj.get("after")
-        if after is not None and (not _is_int(after) or after < 0):
-            raise ProtocolError(ERR_BAD_MESSAGE, "after must be an integer >= 0 or omitted", ref)
+        if after is not None and (not _is_int(after) or not 0 <= after <= MAX_SEQ):
+            raise ProtocolError(ERR_BAD_MESSAGE, f"after must be an integer from 0 to {MAX_SEQ} or omitted", ref)
         return Subscribe(_session(obj, ref), after, ref)
     if op == "unsubscribe":
         return Unsubscribe(_session(obj, ref), ref)
     if op == "ping":
         return Ping(ref)
     if op == "sessions":
-        return ListSessions(ref)
+        limit = obj.get("limit", 100)
+        if not _is_int(limit) or not 1 <= limit <= SESSIONS_PAGE_MAX:
+            raise ProtocolError(ERR_BAD_MESSAGE, f"limit must be an integer from 1 to {SESSIONS_PAGE_MAX}", ref)
+        cursor = obj.get("next")
+        if cursor is not None and not (isinstance(cursor, str) and len(cursor) <= 200 and _encodable(cursor)):
+            raise ProtocolError(ERR_BAD_MESSAGE, "next must be the `next` of a previous sessions reply", ref)
+        return ListSessions(ref, limit, cursor)
     raise ProtocolError(ERR_BAD_MESSAGE, f"unknown op {str(op)[:40]!r}", ref)
 
 
@@ -122,13 +148,39 @@ def event_message(session_id: str, seq: int, envelope: dict[str, Any]) -> dict[s
     ev = normalize_stored(envelope)  # stored rows are valid envelopes; an odd one maps to `unknown`
     fields = {k: v for k, v in to_json(ev).items() if k not in _NOT_FIELDS}
     return {"type": "event", "session": session_id, "seq": seq, "event_id": ev.event_id, "event_type": ev.type,
-            "kind": ev.kind, "fields": fields, "data": ev.data}
+            "kind": ev.kind, "fields": fields, "data": _without_text(ev.data, fields.get("text"))}
 
 
 def event_frames(session_id: str, rows: Iterable[tuple[int, dict[str, Any]]]) -> list[tuple[int, str]]:
     """Stored rows `(seq, envelope)` → `(seq, event frame text)`: the one path from rows to frames, for
     the live feed and for a subscription's replay alike."""
     return [(seq, dumps(event_message(session_id, seq, envelope))) for seq, envelope in rows]
+
+
+def _without_text(data: object, text: object) -> dict[str, Any]:
+    """The upstream `data`, except a text that `fields.text` already carries: `data.text` (text, reasoning
+    and tool-input ends) and `data.prompt.text` (prompts) are left out rather than sent twice."""
+    if not isinstance(data, dict):
+        return {}
+    if text is None:
+        return data
+    out = {k: v for k, v in data.items() if not (k == "text" and v == text)}
+    prompt = out.get("prompt")
+    if isinstance(prompt, dict) and prompt.get("text") == text:
+        out["prompt"] = {k: v for k, v in prompt.items() if k != "text"}
+    return out
+
+
+def truncated_event(frame: str) -> str:
+    """An `event` frame too large for a client's queue, as a reference: the same envelope fields, `fields`
+    without its long texts, `data` empty and `"truncated": {"bytes": N}`; the client fetches the whole
+    event from `GET /v1/sessions/{session}/events?after={seq-1}&limit=1` (docs/websocket.md)."""
+    msg = json.loads(frame)
+    fields = msg.get("fields") if isinstance(msg.get("fields"), dict) else {}
+    msg["fields"] = {k: v for k, v in fields.items() if not (isinstance(v, str) and len(v) > 1000)}
+    msg["data"] = {}
+    msg["truncated"] = {"bytes": len(frame.encode())}
+    return dumps(msg)
 
 
 def delta_message(session_id: str, ev: ChatEvent, after_seq: int) -> dict[str, Any]:
@@ -175,8 +227,8 @@ def unsubscribed_message(session_id: str, ref: object) -> dict[str, Any]:
     return _with_ref({"type": "unsubscribed", "session": session_id}, ref)
 
 
-def sessions_message(sessions: list[dict[str, Any]], ref: object) -> dict[str, Any]:
-    return _with_ref({"type": "sessions", "sessions": sessions}, ref)
+def sessions_message(sessions: list[dict[str, Any]], ref: object, next_cursor: str | None = None) -> dict[str, Any]:
+    return _with_ref({"type": "sessions", "sessions": sessions, "next": next_cursor}, ref)
 
 
 def pong_message(ref: object) -> dict[str, Any]:

@@ -7,7 +7,8 @@ mounts it on the HTTP app and runs `run()` in its task group (cancel to stop).""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import structlog
@@ -16,17 +17,47 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import load_or_create_secret
 from bridge.config import Settings
+from bridge.errors import SessionNotFound
 from bridge.events import ChatEvent
 from bridge.fanout.connection import FanoutService
 from bridge.fanout.feed import CommitListener, DurableFeed
 from bridge.fanout.hub import Hub
 from bridge.fanout.queue import QueueLimits
 from bridge.fanout.relay import LiveRelay, PermissionResync
+from bridge.http.hosts import trusted_hosts
 from bridge.store.fanout import FanoutStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.live import LiveHandler
 
 STATIC_DIR = Path(__file__).resolve().parents[1] / "http" / "static"
+CONFIRM_TIMEOUT_S = 5.0
+# A "no" is remembered this long (at most this many ids): a client repeating a subscribe to an unknown
+# id cannot turn the bridge into a stream of upstream requests.
+UNKNOWN_TTL_S = 10.0
+UNKNOWN_MAX = 1024
+
+
+def upstream_confirms(client: UpstreamClient, clock: Callable[[], float] = time.monotonic
+                      ) -> Callable[[str], Awaitable[bool]]:
+    """`GET /api/session/{id}`: 200 yes, 404 no (docs/upstream.md §6); anything else raises, and the
+    subscribe is answered `internal` (retry later) without creating anything."""
+    unknown: dict[str, float] = {}
+
+    async def confirm(session_id: str) -> bool:
+        if unknown.get(session_id, 0.0) > clock():
+            return False
+        try:
+            async with asyncio.timeout(CONFIRM_TIMEOUT_S):
+                await client.get_session(session_id)
+        except SessionNotFound:
+            if len(unknown) >= UNKNOWN_MAX:
+                unknown.clear()
+            unknown[session_id] = clock() + UNKNOWN_TTL_S
+            return False
+        unknown.pop(session_id, None)
+        return True
+
+    return confirm
 
 
 class _Tap:
@@ -51,9 +82,9 @@ class Fanout:
     def __init__(self, settings: Settings, engine: AsyncEngine, database_url: str,
                  warm: Callable[[str], object] = lambda _sid: None,
                  on_subscribers: Callable[[str, int], None] | None = None,
-                 client: UpstreamClient | None = None) -> None:
+                 client: UpstreamClient | None = None, read_engine: AsyncEngine | None = None) -> None:
         self.hub = Hub(on_subscribers=on_subscribers)
-        self.store = FanoutStore(engine, settings.upstream_name)
+        self.store = FanoutStore(engine, settings.upstream_name, read_engine)
         self.feed = DurableFeed(self.hub, self.store)
         self.relay = LiveRelay(self.hub, self.store)
         # Without a client (unit tests) pending permissions are not re-synced after a live reconnect.
@@ -70,8 +101,10 @@ class Fanout:
             secret=secret,
             auth_disabled=settings.auth_disabled,
             allowed_origins=origins,
+            trusted_hosts=trusted_hosts(settings.http_host, origins),
             limits=QueueLimits(settings.ws_queue_max_messages, settings.ws_queue_max_bytes),
             warm=warm,
+            confirm=None if client is None else upstream_confirms(client),
         )
         if not settings.auth_disabled and not settings.auth_secret.value:
             self._log.info("auth_secret_from_state_dir", path=str(settings.state_dir / "auth_secret"),

@@ -44,6 +44,15 @@ def coalesced(check: ReadinessCheck, max_age_s: float = 1.0,
     return run
 
 READINESS_KEY: web.AppKey[ReadinessCheck] = web.AppKey("readiness")
+# Whether a request may see the checks' error texts (they name database and upstream hosts and users):
+# the daemon allows a valid token. Without one the checks show only their `ok` and counters.
+DETAIL_KEY: web.AppKey[Callable[[web.Request], bool]] = web.AppKey("readiness_detail")
+_DETAIL_FIELDS = frozenset({"error"})
+
+
+def _redacted(checks: dict[str, Any]) -> dict[str, Any]:
+    return {name: {k: v for k, v in check.items() if k not in _DETAIL_FIELDS} if isinstance(check, dict) else check
+            for name, check in checks.items()}
 
 
 async def livez(request: web.Request) -> web.Response:
@@ -51,22 +60,33 @@ async def livez(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-async def readyz(request: web.Request) -> web.Response:
-    checks = await request.app[READINESS_KEY]()
+async def _readiness(app: web.Application) -> tuple[bool, dict[str, Any]]:
+    checks = await app[READINESS_KEY]()
     ok = all(bool(v.get("ok")) for v in checks.values())
+    metrics.READY.set(1 if ok else 0)
+    return ok, checks
+
+
+async def readyz(request: web.Request) -> web.Response:
+    ok, checks = await _readiness(request.app)
     body: dict[str, Any] = {"status": "ok" if ok else "unavailable"}
     if "verbose" in request.query or not ok:
-        body["checks"] = checks
+        detail = request.app.get(DETAIL_KEY)
+        body["checks"] = checks if detail is not None and detail(request) else _redacted(checks)
     return web.json_response(body, status=200 if ok else 503)
 
 
 async def metrics_handler(request: web.Request) -> web.Response:
+    # bridge_ready for alerting without a second probe (the checks are shared, at most one a second).
+    await _readiness(request.app)
     return web.Response(body=generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def build_app(readiness: ReadinessCheck) -> web.Application:
+def build_app(readiness: ReadinessCheck, detail: Callable[[web.Request], bool] | None = None) -> web.Application:
     app = web.Application()
     app[READINESS_KEY] = readiness
+    if detail is not None:
+        app[DETAIL_KEY] = detail
     app.router.add_get("/livez", livez)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_handler)

@@ -1,29 +1,43 @@
 """Read-only audit and replay API under `/v1` (documented in `bridge/http/openapi.json`).
 
-Same tokens as the WebSocket (bridge.auth): `Authorization: Bearer …` or `?token=`; a token scoped to
-sessions sees only those. `BRIDGE_AUTH_DISABLED=true` (local development) skips the check.
+Same tokens as the WebSocket (bridge.auth), as `Authorization: Bearer …` only (`?token=` is for the
+WebSocket: in a URL it ends up in logs); a token scoped to sessions sees only those.
+`BRIDGE_AUTH_DISABLED=true` (local development, loopback only) skips the check. Every parameter is
+checked before it reaches the database: a bad one is a 400, never a 500.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import structlog
 from aiohttp import web
+from sqlalchemy.exc import SQLAlchemyError
 
 from bridge import metrics
-from bridge.audit.transcript import build_transcript
+from bridge.audit.transcript import TranscriptBuilder
 from bridge.auth import Claims, bearer_token, verify_token
 from bridge.errors import AuthError, BadRequest
+from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.store.audit import AuditReader, SessionFilter, ToolCallFilter
 
+_log = structlog.get_logger("bridge.audit")
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 MAX_LIMIT = 1000
+MAX_SEQ = 2**63 - 1  # PostgreSQL bigint
+
+
+# Requests of one route served at once, whatever the number of clients; one more gets 503 `busy` at once
+# (docs/operations.md, "Limits"). The heavy routes get few: they share the small read pool with replay.
+ROUTE_CONCURRENCY = {"sessions": 4, "session": 8, "events": 2, "transcript": 1, "tool_calls": 2}
+TRANSCRIPT_MAX_EVENTS = 10_000  # per transcript response: bounded memory; `next_after` pages on
 
 
 @dataclass(frozen=True)
@@ -32,6 +46,16 @@ class AuditContext:
     secret: str
     auth_disabled: bool = False
     now: Callable[[], float] = field(default=time.time)
+    concurrency: Mapping[str, int] = field(default_factory=lambda: dict(ROUTE_CONCURRENCY))
+    _slots: dict[str, asyncio.Semaphore] = field(default_factory=dict, repr=False, compare=False)
+
+    def slots(self, route: str) -> asyncio.Semaphore | None:
+        n = self.concurrency.get(route)
+        if n is None:
+            return None
+        if route not in self._slots:
+            self._slots[route] = asyncio.Semaphore(n)
+        return self._slots[route]
 
 
 AUDIT_KEY: web.AppKey[AuditContext] = web.AppKey("audit", AuditContext)
@@ -47,8 +71,37 @@ def _json(body: Any, status: int = 200) -> web.Response:
     return web.Response(text=json.dumps(body, default=_default), status=status, content_type="application/json")
 
 
+async def _json_list(items: list[Any]) -> str:
+    """A JSON array encoded item by item, giving the event loop back every few items: a 10 MB answer
+    must not stall ingest and every other client for the whole encode (the loop is shared)."""
+    parts = []
+    for i, item in enumerate(items):
+        parts.append(json.dumps(item, default=_default))
+        if i % 20 == 19:
+            await asyncio.sleep(0)
+    return "[" + ",".join(parts) + "]"
+
+
+async def _json_with_list(body: dict[str, Any], path: tuple[str, ...], items: list[Any]) -> web.Response:
+    """`body` with `items` placed at `path` (a placeholder there is replaced), encoded with `_json_list`."""
+    marker = "\x00items\x00"
+    node = body
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = marker
+    head = json.dumps(body, default=_default)
+    return web.Response(text=head.replace(json.dumps(marker), await _json_list(items), 1),
+                        content_type="application/json")
+
+
 def _error(status: int, code: str, message: str) -> web.Response:
     return _json({"error": {"code": code, "message": message}}, status)
+
+
+def _busy(message: str, code: str = "busy") -> web.Response:
+    resp = _error(503, code, message)
+    resp.headers["Retry-After"] = "1"
+    return resp
 
 
 def _int(request: web.Request, name: str, default: int, lo: int, hi: int) -> int:
@@ -70,6 +123,22 @@ def _text(request: web.Request, name: str) -> str | None:
         return None
     if "\x00" in raw:  # PostgreSQL text cannot hold NUL: refuse instead of failing in the driver
         raise BadRequest(f"{name} must not contain NUL")
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (undecodable percent-escapes): not text to the driver
+        raise BadRequest(f"{name} must be UTF-8 text") from None
+    if len(raw) > 1000:
+        raise BadRequest(f"{name} must be at most 1000 characters")
+    return raw
+
+
+def _session_param(request: web.Request, name: str) -> str | None:
+    raw = request.query.get(name)
+    if not raw:
+        return None
+    if not valid_session_id(raw):
+        metrics.BAD_SESSION_IDS.labels(surface="http").inc()
+        raise BadRequest(f"{name}: {SESSION_ID_RULE}")
     return raw
 
 
@@ -79,9 +148,12 @@ def _time(request: web.Request, name: str) -> datetime | None:
         return None
     try:
         t = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        raise BadRequest(f"{name} must be an ISO 8601 time, e.g. 2026-11-30T03:00:00Z") from None
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
+        # In UTC here: a time whose UTC form leaves years 1..9999 (0001-01-01T00:00:00+01:00) fails now,
+        # as a 400, instead of in the driver.
+        return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise BadRequest(f"{name} must be an ISO 8601 time between years 1 and 9999 (UTC), "
+                         "e.g. 2026-11-30T03:00:00Z") from None
 
 
 Handler = Callable[[web.Request, AuditContext, Claims | None], Awaitable[web.Response]]
@@ -90,23 +162,44 @@ Handler = Callable[[web.Request, AuditContext, Claims | None], Awaitable[web.Res
 def _route(name: str, handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def wrapped(request: web.Request) -> web.Response:
         ctx = request.app[AUDIT_KEY]
+        slots = ctx.slots(name)
         try:
+            _check_path_session(request)  # before anything else, auth included
             claims = _authorize(request, ctx)
-            resp = await handler(request, ctx, claims)
+            if slots is not None and slots.locked():
+                metrics.HTTP_REFUSED.labels(reason=f"busy:{name}").inc()
+                resp = _busy(f"too many {name} requests at once, retry in a moment")
+            elif slots is None:
+                resp = await handler(request, ctx, claims)
+            else:
+                async with slots:
+                    resp = await handler(request, ctx, claims)
         except AuthError as e:
             resp = _error(403 if e.code == "forbidden" else 401, e.code, str(e))
         except BadRequest as e:
             resp = _error(400, "bad_request", str(e))
+        except (SQLAlchemyError, OSError) as e:  # read pool exhausted, statement timeout, database away
+            _log.warning("audit_read_failed", route=name, error=f"{type(e).__name__}: {e}"[:300])
+            resp = _busy("the database did not answer in time, retry in a moment", code="unavailable")
         metrics.AUDIT_REQUESTS.labels(route=name, status=str(resp.status)).inc()
         return resp
 
     return wrapped
 
 
+def _check_path_session(request: web.Request) -> None:
+    sid = request.match_info.get("session_id")
+    if sid is not None and not valid_session_id(sid):
+        metrics.BAD_SESSION_IDS.labels(surface="http").inc()
+        raise BadRequest(SESSION_ID_RULE)
+
+
 def _authorize(request: web.Request, ctx: AuditContext) -> Claims | None:
     if ctx.auth_disabled:
         return None
-    token = bearer_token(request.headers, request.query)
+    token = bearer_token(request.headers)
+    if token is None and "token" in request.query:
+        raise AuthError("missing", "?token= is accepted on /v1/ws only: send Authorization: Bearer <token>")
     return verify_token(token, ctx.secret, ctx.reader.upstream, now=ctx.now())
 
 
@@ -115,9 +208,7 @@ def _scope(claims: Claims | None) -> frozenset[str] | None:
 
 
 def _session_id(request: web.Request, claims: Claims | None) -> str:
-    sid = request.match_info["session_id"]
-    if "\x00" in sid:
-        raise BadRequest("session id must not contain NUL")
+    sid = request.match_info["session_id"]  # shape checked by _route
     if claims is not None:
         claims.require(sid)
     return sid
@@ -126,7 +217,7 @@ def _session_id(request: web.Request, claims: Claims | None) -> str:
 async def list_sessions(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
     limit = _int(request, "limit", 100, 1, MAX_LIMIT)
     f = SessionFilter(status=_text(request, "status"), since=_time(request, "since"),
-                      until=_time(request, "until"), after=_text(request, "after"),
+                      until=_time(request, "until"), after=_session_param(request, "after"),
                       sessions=_scope(claims), limit=limit)
     rows = await ctx.reader.sessions(f)
     nxt = rows[-1]["session_id"] if len(rows) == limit else None
@@ -142,21 +233,30 @@ async def get_session(request: web.Request, ctx: AuditContext, claims: Claims | 
 
 async def list_events(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
     sid = _session_id(request, claims)
-    after = _int(request, "after", 0, 0, 2**53)
+    after = _int(request, "after", 0, 0, MAX_SEQ)
     limit = _int(request, "limit", 100, 1, MAX_LIMIT)
     if await ctx.reader.session(sid) is None:
         return _error(404, "not_found", "no such session in the mirror")
     rows = await ctx.reader.events(sid, after, limit)
     nxt = int(rows[-1]["seq"]) if len(rows) == limit else None
-    return _json({"data": rows, "next_after": nxt})
+    return await _json_with_list({"data": None, "next_after": nxt}, ("data",), rows)
 
 
 async def get_transcript(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
     sid = _session_id(request, claims)
+    after = _int(request, "after", 0, 0, MAX_SEQ)
+    limit = _int(request, "limit", TRANSCRIPT_MAX_EVENTS, 1, TRANSCRIPT_MAX_EVENTS)
     if await ctx.reader.session(sid) is None:
         return _error(404, "not_found", "no such session in the mirror")
-    rows = [r async for r in ctx.reader.all_events(sid)]
-    return _json({"data": {"session_id": sid, "events": len(rows), "entries": build_transcript(rows)}})
+    # Rows are read page by page and folded into the transcript as they come: at most `limit` events'
+    # worth of entries is ever held, never the session's rows.
+    builder, count, last = TranscriptBuilder(), 0, after
+    async for row in ctx.reader.transcript_rows(sid, after, limit):
+        builder.add(row)
+        count, last = count + 1, int(row["seq"])
+    return await _json_with_list({"data": {"session_id": sid, "events": count, "entries": None},
+                                  "next_after": last if count == limit else None},
+                                 ("data", "entries"), builder.entries)
 
 
 async def list_tool_calls(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
@@ -165,10 +265,10 @@ async def list_tool_calls(request: web.Request, ctx: AuditContext, claims: Claim
     raw_after = _text(request, "after")
     if raw_after:
         sid, _, seq = raw_after.rpartition(":")
-        if not sid or not seq.isdigit():
+        if not valid_session_id(sid) or not (seq.isascii() and seq.isdigit()) or int(seq) > MAX_SEQ:
             raise BadRequest("after must be '<session_id>:<seq>' as returned in next")
         after = (sid, int(seq))
-    session = _text(request, "session")
+    session = _session_param(request, "session")
     if session is not None and claims is not None:
         claims.require(session)
     f = ToolCallFilter(tool=_text(request, "tool"), session=session, since=_time(request, "since"),

@@ -16,6 +16,7 @@ from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.connection import Connection, FanoutService
 from bridge.fanout.hub import Client
+from bridge.http.hosts import LOOPBACK_TRUSTED, host_trusted
 
 FANOUT_KEY: web.AppKey[FanoutService] = web.AppKey("fanout")
 _SOCKETS_KEY: web.AppKey[set[web.WebSocketResponse[bool]]] = web.AppKey("fanout_sockets")
@@ -26,14 +27,16 @@ CLOSE_TIMEOUT_S = 5.0
 _log = structlog.get_logger("bridge.ws")
 
 
-def origin_allowed(origin: str | None, host: str | None, allowed: frozenset[str]) -> bool:
+def origin_allowed(origin: str | None, host: str | None, allowed: frozenset[str],
+                   trusted: frozenset[str] = LOOPBACK_TRUSTED) -> bool:
     """No Origin: not a browser (a browser always sends it on a WebSocket). Same origin: the built-in
-    viewer. Anything else only if listed in BRIDGE_ALLOWED_ORIGINS (`*` allows every origin)."""
+    viewer, but only under a `Host` the operator meant (bridge.http.hosts: a rebound name proves nothing).
+    Anything else only if listed in BRIDGE_ALLOWED_ORIGINS (`*` allows every origin)."""
     if origin is None:
         return True
     if "*" in allowed or origin.rstrip("/") in allowed:
         return True
-    return bool(host) and urlsplit(origin).netloc == host
+    return bool(host) and urlsplit(origin).netloc == host and host_trusted(host, trusted)
 
 
 def _close_code(reason: str | None) -> tuple[int, str | None]:
@@ -46,7 +49,8 @@ def _close_code(reason: str | None) -> tuple[int, str | None]:
 
 async def ws_handler(request: web.Request) -> web.StreamResponse:
     svc = request.app[FANOUT_KEY]
-    if not origin_allowed(request.headers.get("Origin"), request.host, svc.allowed_origins):
+    if not origin_allowed(request.headers.get("Origin"), request.headers.get("Host"), svc.allowed_origins,
+                          svc.trusted_hosts):
         metrics.WS_REFUSED.labels(reason="bad_origin").inc()
         # Refused before the upgrade: a cross-site page must not even open the socket.
         return web.json_response({"error": "bad_origin", "message": "origin not allowed"}, status=403)

@@ -31,6 +31,7 @@ import structlog
 from bridge import metrics
 from bridge.config import Settings
 from bridge.events import ChatEvent
+from bridge.ops.outage import OutageLog
 from bridge.sessions.gaps import find_gaps
 from bridge.sessions.gc import WarmFacts, release_reason
 from bridge.sessions.lease import adoption_reason, local_holder_dead
@@ -160,6 +161,8 @@ class FollowerSupervisor:
         self._tg: asyncio.TaskGroup | None = None
         self._stop = asyncio.Event()
         self._log = structlog.get_logger("bridge.supervisor").bind(upstream=settings.upstream_name, owner=owner)
+        # Heartbeats and sweeps fail together while the database is away: logged once, not every beat.
+        self.database_outage = OutageLog(self._log, "database", clock=clock)
 
     # -- queries ----------------------------------------------------------------------------------
     def warm_sessions(self) -> list[str]:
@@ -422,8 +425,9 @@ class FollowerSupervisor:
             try:
                 held = await self._leases.heartbeat(self.owner, self._hostname, os.getpid(), s.lease_ttl_s)
             except Exception as e:
-                self._log.warning("lease_heartbeat_failed", error=f"{type(e).__name__}: {e}")
+                self.database_outage.failed(f"lease_heartbeat_failed: {type(e).__name__}: {e}")
             else:
+                self.database_outage.succeeded()
                 self._stop_lost(held, started)
                 await self._release_strays(held)
             await asyncio.sleep(s.heartbeat_interval_s)
@@ -455,7 +459,7 @@ class FollowerSupervisor:
                 await self._adopt_orphans()
                 await self._collect_idle()
             except Exception as e:
-                self._log.warning("lease_sweep_failed", error=f"{type(e).__name__}: {e}")
+                self.database_outage.failed(f"lease_sweep_failed: {type(e).__name__}: {e}")
             await asyncio.sleep(self._settings.sweep_interval_s)
 
     async def _adopt_orphans(self) -> None:

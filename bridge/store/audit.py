@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Select, and_, bindparam, select, text
+from sqlalchemy import BigInteger, Select, and_, bindparam, func, select, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -125,9 +125,15 @@ WHERE e.upstream = :u AND e.session_id = :s AND e.seq = chain.seq
 
 # --- reads ------------------------------------------------------------------------------------------
 
+# Events stored of the session (the viewer's session list): a count over the primary-key index.
+EVENT_COUNT = (
+    select(func.count()).select_from(chat_session_events)
+    .where(E.upstream == S.upstream, E.session_id == S.session_id)
+    .correlate(chat_sessions).scalar_subquery().label("event_count")
+)
 SESSION_FIELDS = (
     S.session_id, S.directory, S.status, S.status_reason, S.cursor_seq, S.first_event_at, S.last_event_at,
-    S.deleted, S.deleted_at, S.incomplete, S.created_at, S.updated_at,
+    S.deleted, S.deleted_at, S.incomplete, S.created_at, S.updated_at, EVENT_COUNT,
 )
 EVENT_FIELDS = (
     E.seq, E.event_id, E.type, E.kind, E.event_time, E.received_at, E.stored_at, E.message_id,
@@ -211,6 +217,27 @@ class AuditReader:
                 yield r
             if len(rows) < page:
                 return
+            after = int(rows[-1]["seq"])
+
+    async def transcript_rows(self, session_id: str, after: int, limit: int,
+                              page: int = 200) -> AsyncIterator[dict[str, Any]]:
+        """`seq`, `kind`, `payload` of at most `limit` events after `after`, in seq order, read `page` rows
+        at a time (one short statement each: no connection is held between pages)."""
+        left = limit
+        while left > 0:
+            stmt = (
+                select(E.seq, E.kind, E.payload)
+                .where(E.upstream == self.upstream, E.session_id == session_id, E.seq > after)
+                .order_by(E.seq)
+                .limit(min(page, left))
+            )
+            async with self._engine.connect() as conn:
+                rows = [_dict(r) for r in await conn.execute(stmt)]
+            for r in rows:
+                yield r
+            if len(rows) < min(page, left):
+                return
+            left -= len(rows)
             after = int(rows[-1]["seq"])
 
     async def count_events(self, session_id: str) -> int:

@@ -64,6 +64,34 @@ def make_engine(url: str, *, pool_size: int = 5, max_overflow: int = 10) -> Asyn
     )
 
 
+READ_ACQUIRE_TIMEOUT_S = 2.0  # waiting for a pooled read connection longer than this: 503, retry
+READ_CONNECT_TIMEOUT_S = 5.0
+
+
+def make_read_engine(url: str, *, pool_size: int = 4, statement_timeout_s: float = 10.0) -> AsyncEngine:
+    """The pool of the WebSocket replay and the audit API, apart from the writers' (docs/operations.md,
+    "Limits"): small and fixed (no overflow), a connection waited for at most READ_ACQUIRE_TIMEOUT_S, and
+    every statement cancelled by PostgreSQL after `statement_timeout_s`. A burst of heavy reads then
+    queues here and fails fast; it never holds a connection ingest needs."""
+    return create_async_engine(
+        make_url(to_async_url(url)),
+        pool_pre_ping=True,
+        pool_size=pool_size,
+        max_overflow=0,
+        pool_timeout=READ_ACQUIRE_TIMEOUT_S,
+        pool_recycle=3600,
+        connect_args={
+            "timeout": READ_CONNECT_TIMEOUT_S,
+            "server_settings": {
+                "application_name": "opencode-bridge-read",
+                "statement_timeout": str(int(statement_timeout_s * 1000)),
+                "idle_in_transaction_session_timeout": str(int(statement_timeout_s * 1000)),
+                "default_transaction_read_only": "on",
+            },
+        },
+    )
+
+
 def alembic_config(connection: Connection | None = None) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))

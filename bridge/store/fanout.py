@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Insert, Select, TextClause, bindparam, func, select, text
+from sqlalchemy import Insert, Select, TextClause, and_, bindparam, func, or_, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -118,12 +118,43 @@ def select_session_head(upstream: str, session_id: str) -> Select[Any]:
     )
 
 
-def select_session_list(upstream: str) -> Select[Any]:
+def select_session_list(upstream: str, limit: int, after: tuple[datetime | None, str] | None = None,
+                        scope: frozenset[str] | None = None) -> Select[Any]:
+    """One page, most recently active first (never-active last), keyset `after` = the last row's
+    (last_event_at, session_id); `scope`: only these ids (a session-scoped token)."""
+    conds: list[Any] = [S.upstream == upstream, S.deleted.is_(False)]
+    if scope is not None:
+        conds.append(S.session_id.in_(sorted(scope)))
+    if after is not None:
+        at, sid = after
+        if at is None:
+            conds.append(and_(S.last_event_at.is_(None), S.session_id > sid))
+        else:
+            conds.append(or_(S.last_event_at < at, and_(S.last_event_at == at, S.session_id > sid),
+                             S.last_event_at.is_(None)))
     return (
         select(S.session_id, S.cursor_seq, S.status, S.last_event_at)
-        .where(S.upstream == upstream, S.deleted.is_(False))
+        .where(*conds)
         .order_by(S.last_event_at.desc().nulls_last(), S.session_id)
+        .limit(limit)
     )
+
+
+def session_cursor(last_event_at: datetime | None, session_id: str) -> str:
+    return f"{'' if last_event_at is None else last_event_at.isoformat()}|{session_id}"
+
+
+def parse_session_cursor(cursor: str) -> tuple[datetime | None, str]:
+    """The inverse of `session_cursor`; ValueError for anything else."""
+    at, sep, sid = cursor.rpartition("|")
+    if not sep or not sid or "\x00" in sid:
+        raise ValueError("not a sessions cursor")
+    if not at:
+        return None, sid
+    t = datetime.fromisoformat(at)
+    if t.tzinfo is None:
+        raise ValueError("not a sessions cursor")
+    return t, sid
 
 
 def upsert_permission_asked(row: dict[str, Any]) -> Insert:
@@ -184,31 +215,38 @@ class SessionHead:
 class FanoutStore:
     """Reads and writes of the fan-out, for one upstream."""
 
-    def __init__(self, engine: AsyncEngine, upstream: str) -> None:
+    def __init__(self, engine: AsyncEngine, upstream: str, read_engine: AsyncEngine | None = None) -> None:
         self._engine = engine
+        # Replay and session reads: the bounded read pool when given (bridge.store.db.make_read_engine).
+        self._read = read_engine or engine
         self.upstream = upstream
 
     async def events_after(self, session_id: str, after: int, limit: int) -> list[tuple[int, dict[str, Any]]]:
         """Stored envelopes with seq > after, in seq order, at most `limit`."""
-        async with self._engine.connect() as conn:
+        async with self._read.connect() as conn:
             rows = await conn.execute(select_events_after(self.upstream, session_id, after, limit))
             return [(int(r.seq), r.payload) for r in rows]
 
     async def head(self, session_id: str) -> SessionHead:
-        async with self._engine.connect() as conn:
+        async with self._read.connect() as conn:
             r = (await conn.execute(select_session_head(self.upstream, session_id))).one_or_none()
         if r is None:
             return SessionHead(False, -1, None, None, False, False)
         return SessionHead(True, int(r.cursor_seq), r.status, r.status_reason, bool(r.incomplete), bool(r.deleted),
                            int(r.status_version))
 
-    async def session_list(self) -> list[dict[str, Any]]:
-        """Sessions of the upstream (not deleted), most recently active first."""
-        async with self._engine.connect() as conn:
-            rows = await conn.execute(select_session_list(self.upstream))
-            return [{"session": r.session_id, "head": int(r.cursor_seq), "status": r.status,
-                     "last_event_at": None if r.last_event_at is None else r.last_event_at.isoformat()}
-                    for r in rows]
+    async def session_list(self, limit: int = 100, cursor: str | None = None,
+                           scope: frozenset[str] | None = None) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of the upstream's sessions (not deleted), most recently active first, and the cursor of
+        the next page (None: last page). ValueError for a cursor this did not make."""
+        after = None if cursor is None else parse_session_cursor(cursor)
+        async with self._read.connect() as conn:
+            rows = (await conn.execute(select_session_list(self.upstream, limit, after, scope))).all()
+        page = [{"session": r.session_id, "head": int(r.cursor_seq), "status": r.status,
+                 "last_event_at": None if r.last_event_at is None else r.last_event_at.isoformat()}
+                for r in rows]
+        nxt = session_cursor(rows[-1].last_event_at, rows[-1].session_id) if len(rows) == limit else None
+        return page, nxt
 
     async def permission_asked(self, session_id: str, request_id: str, envelope: dict[str, Any],
                                at: datetime, action: str | None, assistant_message_id: str | None,
@@ -228,12 +266,12 @@ class FanoutStore:
 
     async def pending_permissions(self, session_id: str) -> list[dict[str, Any]]:
         """The `permission.v2.asked` envelopes of the session's requests that have no reply yet."""
-        async with self._engine.connect() as conn:
+        async with self._read.connect() as conn:
             rows = await conn.execute(select_pending_permissions(self.upstream, session_id))
             return [r.asked for r in rows]
 
     async def permission_replies(self, session_id: str) -> dict[str, str | None]:
         """Every stored request of the session: request id -> its reply (None while pending)."""
-        async with self._engine.connect() as conn:
+        async with self._read.connect() as conn:
             rows = await conn.execute(select_session_permissions(self.upstream, session_id))
             return {r.request_id: r.reply for r in rows}

@@ -104,6 +104,15 @@ chat_session_events = Table(
     ),
     Index("ix_chat_session_events_event_time", "event_time"),
     Index("ix_chat_session_events_kind", "kind"),
+    # The outcome of each tool call (audit_tool_calls' lateral lookup): migration 0006.
+    Index(
+        "ix_chat_session_events_call",
+        "upstream",
+        "session_id",
+        "call_id",
+        "seq",
+        postgresql_where=text("call_id IS NOT NULL"),
+    ),
 )
 
 chat_event_rejects = Table(

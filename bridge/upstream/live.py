@@ -22,6 +22,7 @@ from bridge import metrics
 from bridge.errors import BadFrame, FrameTooLarge, UpstreamError
 from bridge.events import ChatEvent, Kind, normalize, parse_frame
 from bridge.ids import valid_session_id
+from bridge.ops.outage import OutageLog
 from bridge.upstream.backoff import Backoff
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.sse import SSEComment, SSEEvent, SSEParser
@@ -53,6 +54,8 @@ class LiveStream:
         self._log = structlog.get_logger("bridge.live").bind(upstream=upstream)
         self.connected = asyncio.Event()
         self.connections = 0  # successful connects so far (tests and /readyz read it)
+        # An unreachable upstream is logged when lost, as a slow reminder, and when back (/readyz shows it).
+        self.outage = OutageLog(self._log, "upstream_live")
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -69,7 +72,7 @@ class LiveStream:
                 self._log.error("live_frame_too_large", error=str(e))
             except UpstreamError as e:
                 cause = "error"
-                self._log.warning("live_stream_error", error=str(e))
+                self.outage.failed(str(e))
             finally:
                 self.connected.clear()
             metrics.UPSTREAM_RECONNECTS.labels(stream="live", cause=cause).inc()
@@ -88,6 +91,7 @@ class LiveStream:
             async with self._client.open_live_events() as body:
                 self.connected.set()
                 self.connections += 1
+                self.outage.succeeded()
                 self._log.info("live_stream_connected")
                 await self._handler.on_live_connected()
                 parser = SSEParser()

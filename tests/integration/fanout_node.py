@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
 from aiohttp import web
@@ -31,7 +31,7 @@ UPSTREAM = "it-upstream"
 class Node:
     def __init__(self, engine: AsyncEngine, database_url: str, *, limits: QueueLimits | None = None,
                  local_commits: bool = True, allowed_origins: frozenset[str] = frozenset(),
-                 auth_disabled: bool = False) -> None:
+                 auth_disabled: bool = False, confirm: Callable[[str], Awaitable[bool]] | None = None) -> None:
         self.engine = engine
         self.hub = Hub()
         self.store = FanoutStore(engine, UPSTREAM)
@@ -41,7 +41,7 @@ class Node:
         self.warmed: list[str] = []
         self.service = FanoutService(hub=self.hub, store=self.store, upstream=UPSTREAM, secret=SECRET,
                                      auth_disabled=auth_disabled, allowed_origins=allowed_origins,
-                                     limits=limits or QueueLimits(), warm=self.warmed.append)
+                                     limits=limits or QueueLimits(), warm=self.warmed.append, confirm=confirm)
         self.writer = EventStore(engine, UPSTREAM)
         self.local_commits = local_commits
         self._epochs: dict[str, int] = {}

@@ -105,7 +105,9 @@ async def test_event_message_carries_normalized_fields_and_raw_data(
     sub = c.of("subscribed")[0]
     assert sub["id"] == "r1" and sub["head"] == 1
     assert ev["event_type"] == "session.next.text.ended" and ev["kind"] == "text:end"
-    assert ev["fields"]["text"] == "t1" and ev["data"]["text"] == "t1"
+    # The text travels once, in fields.text; data keeps every other upstream key.
+    assert ev["fields"]["text"] == "t1" and "text" not in ev["data"]
+    assert ev["data"]["sessionID"] == SID
     assert ev["event_id"].startswith("evt_")
 
 

@@ -24,12 +24,14 @@ def free_port() -> int:
 
 class BridgeProcess:
     def __init__(self, workdir: Path, upstream_url: str, database_url: str, *, name: str = "bridge",
-                 extra_env: dict[str, str] | None = None) -> None:
+                 extra_env: dict[str, str] | None = None, start_new_session: bool = False) -> None:
         self.workdir = workdir
         self.upstream_url = upstream_url
         self.database_url = database_url
         self.name = name
         self.extra_env = extra_env or {}
+        # In a session of its own, a terminal's Ctrl-C reaches only the parent, which stops it in order.
+        self.start_new_session = start_new_session
         self.port = free_port()
         self.log_path = workdir / f"{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -53,7 +55,8 @@ class BridgeProcess:
         )
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in wait()/kill()
         self.proc = subprocess.Popen([sys.executable, "-m", "bridge", "run"], env=env, stdout=self._log,
-                                     stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[2])
+                                     stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[2],
+                                     start_new_session=self.start_new_session)
 
     async def wait_ready(self, timeout: float = 30.0) -> None:
         async def ready() -> bool:

@@ -149,6 +149,7 @@ class FakeUpstream:
         app.router.add_get("/api/health", self._health)
         app.router.add_get("/api/session", self._list)
         app.router.add_get("/api/session/active", self._active)
+        app.router.add_get("/api/session/{sid}", self._get_session)
         app.router.add_get("/api/session/{sid}/history", self._history)
         app.router.add_get("/api/session/{sid}/event", self._durable)
         app.router.add_get("/api/session/{sid}/permission", self._permissions)
@@ -214,6 +215,10 @@ class FakeUpstream:
     async def _active(self, request: web.Request) -> web.Response:
         return web.json_response({"data": self.active})
 
+    async def _get_session(self, request: web.Request) -> web.Response:
+        s = self._session_or_404(request.match_info["sid"])
+        return web.json_response({"data": {"id": s.id, "location": {"directory": s.directory}}})
+
     async def _history(self, request: web.Request) -> web.Response:
         self.history_calls += 1
         s = self._session_or_404(request.match_info["sid"])
@@ -274,6 +279,8 @@ class FakeUpstream:
             self._prepared.discard(id(request))
 
     async def _live(self, request: web.Request) -> web.StreamResponse:
+        if (failed := self._failure("live")) is not None:
+            return failed
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                            "Cache-Control": "no-cache, no-transform"})
         await resp.prepare(request)

@@ -14,7 +14,11 @@ from bridge.store.fanout import (
 def test_origin_rules() -> None:
     allowed = frozenset({"https://chat.example"})
     assert origin_allowed(None, "bridge:8765", allowed)  # not a browser
-    assert origin_allowed("http://bridge:8765", "bridge:8765", allowed)  # the viewer
+    bridge = frozenset({"bridge"})  # BRIDGE_HTTP_HOST=bridge
+    assert origin_allowed("http://bridge:8765", "bridge:8765", allowed, bridge)  # the viewer
+    assert origin_allowed("http://127.0.0.1:8765", "127.0.0.1:8765", allowed)  # the viewer on loopback
+    # DNS rebinding: evil.example resolved to the bridge; Origin and Host agree, but the Host is not ours.
+    assert not origin_allowed("http://evil.example:8765", "evil.example:8765", allowed, bridge)
     assert origin_allowed("https://chat.example", "bridge:8765", allowed)
     assert not origin_allowed("https://evil.example", "bridge:8765", allowed)
     assert not origin_allowed("null", "bridge:8765", frozenset())

@@ -60,3 +60,21 @@ async def test_a_cancelled_probe_does_not_cancel_the_run_others_wait_for() -> No
     first.cancel()  # a client hung up mid-probe
     check.gate.set()
     assert (await second)["database"]["ok"] and check.calls == 1
+
+
+async def test_every_metrics_scrape_exports_readiness_as_bridge_ready() -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from bridge.http.app import build_app
+
+    state: dict[str, Any] = {"database": {"ok": True}}
+
+    async def readiness() -> dict[str, Any]:
+        return dict(state)
+
+    async with TestClient(TestServer(build_app(readiness))) as http:
+        assert "\nbridge_ready 1.0\n" in await (await http.get("/metrics")).text()
+        state["database"] = {"ok": False, "error": "refused"}
+        assert "\nbridge_ready 0.0\n" in await (await http.get("/metrics")).text()
+        resp = await http.get("/readyz")
+        assert resp.status == 503 and (await resp.json())["checks"]["database"]["error"] == "refused"

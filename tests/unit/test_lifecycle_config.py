@@ -30,7 +30,7 @@ def test_lifecycle_settings_are_read_from_the_environment() -> None:
         ({"BRIDGE_LEASE_TTL_S": "0"}, "BRIDGE_LEASE_TTL_S"),
         ({"BRIDGE_IDLE_TTL_S": "-1"}, "BRIDGE_IDLE_TTL_S"),
         ({"BRIDGE_STALL_TIMEOUT_S": "soon"}, "BRIDGE_STALL_TIMEOUT_S"),
-        ({"BRIDGE_LEASE_TTL_S": "6"}, "BRIDGE_HEARTBEAT_INTERVAL_S"),  # heartbeat 5 s > half of 6 s
+        ({"BRIDGE_LEASE_TTL_S": "6", "BRIDGE_HEARTBEAT_INTERVAL_S": "5"}, "BRIDGE_HEARTBEAT_INTERVAL_S"),
         ({"BRIDGE_ACTIVE_POLL_S": "20"}, "BRIDGE_ACTIVE_POLL_S"),
         ({"BRIDGE_LEASE_PID_PROBE": "maybe"}, "BRIDGE_LEASE_PID_PROBE"),
     ],

@@ -1,22 +1,115 @@
-// The reference client of /v1/ws (docs/websocket.md). No build step, no dependencies.
+// The built-in viewer: the reference client of /v1/ws (docs/websocket.md) and of the audit API's session
+// list (docs/audit.md). No build step, no dependencies. Data only ever reaches the page as textContent.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+
 const state = {
-  ws: null, session: null, lastSeq: {}, parts: new Map(), retry: 0,
   token: new URLSearchParams(location.search).get("token") || sessionStorage.getItem("bridge-token") || "",
+  ws: null, retry: 0, connected: false,
+  sessions: new Map(), // session id -> row (audit API fields, kept fresh by WS status)
+  selected: null, lastSeq: {}, view: null,
 };
+if (state.token) sessionStorage.setItem("bridge-token", state.token);
+
+// --- formatting ---------------------------------------------------------------------------------------
+
+function ago(iso) {
+  if (!iso) return "no activity";
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 10) return "just now";
+  if (s < 60) return Math.round(s) + " s ago";
+  if (s < 3600) return Math.round(s / 60) + " min ago";
+  if (s < 86400) return Math.round(s / 3600) + " h ago";
+  return new Date(iso).toISOString().slice(0, 10);
+}
+
+function duration(ms) {
+  if (ms === null || ms === undefined || ms < 0) return "";
+  return ms < 1000 ? ms + " ms" : (ms / 1000).toFixed(ms < 10000 ? 2 : 1) + " s";
+}
+
+function tail(text, n) { return text.length > n ? "…" + text.slice(text.length - n + 1) : text; }
+
+function money(cost) { return cost ? "$" + cost.toFixed(4) : "$0"; }
+
+function shortId(sid) { return sid.length > 18 ? sid.slice(0, 10) + "…" + sid.slice(-6) : sid; }
+
+function titleOf(row) {
+  // opencode's v2 sessions keep the default title ("New session - <ISO>"); the mirror stores none: the id.
+  return row.title || shortId(row.session_id);
+}
+
+function retryAt(row) {
+  const at = row.retry_at ?? row.next_retry_at ?? null;
+  if (at === null) return null;
+  return typeof at === "number" ? (at > 1e12 ? at : at * 1000) : Date.parse(at);
+}
+
+function statusOf(row) {
+  if (row.deleted) return "deleted";
+  return row.status || "unknown";
+}
+
+function statusLabel(row) {
+  const st = statusOf(row);
+  if (st === "retrying") {
+    const at = retryAt(row);
+    const left = at === null ? null : Math.max(0, Math.ceil((at - Date.now()) / 1000));
+    return left === null ? "retrying" : "retrying in " + left + " s";
+  }
+  return st;
+}
+
+function badge(row) {
+  const b = el("span", "badge status-" + statusOf(row), statusLabel(row));
+  if (row.status_reason) b.title = row.status_reason;
+  return b;
+}
+
+function outputText(d) {
+  const texts = (Array.isArray(d.content) ? d.content : []).filter((c) => c && c.type === "text").map((c) => c.text);
+  if (texts.length) return texts.join("\n");
+  const st = d.structured;
+  if (st && typeof st.content === "string") return st.content; // tools like `read` return no text part
+  return st ? JSON.stringify(st, null, 2) : "";
+}
+
+function pretty(v) {
+  if (typeof v === "string") {
+    try { return JSON.stringify(JSON.parse(v), null, 2); } catch (e) { return v; }
+  }
+  return JSON.stringify(v, null, 2);
+}
+
+// --- connection ---------------------------------------------------------------------------------------
+
 $("token").value = state.token;
 $("token").addEventListener("change", () => {
   state.token = $("token").value.trim();
   sessionStorage.setItem("bridge-token", state.token);
   if (state.ws) state.ws.close();
   else connect();
+  loadSessions();
 });
-$("refresh").addEventListener("click", () => send({ op: "sessions" }));
+$("refresh").addEventListener("click", () => { loadSessions(); send({ op: "sessions" }); });
+$("filter").addEventListener("input", renderSessions);
 
 function send(op) {
   if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify(op));
+}
+
+function setConn(text, cls) {
+  const c = $("conn");
+  c.textContent = text;
+  c.className = "pill " + (cls || "");
 }
 
 function connect() {
@@ -24,62 +117,155 @@ function connect() {
   const q = state.token ? "?token=" + encodeURIComponent(state.token) : "";
   const ws = new WebSocket(proto + "//" + location.host + "/v1/ws" + q);
   state.ws = ws;
-  $("conn").textContent = "connecting…";
-  ws.onopen = () => { state.retry = 0; $("conn").textContent = "connected"; };
+  setConn("connecting…");
+  ws.onopen = () => { state.retry = 0; state.connected = true; setConn("live", "connected"); };
   ws.onmessage = (e) => handle(JSON.parse(e.data));
   ws.onclose = (e) => {
     state.ws = null;
-    $("conn").textContent = "closed (" + e.code + (e.reason ? " " + e.reason : "") + ")";
-    if (e.code === 4401) return; // a new token is needed: wait for the token field
-    const delay = Math.min(5000, 250 * 2 ** state.retry++);
-    setTimeout(connect, delay);
+    state.connected = false;
+    setConn("closed " + e.code + (e.reason ? " " + e.reason : ""), "closed");
+    if (e.code === 4401) { notice("The token was refused: paste one from `opencode-bridge token`."); return; }
+    setTimeout(connect, Math.min(5000, 250 * 2 ** state.retry++));
   };
 }
 
+function notice(text) {
+  const n = $("notice");
+  n.hidden = !text;
+  n.textContent = text || "";
+}
+
 function handle(m) {
+  const mine = m.session && m.session === state.selected && state.view;
   switch (m.type) {
-    case "hello": {
+    case "hello":
+      $("upstream").textContent = m.upstream || "";
       send({ op: "sessions" });
-      const wanted = new URLSearchParams(location.search).get("session");
-      if (state.session) subscribe(state.session, true);
-      else if (wanted) select(wanted);
+      if (state.selected) subscribe(state.selected, true);
+      break;
+    case "sessions": mergeWsSessions(m.sessions || []); break;
+    case "subscribed":
+      if (mine) state.view.subscribed(m);
+      break;
+    case "event":
+      if (mine) { state.lastSeq[m.session] = m.seq; state.view.event(m); }
+      break;
+    case "delta": if (mine) state.view.delta(m); break;
+    case "permission": if (mine) state.view.permission(m); break;
+    case "status": {
+      const row = state.sessions.get(m.session);
+      if (row) { row.status = m.status; row.status_reason = m.reason || null; Object.assign(row, pick(m)); renderSessions(); }
+      if (mine) state.view.status(m);
       break;
     }
-    case "sessions": renderSessions(m.sessions); break;
-    case "subscribed":
-      $("status").textContent = m.session + " · status " + (m.status || "?") + " · head " + m.head +
-        (m.complete ? "" : " · history incomplete");
+    case "error":
+      if (mine || !m.session) notice("bridge error " + m.code + ": " + m.message);
       break;
-    case "event": if (m.session === state.session) onEvent(m); break;
-    case "delta": if (m.session === state.session) onDelta(m); break;
-    case "permission": if (m.session === state.session) onPermission(m); break;
-    case "status":
-      if (m.session === state.session) $("status").textContent = m.session + " · status " + m.status + (m.reason ? " (" + m.reason + ")" : "");
-      break;
-    case "error": add("error", "bridge error " + m.code + ": " + m.message); break;
   }
 }
 
-function renderSessions(list) {
+function pick(m) {
+  const out = {};
+  for (const k of ["retry_at", "next_retry_at", "attempt"]) if (k in m) out[k] = m[k];
+  return out;
+}
+
+// --- session list (audit API; the WebSocket's `sessions` fills in when it cannot be read) -------------
+
+async function loadSessions() {
+  const headers = state.token ? { Authorization: "Bearer " + state.token } : {};
+  const rows = [];
+  let after = null;
+  try {
+    for (let page = 0; page < 20; page++) {
+      const url = "/v1/sessions?limit=1000" + (after ? "&after=" + encodeURIComponent(after) : "");
+      const r = await fetch(url, { headers });
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      const body = await r.json();
+      rows.push(...body.data);
+      after = body.next;
+      if (!after) break;
+    }
+  } catch (e) {
+    notice(state.sessions.size ? "" : "Session list unavailable (" + e.message + ")");
+    return;
+  }
+  notice("");
+  const seen = new Set();
+  for (const row of rows) {
+    seen.add(row.session_id);
+    state.sessions.set(row.session_id, Object.assign(state.sessions.get(row.session_id) || {}, row));
+  }
+  for (const sid of [...state.sessions.keys()]) if (!seen.has(sid) && !state.sessions.get(sid).fromWs) state.sessions.delete(sid);
+  renderSessions();
+}
+
+function mergeWsSessions(list) {
+  for (const s of list) {
+    const row = state.sessions.get(s.session) || { session_id: s.session, fromWs: true };
+    row.status = s.status || row.status;
+    row.cursor_seq = s.head;
+    row.last_event_at = s.last_event_at || row.last_event_at;
+    state.sessions.set(s.session, row);
+  }
+  renderSessions();
+}
+
+function matches(row, q) {
+  if (!q) return true;
+  const hay = [row.session_id, row.title, row.directory, statusOf(row)].filter(Boolean).join(" ").toLowerCase();
+  return q.split(/\s+/).every((w) => hay.includes(w));
+}
+
+function renderSessions() {
+  const q = $("filter").value.trim().toLowerCase();
+  const rows = [...state.sessions.values()].sort((a, b) =>
+    (Date.parse(b.last_event_at || b.created_at || 0) || 0) - (Date.parse(a.last_event_at || a.created_at || 0) || 0));
+  const shown = rows.filter((r) => matches(r, q));
   const ul = $("sessions");
   ul.textContent = "";
-  for (const s of list) {
-    const li = document.createElement("li");
-    li.textContent = s.session + " (" + (s.status || "?") + ")";
-    li.dataset.session = s.session;
-    if (s.session === state.session) li.className = "selected";
-    li.onclick = () => select(s.session);
+  for (const row of shown) {
+    const li = el("li", row.session_id === state.selected ? "session selected" : "session");
+    li.dataset.session = row.session_id;
+    li.dataset.status = statusOf(row);
+    const top = el("div", "s-row");
+    const title = el("span", "s-title", titleOf(row));
+    title.title = row.session_id;
+    top.append(title, badge(row));
+    const dir = el("div", "s-dir", tail(row.directory || "", 46));
+    dir.title = row.directory || "";
+    const meta = el("div", "s-meta");
+    const act = el("span", "s-activity", ago(row.last_event_at));
+    act.title = row.last_event_at || "";
+    const count = row.event_count ?? row.cursor_seq;
+    meta.append(act, el("span", "s-count", count === undefined ? "" : count + (count === 1 ? " event" : " events")));
+    li.append(top, dir, meta);
+    li.onclick = () => { location.hash = "#/sessions/" + encodeURIComponent(row.session_id); };
     ul.appendChild(li);
   }
+  $("session-count").textContent = (q ? shown.length + " of " : "") + rows.length + (rows.length === 1 ? " session" : " sessions");
+  if (state.view) state.view.header();
 }
 
+// --- routing: /#/sessions/<id> (and ?session=<id>) -----------------------------------------------------
+
+function routed() {
+  const m = location.hash.match(/^#\/sessions\/(.+)$/);
+  if (m) return decodeURIComponent(m[1]);
+  return new URLSearchParams(location.search).get("session");
+}
+
+window.addEventListener("hashchange", () => {
+  const sid = routed();
+  if (sid && sid !== state.selected) select(sid);
+});
+
 function select(sid) {
-  if (state.session && state.session !== sid) send({ op: "unsubscribe", session: state.session });
-  state.session = sid;
-  state.parts = new Map();
+  if (state.selected && state.selected !== sid) send({ op: "unsubscribe", session: state.selected });
+  state.selected = sid;
   delete state.lastSeq[sid];
-  $("transcript").textContent = "";
-  for (const li of $("sessions").children) li.className = li.dataset.session === sid ? "selected" : "";
+  state.view = new SessionView(sid);
+  for (const li of $("sessions").children) li.classList.toggle("selected", li.dataset.session === sid);
   subscribe(sid, false);
 }
 
@@ -89,80 +275,322 @@ function subscribe(sid, resume) {
   send(op);
 }
 
-function add(cls, text, key) {
-  const div = document.createElement("div");
-  div.className = "msg " + cls;
-  div.textContent = text;
-  if (key) div.dataset.key = key;
-  $("transcript").appendChild(div);
-  div.scrollIntoView({ block: "end" });
-  return div;
-}
+// --- one session: turns, steps, parts, tool cards, permissions, timeline --------------------------------
 
-// One element per streamed part, keyed by (assistant message, part or call id): deltas append, the
-// durable *:end replaces the content with the whole text (docs/websocket.md §3).
-function part(kind, key) {
-  const k = kind + ":" + key;
-  let p = state.parts.get(k);
-  if (!p) {
-    p = { el: add(kind + " streaming", "", k), ended: false };
-    state.parts.set(k, p);
+class SessionView {
+  constructor(sid) {
+    this.sid = sid;
+    this.root = $("transcript");
+    this.root.textContent = "";
+    $("timeline").textContent = "";
+    $("session-head").hidden = false;
+    $("empty").hidden = true;
+    this.turns = [];          // {el, seg, state, events, messageId, user}
+    this.byMessage = new Map(); // prompt message id -> turn
+    this.steps = new Map();   // assistant message id -> step
+    this.parts = new Map();   // kind:asst/part -> {el, ended}
+    this.tools = new Map();   // call id -> card
+    this.perms = new Map();   // request id -> element
+    this.head = null; this.complete = true; this.live = null;
+    this.tokens = 0; this.cost = 0;
+    this.header();
   }
-  return p;
-}
 
-function onDelta(m) {
-  const kind = m.kind === "delta:text" ? "text" : m.kind === "delta:reasoning" ? "reasoning" : "tool-input";
-  if (kind === "tool-input") return; // shown whole on tool:start
-  const p = part(kind, (m.assistant_message_id || "") + "/" + (m.part_id || ""));
-  if (!p.ended) p.el.textContent += m.delta;
-}
+  row() { return state.sessions.get(this.sid) || { session_id: this.sid, status: this.live }; }
 
-function onEvent(m) {
-  state.lastSeq[m.session] = m.seq;
-  const f = m.fields || {};
-  const d = m.data || {};
-  switch (m.kind) {
-    case "prompt:started": add("user", f.text || ""); break;
-    case "text:start": part("text", (f.assistant_message_id || "") + "/" + (f.part_id || "")); break;
-    case "reasoning:start": part("reasoning", (f.assistant_message_id || "") + "/" + (f.part_id || "")); break;
-    case "text:end":
-    case "reasoning:end": {
-      const p = part(m.kind.split(":")[0], (f.assistant_message_id || "") + "/" + (f.part_id || ""));
-      p.el.textContent = f.text || "";
-      p.ended = true;
-      p.el.classList.remove("streaming");
-      p.el.classList.add("ended");
-      break;
+  header() {
+    const row = this.row();
+    if (this.live) row.status = this.live.status;
+    $("session-title").textContent = titleOf(row);
+    $("session-id").textContent = this.sid;
+    $("session-dir").textContent = row.directory || "";
+    const b = $("session-status");
+    b.className = "badge status-" + statusOf(row);
+    b.textContent = statusLabel(row);
+    const parts = ["status " + statusOf(row) + (row.status_reason ? " (" + row.status_reason + ")" : "")];
+    if (this.head !== null) parts.push("head " + this.head);
+    parts.push(this.turns.length + (this.turns.length === 1 ? " turn" : " turns"));
+    if (this.tokens) parts.push(this.tokens.toLocaleString("en") + " tokens");
+    if (this.tokens) parts.push("cost " + money(this.cost));
+    if (!this.complete) parts.push("history incomplete");
+    $("status").textContent = parts.join(" · ");
+  }
+
+  subscribed(m) {
+    this.head = m.head;
+    this.complete = m.complete;
+    if (m.status) this.live = { status: m.status };
+    this.header();
+  }
+
+  status(m) {
+    this.live = { status: m.status };
+    if (m.status !== "running") {
+      for (const t of this.turns) if (t.state === "running") this.setTurn(t, m.status === "interrupted" ? "interrupted" : "done");
     }
-    case "tool:start":
-      add("tool", "▶ " + (f.tool_name || "tool") + " " + JSON.stringify(d.input || {}), "tool:" + f.call_id);
-      break;
-    case "tool:success": {
-      const out = (d.content || []).filter((c) => c && c.type === "text").map((c) => c.text).join("");
-      add("tool", "✔ " + out, "tool-out:" + f.call_id);
-      break;
+    this.header();
+  }
+
+  // A turn starts with a prompt; events before any prompt (or deltas ahead of their events) join the last one.
+  turn(messageId, text, delivery) {
+    let t = messageId ? this.byMessage.get(messageId) : undefined;
+    if (t) return t;
+    if (!messageId && this.turns.length) return this.turns[this.turns.length - 1];
+    const n = this.turns.length + 1;
+    t = { n, el: el("section", "turn"), state: "queued", events: 0, messageId, user: null };
+    t.el.dataset.turn = String(n);
+    t.el.appendChild(el("div", "turn-label", "Turn " + n));
+    if (text !== undefined) {
+      t.user = el("div", "msg user queued", text);
+      t.el.appendChild(t.user);
+      if (delivery) t.user.title = "delivery: " + delivery;
     }
-    case "tool:fail":
-    case "step:fail":
-      add("error", (f.error_type ? f.error_type + ": " : "") + (f.error_message || "error"));
-      break;
-    case "step:end":
-      if (f.finish && f.finish !== "tool-calls") add("meta", "turn step finished: " + f.finish);
-      break;
+    t.seg = el("div", "tl-turn queued");
+    t.seg.dataset.turn = String(n);
+    t.seg.onclick = () => t.el.scrollIntoView({ behavior: "smooth", block: "start" });
+    $("timeline").appendChild(t.seg);
+    this.root.appendChild(t.el);
+    this.turns.push(t);
+    if (messageId) this.byMessage.set(messageId, t);
+    return t;
+  }
+
+  current() { return this.turns.length ? this.turns[this.turns.length - 1] : this.turn(null, undefined); }
+
+  setTurn(t, st) {
+    t.state = st;
+    t.seg.className = "tl-turn " + st;
+    const steps = t.el.querySelectorAll(".step").length;
+    t.seg.title = "Turn " + t.n + ": " + st + " · " + steps + (steps === 1 ? " step" : " steps") + " · " + t.events + " events";
+  }
+
+  step(asst) {
+    let s = this.steps.get(asst);
+    if (s) return s;
+    const t = this.current();
+    s = { el: el("div", "step"), turn: t };
+    s.el.dataset.message = asst || "";
+    s.headEl = el("div", "step-head", "assistant");
+    s.el.appendChild(s.headEl);
+    t.el.appendChild(s.el);
+    this.steps.set(asst, s);
+    return s;
+  }
+
+  part(kind, asst, partId) {
+    const k = kind + ":" + asst + "/" + partId;
+    let p = this.parts.get(k);
+    if (p) return p;
+    const s = this.step(asst);
+    if (kind === "reasoning") {
+      const d = el("details", "msg reasoning streaming");
+      d.dataset.key = k;
+      const sum = el("summary", null, "Reasoning…");
+      const body = el("div", "body");
+      d.append(sum, body);
+      p = { el: d, body, sum, ended: false, kind };
+    } else {
+      const div = el("div", "msg text streaming");
+      div.dataset.key = k;
+      p = { el: div, body: div, ended: false, kind };
+    }
+    s.el.appendChild(p.el);
+    this.parts.set(k, p);
+    return p;
+  }
+
+  endPart(p, text) {
+    p.body.textContent = text || "";
+    p.ended = true;
+    p.el.classList.remove("streaming");
+    p.el.classList.add("ended");
+    if (p.sum) p.sum.textContent = "Reasoning · " + (text || "").length + " characters";
+  }
+
+  tool(asst, callId, name) {
+    let c = this.tools.get(callId);
+    if (c) return c;
+    const s = this.step(asst);
+    c = { el: el("div", "tool-card preparing"), start: null };
+    c.el.dataset.call = callId || "";
+    const head = el("div", "tool-head");
+    c.nameEl = el("span", "tool-name", name || "tool");
+    c.statusEl = el("span", "badge tool-status preparing", "preparing");
+    c.durEl = el("span", "tool-duration");
+    head.append(c.nameEl, c.statusEl, c.durEl);
+    const body = el("div", "tool-body");
+    const inBox = el("div", "tool-in");
+    inBox.appendChild(el("div", "label", "input"));
+    c.inputEl = el("pre", "tool-input");
+    inBox.appendChild(c.inputEl);
+    const outBox = el("div", "tool-out");
+    c.outLabel = el("div", "label", "output");
+    c.outputEl = el("pre", "tool-output pending", "waiting for the tool…");
+    outBox.append(c.outLabel, c.outputEl);
+    body.append(inBox, outBox);
+    c.el.append(head, body);
+    s.el.appendChild(c.el);
+    this.tools.set(callId, c);
+    return c;
+  }
+
+  toolState(c, st) {
+    c.el.classList.remove("preparing", "running", "success", "failed");
+    c.el.classList.add(st);
+    c.statusEl.className = "badge tool-status " + st;
+    c.statusEl.textContent = st;
+  }
+
+  event(m) {
+    const f = m.fields || {};
+    const d = m.data || {};
+    const asst = f.assistant_message_id || "";
+    if (this.head === null || m.seq > this.head) this.head = m.seq;
+    const row = state.sessions.get(this.sid);
+    if (row && f.timestamp_ms) row.last_event_at = new Date(f.timestamp_ms).toISOString();
+    let t = null;
+    switch (m.kind) {
+      case "prompt:admitted":
+        t = this.turn(f.message_id, (d.prompt && d.prompt.text) || f.text || "", f.delivery);
+        break;
+      case "prompt:started":
+        t = this.turn(f.message_id, f.text || (d.prompt && d.prompt.text) || "");
+        if (t.user) t.user.classList.remove("queued");
+        this.setTurn(t, "running");
+        break;
+      case "step:start": {
+        const s = this.step(asst);
+        const model = [f.provider_id, f.model_id].filter(Boolean).join("/");
+        s.headEl.textContent = [f.agent || "assistant", model].filter(Boolean).join(" · ");
+        t = s.turn;
+        if (t.state === "queued") this.setTurn(t, "running");
+        break;
+      }
+      case "text:start": this.part("text", asst, f.part_id || ""); break;
+      case "reasoning:start": this.part("reasoning", asst, f.part_id || ""); break;
+      case "text:end":
+      case "reasoning:end":
+        this.endPart(this.part(m.kind.split(":")[0], asst, f.part_id || ""), f.text);
+        break;
+      case "tool:input-start": this.tool(asst, f.call_id, f.tool_name); break;
+      case "tool:input-end": {
+        const c = this.tool(asst, f.call_id);
+        if (!c.inputEl.textContent) c.inputEl.textContent = pretty(f.text || "");
+        break;
+      }
+      case "tool:start": {
+        const c = this.tool(asst, f.call_id, f.tool_name);
+        if (f.tool_name) c.nameEl.textContent = f.tool_name;
+        c.inputEl.textContent = pretty(d.input ?? {});
+        c.start = f.timestamp_ms ?? null;
+        this.toolState(c, "running");
+        break;
+      }
+      case "tool:success":
+      case "tool:fail": {
+        const c = this.tool(asst, f.call_id);
+        const ok = m.kind === "tool:success";
+        this.toolState(c, ok ? "success" : "failed");
+        c.outLabel.textContent = ok ? "output" : "error";
+        c.outputEl.className = ok ? "tool-output" : "tool-output tool-error";
+        c.outputEl.textContent = ok ? outputText(d) : (f.error_type ? f.error_type + ": " : "") + (f.error_message || "failed");
+        if (c.start !== null && f.timestamp_ms) c.durEl.textContent = duration(f.timestamp_ms - c.start);
+        break;
+      }
+      case "step:end": {
+        const s = this.step(asst);
+        const meta = el("div", "step-meta");
+        if (f.finish) meta.appendChild(el("span", "finish", "finish " + f.finish));
+        const tok = [["in", f.tokens_input], ["out", f.tokens_output], ["reasoning", f.tokens_reasoning],
+          ["cache read", f.tokens_cache_read]].filter(([, v]) => v);
+        if (tok.length) meta.appendChild(el("span", "tokens", "tokens " + tok.map(([k, v]) => k + " " + v).join(" · ")));
+        if (typeof f.cost === "number") meta.appendChild(el("span", "cost", "cost " + money(f.cost)));
+        s.el.appendChild(meta);
+        this.tokens += (f.tokens_input || 0) + (f.tokens_output || 0) + (f.tokens_reasoning || 0);
+        this.cost += f.cost || 0;
+        t = s.turn;
+        if (f.finish !== "tool-calls") this.setTurn(t, f.finish === "error" ? "error" : "done");
+        break;
+      }
+      case "step:fail": {
+        const s = this.step(asst);
+        s.el.appendChild(el("div", "msg error", (f.error_type ? f.error_type + ": " : "") + (f.error_message || "step failed")));
+        t = s.turn;
+        this.setTurn(t, "error");
+        break;
+      }
+      case "agent:switch":
+      case "model:switch":
+        this.current().el.appendChild(el("div", "meta", m.kind === "agent:switch" ? "agent → " + (f.agent || "?")
+          : "model → " + [f.provider_id, f.model_id].filter(Boolean).join("/")));
+        break;
+    }
+    t = t || (asst && this.steps.get(asst) ? this.steps.get(asst).turn : this.turns[this.turns.length - 1]);
+    if (t) { t.events += 1; this.setTurn(t, t.state); }
+    this.header();
+    this.follow();
+  }
+
+  delta(m) {
+    if (m.kind !== "delta:text" && m.kind !== "delta:reasoning") return; // tool input is shown whole on tool:start
+    const p = this.part(m.kind === "delta:text" ? "text" : "reasoning", m.assistant_message_id || "", m.part_id || "");
+    if (!p.ended) p.body.textContent += m.delta;
+    this.follow();
+  }
+
+  permission(m) {
+    let box = this.perms.get(m.request_id);
+    const c = m.call_id ? this.tools.get(m.call_id) : null;
+    if (!box) {
+      box = el("div", "msg permission");
+      box.dataset.request = m.request_id;
+      const host = c ? c.el.parentNode : (m.assistant_message_id && this.steps.get(m.assistant_message_id)
+        ? this.steps.get(m.assistant_message_id).el : this.current().el);
+      if (c) host.insertBefore(box, c.el.nextSibling); else host.appendChild(box);
+      this.perms.set(m.request_id, box);
+    }
+    const what = (m.action || (m.data && m.data.action) || "") + " " + ((m.data && m.data.resources) || []).join(", ");
+    const t = c ? this.turnOfCard(c) : this.current();
+    if (m.state === "asked") {
+      box.className = "msg permission pending";
+      box.textContent = "Permission requested: " + what.trim() + " — waiting for an answer in opencode";
+      if (c) { c.el.classList.add("asking"); c.outputEl.textContent = "waiting for permission…"; }
+      if (t) this.setTurn(t, "waiting");
+    } else {
+      box.className = "msg permission replied";
+      box.textContent = "Permission " + (m.reply || "answered") + ": " + what.trim();
+      if (c) c.el.classList.remove("asking");
+      if (t && t.state === "waiting") this.setTurn(t, "running");
+    }
+    this.follow();
+  }
+
+  turnOfCard(c) {
+    const sec = c.el.closest(".turn");
+    return this.turns.find((t) => t.el === sec) || null;
+  }
+
+  follow() {
+    const main = $("main");
+    if (main.scrollHeight - main.scrollTop - main.clientHeight < 160) main.scrollTop = main.scrollHeight;
   }
 }
 
-function onPermission(m) {
-  const key = "perm:" + m.request_id;
-  let el = document.querySelector('[data-key="' + CSS.escape(key) + '"]');
-  if (!el) el = add("permission", "", key);
-  if (m.state === "asked") {
-    el.textContent = "⚠ permission pending: " + (m.action || "") + " " + JSON.stringify((m.data || {}).resources || []);
-  } else {
-    el.textContent = "permission " + m.request_id + " answered: " + m.reply;
-    el.classList.add("replied");
+// Relative times and retry countdowns move on their own.
+setInterval(() => {
+  for (const li of $("sessions").children) {
+    const row = state.sessions.get(li.dataset.session);
+    if (!row) continue;
+    const act = li.querySelector(".s-activity");
+    if (act) act.textContent = ago(row.last_event_at);
+    const b = li.querySelector(".badge");
+    if (b && statusOf(row) === "retrying") b.textContent = statusLabel(row);
   }
-}
+  if (state.view && statusOf(state.view.row()) === "retrying") state.view.header();
+}, 1000);
+// The list (statuses of sessions not subscribed to, counts, activity) is re-read while the page is seen.
+setInterval(() => { if (!document.hidden) loadSessions(); }, 5000);
 
+loadSessions();
 connect();
+if (routed()) select(routed());

@@ -1,0 +1,59 @@
+"""The runner of the bridge's HTTP app, with the connection-level bounds aiohttp does not set by default.
+
+- `keepalive_timeout` 75 s (aiohttp's default is 3630 s): an idle keep-alive socket, or one that never
+  sends a request, is closed instead of holding a file descriptor for an hour.
+- At most `max_connections` open connections: beyond that a new connection gets a bare `503` and is
+  closed at once (`bridge_http_refused_total{reason="connections"}`), so idle sockets cannot exhaust the
+  descriptors the database and upstream connections need (the unit's `LimitNOFILE` is well above it).
+- `handler_cancellation=True`: a handler whose client went away is cancelled (aiohttp ≥ 3.9 lets it
+  run to the end by default), so an abandoned heavy read stops using the read pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+from bridge import metrics
+
+KEEPALIVE_TIMEOUT_S = 75.0
+_REFUSAL_BODY = b'{"error":{"code":"too_many_connections","message":"retry in a moment"}}'
+_REFUSAL = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(_REFUSAL_BODY), _REFUSAL_BODY)
+)
+
+
+def make_runner(app: web.Application, *, max_connections: int,
+                keepalive_timeout_s: float = KEEPALIVE_TIMEOUT_S) -> web.AppRunner:
+    return _CappedRunner(app, max_connections=max_connections, handle_signals=False, access_log=None,
+                         keepalive_timeout=keepalive_timeout_s, handler_cancellation=True)
+
+
+class _CappedRunner(web.AppRunner):
+    def __init__(self, app: web.Application, *, max_connections: int, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self._max_connections = max_connections
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        _cap_connections(server, self._max_connections)
+        return server
+
+
+def _cap_connections(server: web.Server, cap: int) -> None:
+    admit = server.connection_made
+
+    def connection_made(handler: RequestHandler, transport: asyncio.Transport) -> None:
+        if len(server.connections) >= cap:
+            # Not registered with the server: its connection_lost ignores it; the handler sees EOF.
+            metrics.HTTP_REFUSED.labels(reason="connections").inc()
+            transport.write(_REFUSAL)
+            transport.close()
+            return
+        admit(handler, transport)
+
+    server.connection_made = connection_made  # type: ignore[method-assign]

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bridge.auth import mint_token
+from bridge.http.audit import AuditContext, add_audit_routes
+from bridge.store.audit import AuditReader
+from bridge.store.events_store import EventStore
+from tests.integration.fanout_node import SECRET, UPSTREAM, Node
+from tests.support.fanout_client import WsClient
+
+
+@pytest.fixture
+def store(engine: AsyncEngine) -> EventStore:
+    return EventStore(engine, UPSTREAM)
+
+
+@pytest.fixture
+async def nodes(engine: AsyncEngine, database_url: str) -> AsyncIterator[Callable[..., Any]]:
+    made: list[Node] = []
+
+    async def make(**kw: Any) -> Node:
+        n = Node(engine, database_url, **kw)
+        made.append(n)
+        await n.start()
+        return n
+
+    yield make
+    for n in made:
+        await n.stop()
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[list[WsClient]]:
+    made: list[WsClient] = []
+    yield made
+    for c in made:
+        await c.close()
+
+
+@pytest.fixture
+async def audit_api(engine: AsyncEngine) -> AsyncIterator[Callable[..., Any]]:
+    """An audit app on a real socket: `await audit_api(**AuditContext kwargs)` → TestClient."""
+    made: list[TestClient[Any, Any]] = []
+
+    async def make(reader: AuditReader | None = None, app: web.Application | None = None,
+                   **kw: Any) -> TestClient[Any, Any]:
+        app = app or web.Application()
+        add_audit_routes(app, AuditContext(reader or AuditReader(engine, UPSTREAM), SECRET, **kw))
+        client: TestClient[Any, Any] = TestClient(TestServer(app))
+        await client.start_server()
+        made.append(client)
+        return client
+
+    yield make
+    for c in made:
+        await c.close()
+
+
+def bearer(sessions: list[str] | None = None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {mint_token(SECRET, UPSTREAM, sessions, 600)}"}
+
+
+async def session_rows(engine: AsyncEngine) -> list[str]:
+    async with engine.connect() as conn:
+        return [str(r) for r in (await conn.execute(text("SELECT session_id FROM chat_sessions"))).scalars()]
