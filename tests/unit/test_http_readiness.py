@@ -72,7 +72,8 @@ async def test_every_metrics_scrape_exports_readiness_as_bridge_ready() -> None:
     async def readiness() -> dict[str, Any]:
         return dict(state)
 
-    async with TestClient(TestServer(build_app(readiness))) as http:
+    # detail=…: this client is trusted with error texts (without it they are redacted, docs/operations.md)
+    async with TestClient(TestServer(build_app(readiness, detail=lambda _request: True))) as http:
         assert "\nbridge_ready 1.0\n" in await (await http.get("/metrics")).text()
         state["database"] = {"ok": False, "error": "refused"}
         assert "\nbridge_ready 0.0\n" in await (await http.get("/metrics")).text()
