@@ -20,7 +20,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, urlencode
 
 from bridge import __version__, metrics
 from bridge.errors import BodyTooLarge, InvalidSessionId
@@ -31,6 +31,7 @@ from bridge.errors import UpstreamError as UpstreamError  # compat: removed afte
 from bridge.errors import UpstreamUnavailable as UpstreamUnavailable  # compat: removed after merge
 from bridge.ids import valid_session_id
 from bridge.upstream.transport import AiohttpTransport, Request, Response, Transport
+from bridge.upstream.urls import split_credentials
 
 # A `/history` page is the fallback for frames over the SSE limit (16 MiB), so one page may hold a large
 # event; beyond this bound it is refused rather than held in memory.
@@ -51,27 +52,6 @@ class ServerHealth:
     status: int
     body: Any
     server_time: float | None  # the `Date` header, seconds since the epoch
-
-
-def redact_url(url: str) -> str:
-    """The URL without its `user:password@` part, fit for logs and messages."""
-    try:
-        u = urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    if "@" not in u.netloc:
-        return url
-    return urlunsplit((u.scheme, "***@" + u.netloc.rsplit("@", 1)[1], u.path, u.query, u.fragment))
-
-
-def _split_credentials(url: str) -> tuple[str, str | None, str | None]:
-    u = urlsplit(url)
-    if "@" not in u.netloc:
-        return url, None, None
-    netloc = u.netloc.rsplit("@", 1)[1]
-    user = None if u.username is None else unquote(u.username)
-    password = None if u.password is None else unquote(u.password)
-    return urlunsplit((u.scheme, netloc, u.path, u.query, u.fragment)), user, password
 
 
 def _error_for(status: int, body: Any, what: str) -> UpstreamError:
@@ -134,7 +114,7 @@ class UpstreamClient:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
         # Credentials in the URL are taken out of it, so `base_url` is always safe to log.
-        url, url_user, url_password = _split_credentials(base_url.rstrip("/"))
+        url, url_user, url_password = split_credentials(base_url.rstrip("/"))
         self.base_url = url
         if not password and url_password:
             username, password = url_user or username, url_password
