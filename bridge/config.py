@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from bridge.errors import ConfigError as ConfigError  # compat: removed after merge
 from bridge.http.hosts import is_loopback_host
+from bridge.upstream.urls import redact_url
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,7 @@ def _parse(name: str, fname: str, raw: str) -> Any:
 def _validate(s: Settings) -> Settings:
     u = urlsplit(s.upstream_url)
     if u.scheme not in ("http", "https") or not u.hostname:
-        raise ConfigError(f"BRIDGE_UPSTREAM_URL={s.upstream_url!r} must be an http(s):// URL with a host")
+        raise ConfigError(f"BRIDGE_UPSTREAM_URL={redact_url(s.upstream_url)!r} must be an http(s):// URL with a host")
     if s.database_url.value:
         d = urlsplit(s.database_url.value)
         if d.scheme not in ("postgresql", "postgres"):

@@ -136,3 +136,11 @@ def test_log_lines_never_carry_url_credentials() -> None:
     out = redact_credentials(None, "info", dict(event))
     assert out["url"] == "http://***@serve:4096/api" and out["error"] == "GET https://***@h/x: boom"
     assert out["n"] == 5 and out["mail"] == "someone@example.com"
+
+
+def test_a_refused_upstream_url_is_named_without_its_password() -> None:
+    from bridge.config import ConfigError, load_settings
+
+    with pytest.raises(ConfigError) as e:
+        load_settings({"BRIDGE_UPSTREAM_URL": "ftp://opencode:hunter2@serve:4096"})
+    assert "hunter2" not in str(e.value) and "BRIDGE_UPSTREAM_URL" in str(e.value)
