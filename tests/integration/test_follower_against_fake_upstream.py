@@ -17,8 +17,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
+from bridge.sessions.sink import StoreSink
 from bridge.store.events_store import EventStore
-from bridge.store.sink import SessionSink
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower, FollowerExit
 from tests.support.fake_upstream import FakeUpstream
@@ -59,7 +59,7 @@ def upstream_ids(fake: FakeUpstream, sid: str) -> list[tuple[int, str]]:
 async def start_follower(store: EventStore, fake_client: UpstreamClient, sid: str,
                          **kw: Any) -> tuple[DurableFollower, asyncio.Task[FollowerExit]]:
     epoch, cursor = await store.claim(sid, "test-owner")
-    f = DurableFollower(sid, fake_client, SessionSink(store, sid, epoch), cursor, reconnect_min_s=0.01,
+    f = DurableFollower(sid, fake_client, StoreSink(store, sid, epoch), cursor, reconnect_min_s=0.01,
                         reconnect_max_s=0.05, upstream=UPSTREAM, **kw)
     return f, asyncio.create_task(f.run())
 

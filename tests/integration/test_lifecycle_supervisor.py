@@ -19,10 +19,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.config import Settings
-from bridge.sessions.supervisor import FollowerSupervisor
+from bridge.sessions.supervisor import FollowerSupervisor, _StoreSink
 from bridge.store.events_store import EventStore
 from bridge.store.leases import LeaseStore
-from bridge.store.sink import SessionSink
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower, FollowerExit
 from tests.support.fake_upstream import FakeUpstream
@@ -196,7 +195,7 @@ async def test_a_lost_lease_stops_the_follower_and_it_writes_nothing_more(fake, 
     assert await owner_of(store, "ses_A") == "operator"
 
 
-class GatedSink(SessionSink):
+class GatedSink(_StoreSink):
     """Holds its next write until released: a follower that read events and is about to write them."""
 
     def __init__(self, store: EventStore, sid: str, epoch: int) -> None:
@@ -232,7 +231,7 @@ async def test_supersede_race_the_old_followers_late_write_is_fenced_and_it_exit
 
     new_epoch, new_cursor = await wait_until(claimed, 10, 0.05, message="new claim")
     assert new_epoch == old_epoch + 1
-    new = DurableFollower("ses_A", fake_client, SessionSink(store, "ses_A", new_epoch), new_cursor,
+    new = DurableFollower("ses_A", fake_client, _StoreSink(store, "ses_A", new_epoch), new_cursor,
                           reconnect_min_s=0.01, reconnect_max_s=0.05)
     new_task = asyncio.create_task(new.run())
     try:

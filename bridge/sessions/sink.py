@@ -1,8 +1,4 @@
-"""`SessionSink`: the durable follower's `EventSink` (bridge.upstream.durable) on top of `EventStore`, bound to
-one session and the lease epoch it was claimed with.
-
-The store's `LeaseLost` goes through as is: the follower knows that error, there is nothing to translate.
-"""
+"""The follower's EventSink on the store, bound to one session and the lease epoch it claimed."""
 
 from __future__ import annotations
 
@@ -11,17 +7,21 @@ from datetime import datetime
 
 from bridge import metrics
 from bridge.events import ChatEvent
-from bridge.store.events_store import EventStore
+from bridge.store.events_store import EventStore, LeaseLost
+from bridge.upstream.durable import LeaseLostError
 
 
-class SessionSink:
+class StoreSink:
     def __init__(self, store: EventStore, session_id: str, epoch: int) -> None:
         self._store = store
         self._session_id = session_id
         self._epoch = epoch
 
     async def write(self, events: Sequence[ChatEvent], received_at: datetime) -> int:
-        result = await self._store.write_batch(self._session_id, self._epoch, events, received_at)
+        try:
+            result = await self._store.write_batch(self._session_id, self._epoch, events, received_at)
+        except LeaseLost as e:
+            raise LeaseLostError(str(e)) from e
         if result.duplicates:
             metrics.EVENTS_DUPLICATE.inc(result.duplicates)
         if result.rejected:
