@@ -95,8 +95,6 @@ class EventStore:
         dead (bridge.sessions.lease.decide_claim): lease_epoch += 1, lease_owner = owner, expiry = now +
         lease_ttl_s. Raises `LeaseHeld` otherwise. `force` takes it unconditionally (operator take-over).
         Returns (epoch, cursor_seq)."""
-        if directory is not None and "\x00" in directory:
-            directory = None  # upstream data PostgreSQL text cannot hold; the directory is only a hint
         async with self._engine.begin() as conn:
             if force:
                 row = (await conn.execute(q.claim_session(self._upstream, session_id, owner, directory))).one()

@@ -37,6 +37,8 @@ def _key(upstream: str, session_id: str) -> Any:
 
 
 def ensure_session(upstream: str, session_id: str, directory: str | None) -> Insert:
+    if directory is not None and "\x00" in directory:
+        directory = None  # upstream data PostgreSQL text cannot hold; the directory is only a hint
     stmt = pg_insert(chat_sessions).values(upstream=upstream, session_id=session_id, directory=directory)
     return stmt.on_conflict_do_update(
         index_elements=[S.upstream, S.session_id],

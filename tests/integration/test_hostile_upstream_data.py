@@ -19,9 +19,3 @@ async def test_a_nul_directory_later_keeps_the_directory_known(store: EventStore
     await store.claim(SID, "owner-1", "/work/\x00")
     row = await store.get_session(SID)
     assert row is not None and row.directory == "/work/a"
-
-
-async def test_a_nul_directory_on_a_forced_claim_too(store: EventStore) -> None:
-    await store.claim(SID, "operator", "\x00", force=True)
-    row = await store.get_session(SID)
-    assert row is not None and row.lease_owner == "operator" and row.directory is None
