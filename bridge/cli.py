@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable, Sequence
 import structlog
 
 from bridge import __version__
-from bridge.config import ConfigError, Settings, load_settings
+from bridge.config import Settings, load_settings
+from bridge.errors import ConfigError
 from bridge.log import configure_logging
 
 

@@ -15,11 +15,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from bridge.errors import ConfigError
 from bridge.http.hosts import is_loopback_host
-
-
-class ConfigError(ValueError):
-    """A setting is missing or malformed; the message names the variable."""
+from bridge.upstream.urls import redact_url
 
 
 @dataclass(frozen=True)
@@ -172,7 +170,7 @@ def _parse(name: str, fname: str, raw: str) -> Any:
 def _validate(s: Settings) -> Settings:
     u = urlsplit(s.upstream_url)
     if u.scheme not in ("http", "https") or not u.hostname:
-        raise ConfigError(f"BRIDGE_UPSTREAM_URL={s.upstream_url!r} must be an http(s):// URL with a host")
+        raise ConfigError(f"BRIDGE_UPSTREAM_URL={redact_url(s.upstream_url)!r} must be an http(s):// URL with a host")
     if s.database_url.value:
         d = urlsplit(s.database_url.value)
         if d.scheme not in ("postgresql", "postgres"):

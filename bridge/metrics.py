@@ -102,3 +102,9 @@ DISCOVERY_FAILURES = Counter(
     "bridge_discovery_failures_total", "Session discovery runs that failed (retried with backoff)",
     registry=REGISTRY,
 )
+FOLLOWERS_STUCK = Counter(
+    "bridge_follower_no_progress_total",
+    "Catch-up passes that could not move the cursor (every event of a page rejected, or a page over the "
+    "body bound), by reason; after a few in a row the follower stops with `stuck`",
+    ["reason"], registry=REGISTRY,
+)

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import load_or_create_secret
 from bridge.config import Settings
+from bridge.errors import SessionNotFound
 from bridge.fanout.connection import FanoutService
 from bridge.fanout.feed import CommitListener, DurableFeed
 from bridge.fanout.hub import Hub
@@ -26,7 +27,7 @@ from bridge.fanout.queue import QueueLimits
 from bridge.fanout.relay import LiveRelay, PermissionResync
 from bridge.http.hosts import trusted_hosts
 from bridge.store.fanout import FanoutStore
-from bridge.upstream.client import SessionNotFound, UpstreamClient
+from bridge.upstream.client import UpstreamClient
 
 CONFIRM_TIMEOUT_S = 5.0
 # A "no" is remembered this long (at most this many ids): a client repeating a subscribe to an unknown

@@ -15,6 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.config import Settings
+from bridge.errors import Unauthorized, UpstreamError
 from bridge.http.app import ReadinessCheck, coalesced
 from bridge.http.security import token_holder
 from bridge.ops.health import HealthMonitor
@@ -22,7 +23,7 @@ from bridge.ops.sdnotify import Notifier
 from bridge.ops.status import StatusSummary
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.db import schema_is_at_head
-from bridge.upstream.client import Unauthorized, UpstreamClient, UpstreamError
+from bridge.upstream.client import UpstreamClient
 from bridge.upstream.live import LiveStream
 
 

@@ -10,8 +10,9 @@ from typing import Protocol
 
 import structlog
 
+from bridge.errors import UpstreamError
 from bridge.sessions.activity import ActivityTracker
-from bridge.upstream.client import UpstreamClient, UpstreamError
+from bridge.upstream.client import UpstreamClient
 
 
 class Warmer(Protocol):

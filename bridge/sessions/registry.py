@@ -19,12 +19,13 @@ import structlog
 
 from bridge import metrics
 from bridge.config import Settings
+from bridge.errors import LeaseHeld
 from bridge.events import ChatEvent
 from bridge.sessions.activity import ActivityTracker
 from bridge.sessions.parking import FailureStreak, is_transient
 from bridge.sessions.sink import StoreSink
 from bridge.store.events_store import EventStore
-from bridge.store.leases import LeaseHeld, LeaseStore
+from bridge.store.leases import LeaseStore
 from bridge.upstream.backoff import Backoff
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower, FollowerExit

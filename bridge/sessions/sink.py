@@ -7,8 +7,7 @@ from datetime import datetime
 
 from bridge import metrics
 from bridge.events import ChatEvent
-from bridge.store.events_store import EventStore, LeaseLost
-from bridge.upstream.durable import LeaseLostError
+from bridge.store.events_store import EventStore
 
 
 class StoreSink:
@@ -18,10 +17,8 @@ class StoreSink:
         self._epoch = epoch
 
     async def write(self, events: Sequence[ChatEvent], received_at: datetime) -> int:
-        try:
-            result = await self._store.write_batch(self._session_id, self._epoch, events, received_at)
-        except LeaseLost as e:
-            raise LeaseLostError(str(e)) from e
+        # A fenced-off write raises bridge.errors.LeaseLost, which the follower lets through.
+        result = await self._store.write_batch(self._session_id, self._epoch, events, received_at)
         if result.duplicates:
             metrics.EVENTS_DUPLICATE.inc(result.duplicates)
         if result.rejected:

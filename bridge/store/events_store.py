@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from bridge.errors import LeaseLost
 from bridge.events import ChatEvent
 from bridge.log import get_logger
 from bridge.store import audit as audit_q
@@ -32,10 +33,6 @@ WriteHook = Callable[[AsyncConnection], Awaitable[None]]
 
 REASON_CONFLICTING_DUPLICATE = "conflicting_duplicate"
 REASON_LOSSY_PAYLOAD = "lossy_payload"
-
-
-class LeaseLost(Exception):
-    """The write was fenced off: the session's lease epoch is no longer ours. Nothing was written."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from sqlalchemy import Insert, Select, Update, and_, false, func, or_, select, t
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from bridge.errors import LeaseHeld
 from bridge.sessions.lease import ClaimVerdict, LeaseView, decide_claim
 from bridge.store.fanout import notify_status
 from bridge.store.schema import chat_session_events, chat_sessions
@@ -36,6 +37,8 @@ def _key(upstream: str, session_id: str) -> Any:
 
 
 def ensure_session(upstream: str, session_id: str, directory: str | None) -> Insert:
+    if directory is not None and "\x00" in directory:
+        directory = None  # upstream data PostgreSQL text cannot hold; the directory is only a hint
     stmt = pg_insert(chat_sessions).values(upstream=upstream, session_id=session_id, directory=directory)
     return stmt.on_conflict_do_update(
         index_elements=[S.upstream, S.session_id],
@@ -200,15 +203,6 @@ def select_incarnations(upstream: str) -> Select[Any]:
 
 
 # --- execution ----------------------------------------------------------------------------------------
-
-
-class LeaseHeld(Exception):
-    """Another live incarnation holds the session (or it is deleted): not ours to follow now."""
-
-    def __init__(self, session_id: str, verdict: ClaimVerdict, holder: str | None) -> None:
-        super().__init__(f"session {session_id!r}: {verdict.value} (holder {holder!r})")
-        self.verdict = verdict
-        self.holder = holder
 
 
 @dataclass(frozen=True)

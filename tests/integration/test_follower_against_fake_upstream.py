@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import Any
 
 import pytest
@@ -227,5 +228,28 @@ async def test_upstream_5xx_is_retried_until_it_recovers(fake, fake_client, stor
         await wait_until(lambda: fake.history_calls >= 3, 10, 0.01)
         del fake.fail_status["history"]
         await wait_mirrored(store, fake, "ses_A")
+    finally:
+        await stop(task)
+
+
+async def test_a_seq_beyond_bigint_is_rejected_and_never_crashes_the_follower(fake, fake_client, store,
+                                                                             engine) -> None:
+    # Before, the writer raised on it outside the follower's handling: a crash and restart loop.
+    fake.add_session("ses_A")
+    first = await fake.append("ses_A", "session.next.prompt.admitted", {"messageID": "m1"})
+    _f, task = await start_follower(store, fake_client, "ses_A")
+    try:
+        await wait_until(lambda: fake.durable_requests("ses_A"), 10, 0.01, message="follower on the stream")
+        huge = {"id": "evt_huge", "type": "session.next.prompted", "durable": {"aggregateID": "ses_A",
+                "seq": 2**63, "version": 1}, "data": {"sessionID": "ses_A", "messageID": "m1"}}
+        await fake.inject_raw("ses_A", f"data: {json.dumps(huge)}\n\n".encode())
+        second = await fake.append("ses_A", "session.next.step.started", {"assistantMessageID": "a"})
+
+        async def stored() -> bool:
+            return await store.stored_ids("ses_A") == [(1, first["id"]), (2, second["id"])]
+
+        await wait_until(stored, 10, 0.02, message="the events around it stored")
+        assert not task.done()
+        assert ("bad_durable", None) in await rejects(engine)
     finally:
         await stop(task)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.store.events_store import EventStore, LeaseLost
+from bridge.errors import LeaseLost
+from bridge.store.events_store import EventStore
 
 from .chat_events import RECEIVED_AT, SESSION, batch
 

@@ -8,10 +8,11 @@ import asyncio
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bridge.errors import LeaseHeld, LeaseLost
 from bridge.sessions.lease import ClaimVerdict
 from bridge.store.db import make_engine
-from bridge.store.events_store import EventStore, LeaseLost
-from bridge.store.leases import LeaseHeld, LeaseStore
+from bridge.store.events_store import EventStore
+from bridge.store.leases import LeaseStore
 from tests.support.waiting import wait_until
 
 from .chat_events import RECEIVED_AT, SESSION, batch, chat_event

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from bridge.auth import AuthError, mint_token
+from bridge.auth import mint_token
 from bridge.config import Secret, Settings
+from bridge.errors import AuthError
 from bridge.fanout.service import Fanout, auth_secret
 from bridge.store.db import make_engine
 

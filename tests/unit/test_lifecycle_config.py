@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.config import ConfigError, load_settings
+from bridge.config import load_settings
+from bridge.errors import ConfigError
 
 
 def test_lifecycle_defaults_give_the_20_second_adoption_target() -> None:
