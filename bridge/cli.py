@@ -32,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="check database, migrations, upstream, credentials and clock; explain fixes")
     from bridge.audit.commands import add_parsers as add_audit_parsers
 
-    add_audit_parsers(sub)  # sessions | events | transcript | export | verify (issue #5)
+    add_audit_parsers(sub)  # sessions | events | transcript | export | verify (docs/audit.md)
     return p
 
 

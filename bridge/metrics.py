@@ -48,7 +48,7 @@ FOLLOWER_CRASHES = Counter(
     registry=REGISTRY,
 )
 
-# --- issue #5: operations ------------------------------------------------------------------------------
+# --- operations (docs/operations.md) ------------------------------------------------------------------------------
 EVENT_LOOP_LAG = Gauge(
     "bridge_event_loop_lag_seconds", "How late the health task woke up on its last tick", registry=REGISTRY
 )
@@ -58,7 +58,7 @@ HEALTH_CHECKS_FAILED = Counter(
 AUDIT_REQUESTS = Counter(
     "bridge_audit_requests_total", "Audit API requests, by route and status", ["route", "status"], registry=REGISTRY
 )
-# Warm-session lifecycle (issue #4, docs/lifecycle.md).
+# Warm-session lifecycle (docs/lifecycle.md).
 LEASE_CLAIMS = Counter(
     "bridge_lease_claims_total", "Leases taken, by what warmed the session (orphan = adoption)", ["reason"],
     registry=REGISTRY,

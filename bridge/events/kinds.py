@@ -81,7 +81,7 @@ TYPE_KINDS: dict[str, Kind] = {
     # never on the durable stream, which is why that stream has seq gaps (docs/upstream.md §3.1, §5).
     "message.updated": Kind.LEGACY_MESSAGE_UPDATED,
     "message.part.updated": Kind.LEGACY_PART_UPDATED,
-    # Only ever seen on the legacy /event stream, which the bridge does not consume (docs/upstream.md §4.3).
+    # Only ever seen on the legacy /event stream and on /global/event (docs/upstream.md §9, §15, §16).
     "message.part.delta": Kind.LEGACY_PART_DELTA,
     "session.status": Kind.LEGACY_SESSION_STATUS,
     "session.idle": Kind.LEGACY_SESSION_IDLE,

@@ -1,6 +1,6 @@
 """Which sessions to warm after the bridge (re)connects to `/api/event`: only those with something new.
 
-Hints on `/api/event` are lost while we are disconnected (PROTOCOL.md §5), so after every (re)connect the
+Hints on `/api/event` are lost while we are disconnected (docs/upstream.md §5), so after every (re)connect the
 bridge looks again. Warming every listed session would open one durable stream per session the upstream
 ever had (and keep idle ones from being released); instead each candidate costs one cheap request,
 `/history?after=<stored cursor>&limit=1`, and only sessions with events past our cursor, sessions the

@@ -1,7 +1,7 @@
 """Lease decisions (pure): may this incarnation take a session's lease, and is a lease orphaned?
 
 A lease is `(owner, epoch, expires_at)` on the session row. The owner renews `expires_at` with its
-heartbeat; the epoch is the fencing token every write batch presents (DESIGN §5). Taking a lease always
+heartbeat; the epoch is the fencing token every write batch presents (docs/lifecycle.md, "Ownership: incarnations, leases, fencing"). Taking a lease always
 moves the epoch on — even when we already hold it — so that an older follower of the same session, in
 this process or another, is fenced off the moment the new one starts (the supersede race).
 

@@ -115,7 +115,7 @@ class EventStore:
             if not prepared:
                 return BatchResult(0, 0, 0, int(lease.cursor_seq))
             outcome = await self._insert(conn, session_id, prepared)
-            # Tamper evidence (issue #5): extend the session's hash chain under the row lock held above.
+            # Tamper evidence (docs/audit.md): extend the session's hash chain under the row lock held above.
             await audit_q.chain_new_events(conn, self._upstream, session_id, [p.seq for p in outcome.inserted])
             rejects = self._reject_rows(session_id, outcome, received_at)
             if rejects:

@@ -1,13 +1,13 @@
 """Incremental WHATWG `text/event-stream` parser: bytes in, events out, no I/O.
 
 Follows https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation.
-opencode only ever sends `data: <one-line JSON>` frames and `: heartbeat` comments (PROTOCOL.md §2), but
+opencode only ever sends `data: <one-line JSON>` frames and `: heartbeat` comments (docs/upstream.md §2), but
 the parser implements the whole grammar so that a proxy, a future upstream or a hostile peer cannot make
 it misbehave: any byte sequence either yields events or raises `FrameTooLarge`.
 
 Differences from a browser `EventSource`, on purpose:
 - comments are returned (`SSEComment`) instead of dropped: `: heartbeat` on `/api/event` is the only
-  liveness signal of that stream (PROTOCOL.md §1, §5);
+  liveness signal of that stream (docs/upstream.md §1, §5);
 - `retry:` is reported on the event of its frame and as `SSEParser.retry`, instead of being applied;
 - pending input is bounded by `max_frame_bytes`.
 """

@@ -1,4 +1,4 @@
-"""One writer per session: the lease epoch fences every write batch (DESIGN §5)."""
+"""One writer per session: the lease epoch fences every write batch (docs/lifecycle.md, "Ownership: incarnations, leases, fencing")."""
 
 from __future__ import annotations
 

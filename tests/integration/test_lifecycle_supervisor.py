@@ -344,7 +344,7 @@ async def test_a_new_owner_continues_the_status_of_a_turn_its_predecessor_saw_st
 async def test_legacy_seq_gaps_mark_the_session_incomplete(fake, store, leases, start) -> None:
     fake.add_session("ses_A")
     await turn(fake, "ses_A")
-    fake.sessions["ses_A"].next_seq = 17  # a legacy turn burned seqs 7-16 (PROTOCOL.md §3.1)
+    fake.sessions["ses_A"].next_seq = 17  # a legacy turn burned seqs 7-16 (docs/upstream.md §3.1)
     await turn(fake, "ses_A")
     a = await start("host:1:a")
     a.sup.warm("ses_A")

@@ -1,4 +1,4 @@
-"""Permission requests asked or answered while `/api/event` was down (PROTOCOL.md §4.4: live-only upstream):
+"""Permission requests asked or answered while `/api/event` was down (docs/upstream.md §4.4: live-only upstream):
 after every live reconnect the fan-out re-syncs the pending requests of its subscribed sessions from
 `GET /api/session/{id}/permission`, against the fake upstream and a real PostgreSQL."""
 

@@ -3,7 +3,7 @@
 Only what the bridge reads is implemented: `/api/session`, `/api/session/active`,
 `/api/session/{id}/history`, `/api/session/{id}/event`, `/api/session/{id}/permission` (the settable
 `permissions[sid]`) and `/api/event`. Like the real server, the
-durable stream sends **no status line or headers until it has an event** (PROTOCOL.md §3.3), frames
+durable stream sends **no status line or headers until it has an event** (docs/upstream.md §3.3), frames
 are `data: <one-line JSON>\\n\\n` only, `/api/event` opens with `server.connected` and `: heartbeat`.
 
 Faults a test can inject: raw bytes on a durable stream (bad frames, huge frames), dropping every open
@@ -262,7 +262,7 @@ class FakeUpstream:
                             sent_raw.add(i)
                             pending.append(raw)
                 if pending:
-                    if not prepared:  # headers only with the first event (PROTOCOL.md §3.3)
+                    if not prepared:  # headers only with the first event (docs/upstream.md §3.3)
                         await resp.prepare(request)
                         self._durable_conns.add(resp)
                         self._prepared.add(id(request))

@@ -1,4 +1,4 @@
-"""Lifecycle settings: defaults from the issue, parsed from the environment, validated at start-up."""
+"""Lifecycle settings: defaults of docs/lifecycle.md "Settings", parsed from the environment, validated at start-up."""
 
 from __future__ import annotations
 

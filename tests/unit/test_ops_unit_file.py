@@ -1,4 +1,4 @@
-"""deploy/opencode-bridge.service passes `systemd-analyze verify` and keeps the settings the issue asks for."""
+"""deploy/opencode-bridge.service passes `systemd-analyze verify` and keeps the hardening docs/operations.md describes."""
 
 from __future__ import annotations
 
