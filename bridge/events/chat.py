@@ -136,6 +136,16 @@ class ChatEvent:
             return str(structured["content"])
         return joined if isinstance(content, list) else None
 
+    @property
+    def tool_span_ms(self) -> tuple[int | None, int | None] | None:
+        """When the tool ran, if the event says so itself (legacy parts do; v2 events time each event)."""
+        return None
+
+    @property
+    def runtime(self) -> str:
+        """Which upstream runtime wrote the event: `v2` or `legacy` (docs/legacy.md)."""
+        return "v2"
+
 
 def location_directory(obj: object) -> str | None:
     """`location.directory` of an envelope or of a `GET /api/session` item: a string without NUL (which
