@@ -139,6 +139,13 @@ class LegacyChatEvent(ChatEvent):
     def switched_model(self) -> Any:
         return None
 
+    def data_without_text(self, text: object) -> dict[str, Any]:
+        """`data`, except the part's text when another field already carries it (prompts, text ends)."""
+        part = self.data.get("part")
+        if text is None or not isinstance(part, dict) or part.get("text") != text:
+            return self.data
+        return {**self.data, "part": {k: v for k, v in part.items() if k != "text"}}
+
     def _call(self) -> ToolCall | None:
         return tool_call(self.envelope)
 

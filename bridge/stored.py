@@ -10,6 +10,8 @@ Every consumer of stored rows (the transcript, the WebSocket's replay and live f
   does not show. The fields are those the milestone carries, read from the payload; a re-send
   (`legacy:message-updated`, `legacy:part-updated`) carries only its ids, so it never repeats a text,
   an output, an error or tokens.
+
+`stored_permission` reads a stored permission request of either runtime the same way.
 """
 
 from __future__ import annotations
@@ -17,10 +19,20 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from bridge.events import BadFrame, ChatEvent, Envelope, Kind, normalize_stored
+from bridge.events import (
+    PERMISSION_KINDS,
+    BadFrame,
+    ChatEvent,
+    Envelope,
+    Kind,
+    PermissionUpdate,
+    normalize_stored,
+    permission_of,
+)
+from bridge.events import stored_permission as stored_v2_permission
 from bridge.legacy import LegacyTurnState, normalize_legacy
 from bridge.legacy_shapes import legacy_part
-from bridge.syncframes import parse_sync_item
+from bridge.syncframes import parse_bus_event, parse_sync_item
 
 _RESENDS = frozenset({Kind.LEGACY_MESSAGE_UPDATED, Kind.LEGACY_PART_UPDATED})
 # A re-send keeps where it belongs (ids, tool name, agent, model), never what it says.
@@ -63,4 +75,18 @@ def legacy_row_event(env: Envelope, kind: str | None) -> ChatEvent:
     return replace(ev, kind=stored)
 
 
-__all__ = ["is_legacy_payload", "legacy_row_event", "stored_event"]
+def stored_permission(session_id: str, record: object) -> PermissionUpdate | None:
+    """A `chat_permission_requests` record read back, of either runtime: the v2 envelope, or the legacy
+    bus event `{id, type: "permission.asked" | "permission.replied", properties}` (None for anything else)."""
+    if not (isinstance(record, dict) and "properties" in record and "data" not in record):
+        return stored_v2_permission(session_id, record)
+    try:
+        ev = normalize_legacy(parse_bus_event(record), LegacyTurnState())
+    except BadFrame:
+        return None
+    if ev.kind not in PERMISSION_KINDS or not ev.request_id:
+        return None
+    return permission_of(session_id, ev)
+
+
+__all__ = ["is_legacy_payload", "legacy_row_event", "stored_event", "stored_permission"]
