@@ -5,19 +5,22 @@ the same shape as a v2 turn, and a session mixing both runtimes gives one transc
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.audit.render import render_transcript
-from bridge.audit.transcript import TranscriptBuilder
+from bridge.audit.transcript import TranscriptBuilder, build_transcript
 from bridge.events import ChatEvent
 from bridge.store.audit import AuditReader, ToolCallFilter
 from bridge.store.events_store import EventStore
 from tests.support.legacy_rows import STORES, legacy_session, message_store, x9_sync_log
 
 from .chat_events import RECEIVED_AT
+from .test_audit_store import run_cli
 
 
 async def store_events(store: EventStore, session_id: str, events: list[ChatEvent], batch: int = 5) -> None:
@@ -113,7 +116,7 @@ async def test_re_sent_updates_add_nothing_to_the_transcript(engine: AsyncEngine
     assert [e["type"] for e in entries].count("assistant") == 5
     rendered = render_transcript(entries)
     assert "tool bash [success]" in rendered and "finish=stop tokens in=100 out=10" in rendered
-    assert "not taken yet" not in rendered
+    assert "not taken yet" not in rendered and "USER (taken)" in rendered
 
 
 async def test_a_session_mixing_a_legacy_and_a_v2_turn_is_one_transcript_in_seq_order(
@@ -153,3 +156,31 @@ async def test_the_tool_call_audit_lists_legacy_calls_like_v2_calls(engine: Asyn
         assert c["output_text"] == s.get("output")
         assert (c["error_type"], c["error_message"]) == (None, s.get("error"))
         assert c["finished_seq"] > c["called_seq"] and c["duration_ms"] == s["time"]["end"] - s["time"]["start"]
+
+
+async def test_export_and_verify_cover_a_session_of_both_runtimes(
+    engine: AsyncEngine, store: EventStore, database_url: str, tmp_path: Path
+) -> None:
+    session_id, events = x9_sync_log()
+    await store_events(store, session_id, events)
+    reader = AuditReader(engine, store.upstream)
+    rc, out, _ = await run_cli(reader, database_url, "verify", session_id)
+    assert rc == 0 and f"{session_id}: ok, {len(events)} events" in out
+    path = tmp_path / "mixed.jsonl"
+    rc, _, _ = await run_cli(reader, database_url, "export", session_id, "-o", str(path))
+    assert rc == 0
+    lines = path.read_text().splitlines()
+    rc, out, _ = await run_cli(reader, database_url, "verify", "--file", str(path))
+    assert rc == 0 and f"ok, {len(events)} events" in out
+    exported = [json.loads(line) for line in lines[1:-1]]
+    assert {e["type"] for e in exported} >= {"message.part.updated", "session.next.text.ended"}
+    assert build_transcript(exported) == await transcript(reader, session_id)  # the file alone rebuilds it
+
+    # A legacy tool output edited in the file (valid JSON) breaks the chain exactly there.
+    tampered = [json.loads(line) for line in lines]
+    victim = next(e for e in tampered[1:-1] if e["kind"] == "tool:success")
+    victim["payload"]["data"]["part"]["state"]["output"] = "rm -rf /\n"
+    victim["payload_text"] = json.dumps(victim["payload"])
+    path.write_text("".join(json.dumps(e) + "\n" for e in tampered))
+    rc, out, _ = await run_cli(reader, database_url, "verify", "--file", str(path))
+    assert rc == 1 and f"BROKEN at seq {victim['seq']}" in out

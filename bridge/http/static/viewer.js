@@ -481,7 +481,7 @@ class SessionView {
       case "tool:start": {
         const c = this.tool(asst, f.call_id, f.tool_name);
         if (f.tool_name) c.nameEl.textContent = f.tool_name;
-        c.inputEl.textContent = pretty(d.input ?? {});
+        c.inputEl.textContent = pretty(f.input ?? d.input ?? {}); // fields: either runtime (docs/websocket.md)
         c.start = f.timestamp_ms ?? null;
         this.toolState(c, "running");
         break;
@@ -493,8 +493,10 @@ class SessionView {
         this.toolState(c, ok ? "success" : "failed");
         c.outLabel.textContent = ok ? "output" : "error";
         c.outputEl.className = ok ? "tool-output" : "tool-output tool-error";
-        c.outputEl.textContent = ok ? outputText(d) : (f.error_type ? f.error_type + ": " : "") + (f.error_message || "failed");
-        if (c.start !== null && f.timestamp_ms) c.durEl.textContent = duration(f.timestamp_ms - c.start);
+        if (ok) c.outputEl.textContent = outputText(d) || f.output_text || "";
+        else c.outputEl.textContent = (f.error_type ? f.error_type + ": " : "") + (f.error_message || "failed");
+        if (typeof f.duration_ms === "number") c.durEl.textContent = duration(f.duration_ms);
+        else if (c.start !== null && f.timestamp_ms) c.durEl.textContent = duration(f.timestamp_ms - c.start);
         break;
       }
       case "step:end": {
@@ -549,7 +551,7 @@ class SessionView {
       if (c) host.insertBefore(box, c.el.nextSibling); else host.appendChild(box);
       this.perms.set(m.request_id, box);
     }
-    const what = (m.action || (m.data && m.data.action) || "") + " " + ((m.data && m.data.resources) || []).join(", ");
+    const what = (m.action || (m.data && m.data.action) || "") + " " + (m.resources || (m.data && m.data.resources) || []).join(", ");
     const t = c ? this.turnOfCard(c) : this.current();
     if (m.state === "asked") {
       box.className = "msg permission pending";
