@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.audit.render import render_transcript
@@ -184,3 +185,31 @@ async def test_export_and_verify_cover_a_session_of_both_runtimes(
     path.write_text("".join(json.dumps(e) + "\n" for e in tampered))
     rc, out, _ = await run_cli(reader, database_url, "verify", "--file", str(path))
     assert rc == 1 and f"BROKEN at seq {victim['seq']}" in out
+
+
+async def test_the_sql_views_list_both_runtimes_alike(engine: AsyncEngine, store: EventStore) -> None:
+    session_id, events = x9_sync_log()
+    await store_events(store, session_id, events)
+    q = {"s": session_id}
+    async with engine.connect() as conn:
+        prompts = (await conn.execute(text(
+            "SELECT text, delivery, started_seq > admitted_seq FROM audit_prompts WHERE session_id = :s "
+            "ORDER BY admitted_seq"), q)).all()
+        texts = (await conn.execute(text(
+            "SELECT part, text FROM audit_texts WHERE session_id = :s ORDER BY seq"), q)).all()
+        steps = (await conn.execute(text(
+            "SELECT finish, tokens_input, tokens_output, cost FROM audit_steps WHERE session_id = :s "
+            "ORDER BY seq"), q)).all()
+        conversation = (await conn.execute(text(  # the docs/audit.md example
+            "SELECT e.seq, e.kind, coalesce(p.text, t.text, e.tool_name, e.error_message) AS what "
+            "FROM chat_session_events e "
+            "LEFT JOIN audit_prompts p ON p.upstream = e.upstream AND p.session_id = e.session_id "
+            "AND p.admitted_seq = e.seq "
+            "LEFT JOIN audit_texts t ON t.upstream = e.upstream AND t.session_id = e.session_id AND t.seq = e.seq "
+            "WHERE e.session_id = :s AND e.kind NOT LIKE 'legacy:%' ORDER BY e.seq"), q)).all()
+    assert [(p[0].split()[0], p[1], p[2]) for p in prompts] == [("MOCK:tool", None, True), ("MOCK:text", "steer", True)]
+    assert texts == [("text", "Done: the tool returned its output."), ("text", "Hello from the mock server.")]
+    assert steps == [("tool-calls", 100, 10, 0), ("tool-calls", 100, 10, 0), ("stop", 100, 10, 0),
+                     ("stop", 100, 10, 0)]
+    whats = [w for _, kind, w in conversation if kind in ("prompt:admitted", "text:end", "tool:start")]
+    assert [w.split()[0] for w in whats] == ["MOCK:tool", "bash", "read", "Done:", "MOCK:text", "Hello"]
