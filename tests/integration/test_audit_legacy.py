@@ -176,6 +176,9 @@ async def test_export_and_verify_cover_a_session_of_both_runtimes(
     exported = [json.loads(line) for line in lines[1:-1]]
     assert {e["type"] for e in exported} >= {"message.part.updated", "session.next.text.ended"}
     assert build_transcript(exported) == await transcript(reader, session_id)  # the file alone rebuilds it
+    rc, out, _ = await run_cli(reader, database_url, "transcript", session_id)
+    assert rc == 0 and out.count("USER (") == 2 and "tool bash [success]" in out and "tool read [failed]" in out
+    assert out.index("Done: the tool returned its output.") < out.index("Hello from the mock server.")
 
     # A legacy tool output edited in the file (valid JSON) breaks the chain exactly there.
     tampered = [json.loads(line) for line in lines]
