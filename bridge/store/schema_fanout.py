@@ -1,4 +1,5 @@
-"""Tables of the WebSocket fan-out (docs/websocket.md: permission requests), on the shared metadata of `bridge.store.schema`.
+"""Tables of the WebSocket fan-out (docs/websocket.md: permission requests), on the shared metadata of
+`bridge.store.schema`.
 
 `chat_permission_requests`: permission requests are live-only upstream (`permission.v2.*` on `/api/event`
 only, docs/upstream.md §4.4), so the bridge keeps them itself; a page opened later still sees a pending one.
