@@ -3,8 +3,8 @@
 What is driven: the store directly, the way followers drive it — per session, the `data:` texts of one
 read (captured tool-turn events of `fixtures/opencode-1.18.33/b-tool-turn`, retargeted to the session,
 ~400 bytes each) are parsed and normalized (`parse_frame` → `normalize`, or `parse_envelope` for
-`/history` items) and handed to the session's sink (`EventStore.sink`, i.e. the group committer). The
-HTTP/SSE socket is not in the measurement (frame parsing is: `bench.ingest` covers the socket).
+`/history` items) and handed to the session's sink (`StoreSink` → `write_batch`, through the group
+committer). The HTTP/SSE socket is not in the measurement (frame parsing is: `bench.ingest` covers it).
 
 In the same run and database:
 - ceiling: `COPY` of exactly those rows into a clone of `chat_session_events` (same indexes), one transaction;
@@ -39,6 +39,7 @@ from sqlalchemy import text
 from bridge.events import ChatEvent, normalize, parse_envelope, parse_frame
 from bridge.fanout import protocol as p
 from bridge.log import configure_logging
+from bridge.sessions.sink import StoreSink
 from bridge.store.db import make_engine, upgrade_to_head
 from bridge.store.events_store import EventStore
 from bridge.store.fanout import FanoutStore
@@ -144,7 +145,7 @@ Writer = Callable[[str, int], Callable[[Sequence[ChatEvent], datetime], Awaitabl
 
 def _writer(store: EventStore) -> Writer:
     def bind(sid: str, epoch: int) -> Callable[[Sequence[ChatEvent], datetime], Awaitable[int]]:
-        return store.sink(sid, epoch).write
+        return StoreSink(store, sid, epoch).write
     return bind
 
 
@@ -233,20 +234,15 @@ async def quiet_latency(store: EventStore, write: Writer, count: int) -> dict[st
     return {"p50_ms": statistics.median(lat), "p99_ms": lat[max(0, int(len(lat) * 0.99) - 1)]}
 
 
-async def replay(engine: Any, upstream: str, sid: str, n: int, page: int = 500,
-                 python: bool = False) -> dict[str, float]:
-    """What a WebSocket replay does per event minus the socket: read pages of frames (PostgreSQL builds
-    them, bridge.store.replay) — or, `python`, of envelopes to parse, normalize and encode (the old path)."""
+async def replay(engine: Any, upstream: str, sid: str, n: int, page: int = 500) -> dict[str, float]:
+    """What a WebSocket replay does per event minus the socket: read pages of stored rows, build and encode
+    their frames (`bridge.fanout.protocol.event_frames`, the path of the replay and the live feed)."""
     fan = FanoutStore(engine, upstream)
     sent, after = 0, 0
     t0, cpu0 = time.perf_counter(), time.process_time()
     while True:
-        if python:
-            rows = [(seq, p.dumps(p.event_message(sid, seq, env))) for seq, env in
-                    await fan.events_after(sid, after, page)]
-        else:
-            rows = await fan.event_frames_after(sid, after, page)
-        for seq, _frame in rows:
+        rows = await fan.events_after(sid, after, page)
+        for seq, _frame in p.event_frames(sid, rows):
             sent += 1
             after = seq
         if len(rows) < page:
@@ -282,7 +278,6 @@ async def run(url: str, sessions: int, n: int, naive_budget_s: float, long_n: in
         out["peak_rss_kib_growth_per_session"] = (
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / (sessions + sessions // 2 + sessions)
         out["replay"] = await replay(engine, store.upstream, str(seq1["session"]), long_n)
-        out["replay_python_frames"] = await replay(engine, store.upstream, str(seq1["session"]), long_n, python=True)
     finally:
         await engine.dispose()
     out["burst_over_copy"] = out["burst"]["events_per_s"] / out["copy_events_per_s"]

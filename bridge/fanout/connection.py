@@ -10,13 +10,15 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from bridge.auth import AuthError, Claims, verify_token
+from bridge.auth import Claims, verify_token
+from bridge.errors import AuthError, ProtocolError
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.hub import Client, Hub, Subscription
 from bridge.fanout.queue import QueueLimits
 from bridge.http.hosts import LOOPBACK_TRUSTED
 from bridge.store.fanout import FanoutStore
+from bridge.stored import stored_permission
 
 
 @dataclass
@@ -66,7 +68,7 @@ class Connection:
     async def handle_text(self, text: str) -> None:
         try:
             op = p.parse_client_message(text)
-        except p.ProtocolError as e:
+        except ProtocolError as e:
             metrics.WS_BAD_MESSAGES.labels(reason=e.reason).inc()
             self._send(p.error_message(e.code, e.message, e.ref))
             return
@@ -132,10 +134,12 @@ class Connection:
         if not await self._replay(sub, head.cursor_seq):
             return
         self._send(p.caught_up_message(sid, sub.sent_seq))
-        for envelope in await self._svc.store.pending_permissions(sid):
+        for record in await self._svc.store.pending_permissions(sid):
             if self.client.subscriptions.get(sid) is not sub:
                 return
-            self._send(p.permission_message(sid, envelope))
+            update = stored_permission(sid, record)
+            if update is not None:
+                self._send(p.permission_message(sid, update))
 
     async def _exists(self, sid: str) -> bool:
         """Stored here already, or confirmed by the upstream (docs/websocket.md, `unknown_session`)."""
@@ -148,9 +152,8 @@ class Connection:
         queue = self.client.queue
         read_any = False
         while True:
-            # Frames built by PostgreSQL from the normalized columns (bridge.store.replay): forwarded as is.
-            rows = await self._svc.store.event_frames_after(sub.session_id, sub.sent_seq, self._svc.replay_page)
-            for seq, frame in rows:
+            rows = await self._svc.store.events_after(sub.session_id, sub.sent_seq, self._svc.replay_page)
+            for seq, frame in p.event_frames(sub.session_id, rows):
                 await queue.wait_room()
                 if queue.closed or self.client.subscriptions.get(sub.session_id) is not sub:
                     return False

@@ -19,6 +19,7 @@ import structlog
 
 from bridge.fanout import metrics
 from bridge.fanout.hub import Hub
+from bridge.fanout.protocol import event_frames
 from bridge.store.fanout import (
     NOTIFY_CHANNEL,
     STATUS_CHANNEL,
@@ -99,11 +100,10 @@ class DurableFeed:
             top = self._hub.published_seq(session_id)
             if top is None:  # nobody live on it here (yet): the replay's go_live wakes us
                 return
-            # Frames built by PostgreSQL from the normalized columns (bridge.store.replay).
-            frames = await self._store.event_frames_after(session_id, top, self._page)
+            rows = await self._store.events_after(session_id, top, self._page)
             metrics.FEED_READS.inc()
-            self._hub.publish_durable(session_id, frames)
-            if len(frames) < self._page:
+            self._hub.publish_durable(session_id, event_frames(session_id, rows))
+            if len(rows) < self._page:
                 return
 
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.events import BadFrame, ChatEvent, normalize, parse_envelope, to_json
+from bridge.errors import ProtocolError
+from bridge.events import ChatEvent, Kind, PermissionUpdate, to_json
 from bridge.ids import SESSION_ID_RULE, valid_session_id
+from bridge.stored import stored_event
 
 # --- close codes (documented in docs/websocket.md) -----------------------------------------------------
 CLOSE_GOING_AWAY = 1001  # the bridge is shutting down: reconnect (to any replica) and resume
@@ -34,15 +37,6 @@ ERR_SLOW_CONSUMER = "slow_consumer"  # sent just before CLOSE_SLOW_CONSUMER, wit
 ERR_TOKEN_EXPIRED = "token_expired"  # sent just before CLOSE_TOKEN_EXPIRED
 ERR_INTERNAL = "internal"
 ERR_UNKNOWN_SESSION = "unknown_session"  # neither the mirror nor the upstream knows this (well-formed) id
-
-
-class ProtocolError(ValueError):
-    def __init__(self, code: str, message: str, ref: object = None, reason: str = "bad_message") -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.ref = ref
-        self.reason = reason  # metric label (bridge_ws_bad_messages_total)
 
 
 @dataclass(frozen=True)
@@ -147,32 +141,42 @@ def _with_ref(msg: dict[str, Any], ref: object) -> dict[str, Any]:
     return msg
 
 
-def event_message(session_id: str, seq: int, envelope: dict[str, Any]) -> dict[str, Any]:
-    """A stored durable event. `fields` is the normalized view, `data` the upstream `data` untouched."""
-    try:
-        ev = normalize(parse_envelope(envelope))
-        fields = {k: v for k, v in to_json(ev).items() if k not in ("kind", "seq", "event_id", "type", "session_id")}
-        kind, event_id, event_type = ev.kind, ev.event_id, ev.type
-    except BadFrame:  # stored rows are valid envelopes; never let one odd row break a replay
-        fields, kind = {}, "unknown"
-        event_id, event_type = str(envelope.get("id", "")), str(envelope.get("type", ""))
-    data = envelope.get("data")
-    return {"type": "event", "session": session_id, "seq": seq, "event_id": event_id, "event_type": event_type,
-            "kind": kind, "fields": fields, "data": _without_text(data, fields.get("text"))}
+_NOT_FIELDS = ("kind", "seq", "event_id", "type", "session_id")
+
+# A stored row as the feed and the replay read it: (seq, payload, kind column).
+StoredRow = tuple[int, dict[str, Any], str | None]
 
 
-def _without_text(data: object, text: object) -> dict[str, Any]:
-    """The upstream `data`, except a text that `fields.text` already carries: `data.text` (text, reasoning
-    and tool-input ends) and `data.prompt.text` (prompts) are left out rather than sent twice."""
-    if not isinstance(data, dict):
+def event_message(session_id: str, seq: int, envelope: dict[str, Any], kind: str | None = None) -> dict[str, Any]:
+    """A stored durable event of either runtime (`kind`: the row's stored kind, which a legacy row needs).
+    `fields` is the normalized view, the same for both runtimes; `data` the upstream `data` untouched but
+    for a text `fields.text` already carries."""
+    ev = stored_event(envelope, kind)  # stored rows are valid envelopes; an odd one maps to `unknown`
+    fields = {k: v for k, v in to_json(ev).items() if k not in _NOT_FIELDS}
+    fields.update(_tool_fields(ev))
+    return {"type": "event", "session": session_id, "seq": seq, "event_id": ev.event_id, "event_type": ev.type,
+            "kind": ev.kind, "fields": fields, "data": ev.data_without_text(fields.get("text"))}
+
+
+def _tool_fields(ev: ChatEvent) -> dict[str, Any]:
+    """A tool call's input and output text, whichever runtime's payload holds them (docs/websocket.md)."""
+    if ev.kind not in (Kind.TOOL_START, Kind.TOOL_SUCCESS, Kind.TOOL_FAIL):
         return {}
-    if text is None:
-        return data
-    out = {k: v for k, v in data.items() if not (k == "text" and v == text)}
-    prompt = out.get("prompt")
-    if isinstance(prompt, dict) and prompt.get("text") == text:
-        out["prompt"] = {k: v for k, v in prompt.items() if k != "text"}
+    out: dict[str, Any] = {}
+    if ev.tool_input is not None:
+        out["input"] = ev.tool_input
+    if ev.kind == Kind.TOOL_SUCCESS and ev.tool_output_text is not None:
+        out["output_text"] = ev.tool_output_text
+    span = ev.tool_span_ms
+    if span is not None and span[0] is not None and span[1] is not None and ev.kind != Kind.TOOL_START:
+        out["duration_ms"] = span[1] - span[0]
     return out
+
+
+def event_frames(session_id: str, rows: Iterable[StoredRow]) -> list[tuple[int, str]]:
+    """Stored rows `(seq, envelope, kind)` → `(seq, event frame text)`: the one path from rows to frames, for
+    the live feed and for a subscription's replay alike."""
+    return [(seq, dumps(event_message(session_id, seq, envelope, kind))) for seq, envelope, kind in rows]
 
 
 def truncated_event(frame: str) -> str:
@@ -190,28 +194,28 @@ def truncated_event(frame: str) -> str:
 def delta_message(session_id: str, ev: ChatEvent, after_seq: int) -> dict[str, Any]:
     msg: dict[str, Any] = {"type": "delta", "session": session_id, "kind": ev.kind, "after_seq": after_seq,
                            "assistant_message_id": ev.assistant_message_id, "delta": ev.text or ""}
-    if ev.kind == "delta:tool-input":
+    if ev.kind == Kind.DELTA_TOOL_INPUT:
         msg["call_id"] = ev.call_id
     else:
         msg["part_id"] = ev.part_id
     return msg
 
 
-def permission_message(session_id: str, envelope: dict[str, Any]) -> dict[str, Any]:
-    """A permission request's state, from its `permission.v2.asked` or `.replied` envelope."""
-    ev = normalize(parse_envelope(envelope))
-    data = envelope.get("data")
+def permission_message(session_id: str, update: PermissionUpdate) -> dict[str, Any]:
+    """A permission request's state (asked or replied)."""
     msg: dict[str, Any] = {
         "type": "permission",
         "session": session_id,
-        "state": "replied" if ev.kind == "permission:replied" else "asked",
-        "request_id": ev.request_id,
-        "data": data if isinstance(data, dict) else {},
+        "state": "replied" if update.replied else "asked",
+        "request_id": update.request_id,
+        "runtime": update.runtime,
+        "data": update.data,
     }
-    if ev.kind == "permission:replied":
-        msg["reply"] = ev.reply
+    if update.replied:
+        msg["reply"] = update.reply
     else:
-        msg.update(action=ev.action, assistant_message_id=ev.assistant_message_id, call_id=ev.call_id)
+        msg.update(action=update.action, assistant_message_id=update.assistant_message_id, call_id=update.call_id,
+                   resources=update.resources)
     return msg
 
 

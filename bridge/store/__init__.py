@@ -4,8 +4,8 @@
     queries.py       SQL statements as named Core constructs (sessions, leases, rejects)
     write.py         the one write transaction: the batches of one or many sessions (fence, insert with
                      the hash chain, duplicates, cursor + NOTIFY), as prepared SQL over unnest arrays
-    committer.py     GroupCommitter: pending writes of many sessions into one transaction
-    sink.py          StoreSink: the follower's EventSink (`EventStore.sink(session_id, epoch)`)
+    committer.py     GroupCommitter: pending writes of many sessions into one transaction (`write_batch`
+                     goes through it while `EventStore.group_commit()` runs)
     events_store.py  EventStore: leases (claim/release), write_batch/commit, rejects, session rows
     rows.py          ChatEvent -> chat_session_events row (pure)
     payload.py       JSON/text PostgreSQL cannot hold (NUL, lone surrogates, NaN) -> lossy + exact text (pure)
@@ -20,5 +20,5 @@ Contract used by the rest of the daemon:
     from bridge.store.embedded import start_embedded        # -> EmbeddedPostgres(url, stop())
     from bridge.store.events_store import EventStore, LeaseLost, BatchResult, SessionRow
     async with store.group_commit(): ...                   # the committer, around the followers
-    store.sink(session_id, epoch)                           # a follower's EventSink
+    store.write_batch(session_id, epoch, events, received_at)  # through the committer while it runs
 """

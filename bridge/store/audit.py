@@ -1,7 +1,8 @@
-"""SQL of issue #5: the hash chain at write time, and the read-only audit queries (API, CLI, export).
+"""SQL of the audit (docs/audit.md): the hash chain at write time, and the read-only audit queries (API, CLI, export).
 
-Views for auditors (`audit_prompts`, `audit_tool_calls`, `audit_texts`) are created by migration 0004,
-which holds their definition (migrations are frozen: they import nothing from `bridge`).
+Views for auditors (`audit_prompts`, `audit_tool_calls`, `audit_texts`, `audit_steps`) cover both runtimes
+since migration 0008 (`migrations/versions/0008_views_both_runtimes.py` holds their definition, docs/audit.md;
+migration 0004 holds its own first version: migrations import nothing from `bridge`).
 """
 
 from __future__ import annotations
@@ -222,7 +223,7 @@ class AuditReader:
             params["scope"] = sorted(f.sessions)
         sql = (
             "SELECT session_id, call_id, tool, input, assistant_message_id, called_seq, called_at, outcome, "
-            "output_text, output, structured, error_type, error_message, finished_seq, finished_at "
+            "output_text, output, structured, error_type, error_message, finished_seq, finished_at, duration_ms "
             f"FROM audit_tool_calls WHERE {' AND '.join(conds)} ORDER BY session_id, called_seq LIMIT :limit"
         )
         async with self._engine.connect() as conn:

@@ -12,11 +12,12 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bridge.errors import LeaseLost
 from bridge.events import ChatEvent
 from bridge.log import get_logger
 from bridge.store import fanout as fanout_q
@@ -34,17 +35,10 @@ from bridge.store.write import (
     commit_writes,
 )
 
-if TYPE_CHECKING:
-    from bridge.store.sink import StoreSink
-
 __all__ = [
     "REASON_CONFLICTING_DUPLICATE", "REASON_LOSSY_PAYLOAD", "BatchResult", "EventStore", "LeaseLost", "SessionRow",
     "WriteHook",
 ]
-
-
-class LeaseLost(Exception):
-    """The write was fenced off: the session's lease epoch is no longer ours. Nothing was written."""
 
 
 def lease_lost(session_id: str, fenced: Fenced) -> LeaseLost:
@@ -89,8 +83,9 @@ class EventStore:
 
     @asynccontextmanager
     async def group_commit(self, **bounds: int) -> AsyncIterator[GroupCommitter]:
-        """Run the group committer (bridge.store.committer) for as long as the block: every sink of this
-        store commits through it meanwhile. On exit, what is queued is committed before it stops."""
+        """Run the group committer (bridge.store.committer) for as long as the block: every `write_batch`
+        of this store (the followers' sinks) commits through it meanwhile, each call returning after the
+        COMMIT that holds its batch. On exit, what is queued is committed before it stops."""
         committer = GroupCommitter(self.commit, **bounds)
         async with asyncio.TaskGroup() as tg:
             task = tg.create_task(committer.run(), name="group-commit")
@@ -102,12 +97,6 @@ class EventStore:
                 await committer.drain()
                 task.cancel()
 
-    def sink(self, session_id: str, epoch: int) -> StoreSink:
-        """The follower's EventSink for this session under this lease epoch."""
-        from bridge.store.sink import StoreSink
-
-        return StoreSink(self, session_id, epoch)
-
     async def claim(
         self,
         session_id: str,
@@ -116,16 +105,11 @@ class EventStore:
         *,
         lease_ttl_s: float = 15.0,
         holder_dead: Callable[[str], bool] = lambda _owner: False,
-        force: bool = False,
     ) -> tuple[int, int]:
         """Upsert the session row and take the lease if it is free, expired, ours, or its holder is known
         dead (bridge.sessions.lease.decide_claim): lease_epoch += 1, lease_owner = owner, expiry = now +
-        lease_ttl_s. Raises `LeaseHeld` otherwise. `force` takes it unconditionally (operator take-over).
-        Returns (epoch, cursor_seq)."""
+        lease_ttl_s. Raises `LeaseHeld` otherwise. Returns (epoch, cursor_seq)."""
         async with self._engine.begin() as conn:
-            if force:
-                row = (await conn.execute(q.claim_session(self._upstream, session_id, owner, directory))).one()
-                return int(row.lease_epoch), int(row.cursor_seq)
             taken = await leases.claim_in(conn, self._upstream, session_id, owner, directory, lease_ttl_s, holder_dead)
         return taken.epoch, taken.cursor_seq
 
@@ -137,9 +121,14 @@ class EventStore:
         cursor_seq = max(cursor_seq, max seq of the batch), last_event_at. COMMIT.
 
         A released lease (lease_owner NULL) is lost too. Raises ValueError, before touching the database,
-        for an event without a durable seq. The same transaction as a group commit of one session
-        (bridge.store.write)."""
-        (result,) = await self.commit([self.prepare(session_id, epoch, events, received_at)])
+        for an event without a durable seq. While `group_commit()` runs, the batch shares its transaction
+        with other sessions' (bridge.store.write); a fenced-off batch is refused alone."""
+        write = self.prepare(session_id, epoch, events, received_at)
+        committer = self._committer
+        if committer is not None:  # group commit running (`group_commit()`): one transaction with others
+            result = await committer.submit(write)
+        else:
+            (result,) = await self.commit([write])
         if isinstance(result, Fenced):
             raise lease_lost(session_id, result)
         return result
@@ -195,15 +184,6 @@ class EventStore:
             if row is not None:  # newly deleted: tell every process's subscribers
                 await conn.execute(fanout_q.notify_status(self._upstream, session_id, row.status, row.status_reason,
                                                           int(row.status_version)))
-
-    async def set_status(self, session_id: str, status: str, reason: str | None = None) -> None:
-        """Record a session status (idle, running, stalled, …) and why, whoever holds the lease (operators,
-        tests; the daemon writes through LeaseStore.set_status, as the holder)."""
-        async with self._engine.begin() as conn:
-            version = (await conn.execute(q.set_session_status(self._upstream, session_id, status, reason))
-                       ).scalar_one_or_none()
-            if version is not None:
-                await conn.execute(fanout_q.notify_status(self._upstream, session_id, status, reason, int(version)))
 
     async def sessions(self, include_deleted: bool = False) -> list[SessionRow]:
         async with self._engine.connect() as conn:

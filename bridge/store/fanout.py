@@ -1,4 +1,4 @@
-"""SQL of the WebSocket fan-out (issue #3): replay reads by seq, commit notifications, permission requests.
+"""SQL of the WebSocket fan-out (docs/websocket.md): replay reads by seq, commit notifications, permission requests.
 
 Commit notifications: `write_batch` runs `notify_committed()` inside its transaction; PostgreSQL delivers a
 NOTIFY only when (and if) that transaction commits, in commit order, to every `LISTEN bridge_events`
@@ -17,7 +17,6 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.store.payload import storable_json
-from bridge.store.replay import event_frames_after
 from bridge.store.schema import chat_session_events, chat_sessions
 from bridge.store.schema_fanout import chat_permission_requests
 
@@ -106,7 +105,7 @@ def notify_status(upstream: str, session_id: str, status: str, reason: str | Non
 
 def select_events_after(upstream: str, session_id: str, after: int, limit: int) -> Select[Any]:
     return (
-        select(E.seq, E.payload)
+        select(E.seq, E.payload, E.kind)
         .where(E.upstream == upstream, E.session_id == session_id, E.seq > after)
         .order_by(E.seq)
         .limit(limit)
@@ -195,8 +194,9 @@ def select_pending_permissions(upstream: str, session_id: str) -> Select[Any]:
     )
 
 
-def select_session_permissions(upstream: str, session_id: str) -> Select[Any]:
-    return select(P.request_id, P.reply).where(P.upstream == upstream, P.session_id == session_id)
+def select_session_permissions(upstream: str, session_id: str, runtime: str | None = None) -> Select[Any]:
+    stmt = select(P.request_id, P.reply).where(P.upstream == upstream, P.session_id == session_id)
+    return stmt if runtime is None else stmt.where(P.runtime == runtime)
 
 
 # --- the store ---------------------------------------------------------------------------------------
@@ -222,15 +222,13 @@ class FanoutStore:
         self._read = read_engine or engine
         self.upstream = upstream
 
-    async def events_after(self, session_id: str, after: int, limit: int) -> list[tuple[int, dict[str, Any]]]:
-        """Stored envelopes with seq > after, in seq order, at most `limit`."""
+    async def events_after(self, session_id: str, after: int,
+                           limit: int) -> list[tuple[int, dict[str, Any], str | None]]:
+        """Stored rows `(seq, envelope, kind)` with seq > after, in seq order, at most `limit` (the kind of a
+        legacy row is not in its payload: docs/legacy.md)."""
         async with self._read.connect() as conn:
             rows = await conn.execute(select_events_after(self.upstream, session_id, after, limit))
-            return [(int(r.seq), r.payload) for r in rows]
-
-    async def event_frames_after(self, session_id: str, after: int, limit: int) -> list[tuple[int, str]]:
-        """`events_after` as WebSocket `event` frames, built by PostgreSQL (bridge.store.replay)."""
-        return await event_frames_after(self._read, self.upstream, session_id, after, limit)
+            return [(int(r.seq), r.payload, r.kind) for r in rows]
 
     async def head(self, session_id: str) -> SessionHead:
         async with self._read.connect() as conn:
@@ -255,10 +253,11 @@ class FanoutStore:
 
     async def permission_asked(self, session_id: str, request_id: str, envelope: dict[str, Any],
                                at: datetime, action: str | None, assistant_message_id: str | None,
-                               call_id: str | None) -> None:
+                               call_id: str | None, runtime: str = "v2") -> None:
+        """Record a request as asked; `runtime` (`v2` | `legacy`) says which endpoint answers it."""
         row = {"upstream": self.upstream, "request_id": request_id, "session_id": session_id,
                "asked": storable_json(envelope).value, "asked_at": at, "action": action,
-               "assistant_message_id": assistant_message_id, "call_id": call_id}
+               "assistant_message_id": assistant_message_id, "call_id": call_id, "runtime": runtime}
         async with self._engine.begin() as conn:
             await conn.execute(upsert_permission_asked(row))
 
@@ -275,8 +274,9 @@ class FanoutStore:
             rows = await conn.execute(select_pending_permissions(self.upstream, session_id))
             return [r.asked for r in rows]
 
-    async def permission_replies(self, session_id: str) -> dict[str, str | None]:
-        """Every stored request of the session: request id -> its reply (None while pending)."""
+    async def permission_replies(self, session_id: str, runtime: str | None = None) -> dict[str, str | None]:
+        """Every stored request of the session (of one runtime if given): request id -> its reply (None
+        while pending)."""
         async with self._read.connect() as conn:
-            rows = await conn.execute(select_session_permissions(self.upstream, session_id))
+            rows = await conn.execute(select_session_permissions(self.upstream, session_id, runtime))
             return {r.request_id: r.reply for r in rows}

@@ -14,11 +14,12 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.audit.chain import verify_chain
+from bridge.errors import LeaseLost
+from bridge.sessions.sink import StoreSink
 from bridge.store.audit import AuditReader
 from bridge.store.committer import GroupCommitter
 from bridge.store.events_store import BatchResult, EventStore
 from bridge.store.write import Fenced, SessionWrite
-from bridge.upstream.durable import LeaseLostError
 from tests.support.waiting import wait_until
 
 from .chat_events import RECEIVED_AT, batch, chat_event
@@ -94,8 +95,8 @@ async def test_the_sink_of_a_fenced_off_session_raises_lease_lost_through_the_co
     epoch, _ = await store.claim(sid, "owner-1")
     await store.claim(sid, "owner-2", force=True)
     async with store.group_commit():
-        with pytest.raises(LeaseLostError):
-            await store.sink(sid, epoch).write(batch(1, session_id=sid), RECEIVED_AT)
+        with pytest.raises(LeaseLost):
+            await StoreSink(store, sid, epoch).write(batch(1, session_id=sid), RECEIVED_AT)
     assert await store.stored_ids(sid) == []
 
 
@@ -176,7 +177,7 @@ async def test_a_quiet_session_is_committed_without_waiting_for_company(store: E
     sid = SESSIONS[0]
     epoch, _ = await store.claim(sid, "owner-1")
     async with store.group_commit() as committer:
-        sink = store.sink(sid, epoch)
+        sink = StoreSink(store, sid, epoch)
         # Alone in the queue, its write must start a group at once: no timer, no minimum size.
         async with asyncio.timeout(10):
             assert await sink.write(batch(1, session_id=sid), RECEIVED_AT) == 1

@@ -1,4 +1,4 @@
-"""Real followers (`DurableFollower`) against the fake upstream, their sinks from `EventStore.sink()`
+"""Real followers (`DurableFollower`) against the fake upstream, their sinks (`StoreSink` → `write_batch`)
 behind one group committer: many sessions mirrored exactly, a connection cut mid-body and a superseded
 lease handled as with one transaction per batch."""
 
@@ -10,6 +10,7 @@ import contextlib
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.audit.chain import verify_chain
+from bridge.sessions.sink import StoreSink
 from bridge.store.audit import AuditReader
 from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
@@ -28,7 +29,7 @@ async def turn(fake: FakeUpstream, sid: str, n: int = 6) -> None:
 
 async def follow(store: EventStore, client: UpstreamClient, sid: str) -> asyncio.Task[FollowerExit]:
     epoch, cursor = await store.claim(sid, "test-owner")
-    f = DurableFollower(sid, client, store.sink(sid, epoch), cursor, reconnect_min_s=0.01, reconnect_max_s=0.05,
+    f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, reconnect_min_s=0.01, reconnect_max_s=0.05,
                         upstream=UPSTREAM)
     return asyncio.create_task(f.run())
 
