@@ -234,15 +234,21 @@ async def quiet_latency(store: EventStore, write: Writer, count: int) -> dict[st
     return {"p50_ms": statistics.median(lat), "p99_ms": lat[max(0, int(len(lat) * 0.99) - 1)]}
 
 
-async def replay(engine: Any, upstream: str, sid: str, n: int, page: int = 500) -> dict[str, float]:
-    """What a WebSocket replay does per event minus the socket: read pages of stored rows, build and encode
-    their frames (`bridge.fanout.protocol.event_frames`, the path of the replay and the live feed)."""
+async def replay(engine: Any, upstream: str, sid: str, n: int, page: int = 500,
+                 python: bool = False) -> dict[str, float]:
+    """What a WebSocket replay does per event minus the socket: read pages of frames (PostgreSQL builds a
+    v2 row's, bridge.store.replay) — or, `python`, of stored rows to frame here (`event_frames`)."""
     fan = FanoutStore(engine, upstream)
     sent, after = 0, 0
     t0, cpu0 = time.perf_counter(), time.process_time()
     while True:
-        rows = await fan.events_after(sid, after, page)
-        for seq, _frame in p.event_frames(sid, rows):
+        if python:
+            rows: Any = await fan.events_after(sid, after, page)
+            frames = p.event_frames(sid, rows)
+        else:
+            rows = await fan.frames_after(sid, after, page)
+            frames = p.replay_frames(sid, rows)
+        for seq, _frame in frames:
             sent += 1
             after = seq
         if len(rows) < page:
@@ -278,6 +284,7 @@ async def run(url: str, sessions: int, n: int, naive_budget_s: float, long_n: in
         out["peak_rss_kib_growth_per_session"] = (
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / (sessions + sessions // 2 + sessions)
         out["replay"] = await replay(engine, store.upstream, str(seq1["session"]), long_n)
+        out["replay_python_frames"] = await replay(engine, store.upstream, str(seq1["session"]), long_n, python=True)
     finally:
         await engine.dispose()
     out["burst_over_copy"] = out["burst"]["events_per_s"] / out["copy_events_per_s"]

@@ -19,7 +19,7 @@ import structlog
 
 from bridge.fanout import metrics
 from bridge.fanout.hub import Hub
-from bridge.fanout.protocol import event_frames
+from bridge.fanout.protocol import replay_frames
 from bridge.store.fanout import (
     NOTIFY_CHANNEL,
     STATUS_CHANNEL,
@@ -100,9 +100,10 @@ class DurableFeed:
             top = self._hub.published_seq(session_id)
             if top is None:  # nobody live on it here (yet): the replay's go_live wakes us
                 return
-            rows = await self._store.events_after(session_id, top, self._page)
+            # v2 rows come framed by PostgreSQL from the normalized columns (bridge.store.replay).
+            rows = await self._store.frames_after(session_id, top, self._page)
             metrics.FEED_READS.inc()
-            self._hub.publish_durable(session_id, event_frames(session_id, rows))
+            self._hub.publish_durable(session_id, replay_frames(session_id, rows))
             if len(rows) < self._page:
                 return
 

@@ -179,6 +179,13 @@ def event_frames(session_id: str, rows: Iterable[StoredRow]) -> list[tuple[int, 
     return [(seq, dumps(event_message(session_id, seq, envelope, kind))) for seq, envelope, kind in rows]
 
 
+def replay_frames(session_id: str, rows: Iterable[tuple[int, str | None, Any, str | None]]) -> list[tuple[int, str]]:
+    """Rows of `FanoutStore.frames_after` → `(seq, event frame text)`: a frame PostgreSQL built is sent as is,
+    a legacy row is framed here (`event_message`), so both paths give the same frames as `event_frames`."""
+    return [(seq, frame if frame is not None else dumps(event_message(session_id, seq, payload, kind)))
+            for seq, frame, payload, kind in rows]
+
+
 def truncated_event(frame: str) -> str:
     """An `event` frame too large for a client's queue, as a reference: the same envelope fields, `fields`
     without its long texts, `data` empty and `"truncated": {"bytes": N}`; the client fetches the whole

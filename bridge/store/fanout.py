@@ -17,6 +17,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.store.payload import storable_json
+from bridge.store.replay import StoredFrame, frames_after
 from bridge.store.schema import chat_session_events, chat_sessions
 from bridge.store.schema_fanout import chat_permission_requests
 
@@ -229,6 +230,10 @@ class FanoutStore:
         async with self._read.connect() as conn:
             rows = await conn.execute(select_events_after(self.upstream, session_id, after, limit))
             return [(int(r.seq), r.payload, r.kind) for r in rows]
+
+    async def frames_after(self, session_id: str, after: int, limit: int) -> list[StoredFrame]:
+        """`events_after` for the WebSocket: a v2 row as its frame, built by PostgreSQL (bridge.store.replay)."""
+        return await frames_after(self._read, self.upstream, session_id, after, limit)
 
     async def head(self, session_id: str) -> SessionHead:
         async with self._read.connect() as conn:
