@@ -75,7 +75,7 @@ async def test_the_batches_of_many_sessions_commit_in_one_transaction(store: Eve
 async def test_a_fenced_off_session_is_refused_while_the_others_commit(store: EventStore, engine: AsyncEngine) -> None:
     a, b, c = SESSIONS[:3]
     epochs = {sid: (await store.claim(sid, "owner-1"))[0] for sid in (a, b, c)}
-    await store.claim(b, "owner-2", force=True)  # b's lease moved on: owner-1's epoch is stale
+    await store.claim(b, "owner-2", holder_dead=lambda _owner: True)  # b's lease moved on: owner-1's epoch is stale
     committer = GroupCommitter(store.commit, groups_in_flight=1)
     writes = [store.prepare(sid, epochs[sid], batch(1, 2, session_id=sid), RECEIVED_AT) for sid in (a, b, c)]
 
@@ -93,7 +93,7 @@ async def test_a_fenced_off_session_is_refused_while_the_others_commit(store: Ev
 async def test_the_sink_of_a_fenced_off_session_raises_lease_lost_through_the_committer(store: EventStore) -> None:
     sid = SESSIONS[0]
     epoch, _ = await store.claim(sid, "owner-1")
-    await store.claim(sid, "owner-2", force=True)
+    await store.claim(sid, "owner-2", holder_dead=lambda _owner: True)
     async with store.group_commit():
         with pytest.raises(LeaseLost):
             await StoreSink(store, sid, epoch).write(batch(1, session_id=sid), RECEIVED_AT)

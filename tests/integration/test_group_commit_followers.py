@@ -86,7 +86,7 @@ async def test_a_superseded_follower_stops_with_lease_lost_and_writes_nothing_mo
     async with store.group_commit():
         task_a, task_b = await follow(store, fake_client, "ses_A"), await follow(store, fake_client, "ses_B")
         await wait_until(lambda: mirrored(store, fake, ["ses_A"]), 10, 0.02, message="ses_A mirrored")
-        await store.claim("ses_A", "another-owner", force=True)  # the epoch moves on
+        await store.claim("ses_A", "another-owner", holder_dead=lambda _owner: True)  # the epoch moves on
         await turn(fake, "ses_A")
         await turn(fake, "ses_B")
         assert await asyncio.wait_for(task_a, 10) is FollowerExit.LEASE_LOST
