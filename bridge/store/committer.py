@@ -79,6 +79,9 @@ class GroupCommitter:
                 async with self._changed:
                     await self._changed.wait_for(self._can_start)
                     group = self._take()
+                    if not group:  # only writes whose followers stopped meanwhile
+                        self._changed.notify_all()  # drain() may be waiting for the queue to empty
+                        continue
                     self._in_flight += 1
                     self._busy.update(p.write.session_id for p in group)
                 tg.create_task(self._commit_group(group))

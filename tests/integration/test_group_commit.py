@@ -197,3 +197,19 @@ async def test_writes_of_one_session_queued_together_commit_in_order(store: Even
 
     assert [r.cursor_seq for r in results if isinstance(r, BatchResult)] == [3, 3, 3]
     assert [s for s, _ in await store.stored_ids(sid)] == [1, 2, 3]
+
+
+async def test_a_write_whose_follower_stopped_before_its_group_is_not_written(store: EventStore) -> None:
+    a, b = SESSIONS[:2]
+    epochs = {sid: (await store.claim(sid, "owner-1"))[0] for sid in (a, b)}
+    committer = GroupCommitter(store.commit, groups_in_flight=1)
+    stopped = asyncio.create_task(committer.submit(store.prepare(a, epochs[a], batch(1, session_id=a), RECEIVED_AT)))
+    kept = asyncio.create_task(committer.submit(store.prepare(b, epochs[b], batch(1, session_id=b), RECEIVED_AT)))
+    await wait_until(lambda: committer.queued == 2, timeout=5, message="writes not queued")
+    stopped.cancel()
+    async with running(committer):
+        assert await kept == BatchResult(inserted=1, duplicates=0, rejected=0, cursor_seq=1)
+        await committer.drain()
+    assert stopped.cancelled()
+    assert await store.stored_ids(a) == []
+    assert committer.writes == 1
