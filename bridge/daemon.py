@@ -23,6 +23,7 @@ from bridge.config import Settings
 from bridge.events import ChatEvent
 from bridge.fanout.service import Fanout
 from bridge.http.app import build_app, coalesced
+from bridge.http.commands import mount_commands
 from bridge.http.hosts import trusted_hosts
 from bridge.http.security import protect, token_holder
 from bridge.http.server import make_runner
@@ -141,6 +142,7 @@ class Daemon:
                     return checks
 
                 app = fanout.mount(_with_audit(build_app(readiness, _readiness_detail(s)), s, read_engine))
+                mount_commands(app, s, engine, client, fanout.service)  # docs/commands.md
                 protect(app, trusted_hosts=trusted_hosts(s.http_host, fanout.service.allowed_origins)
                         if s.auth_disabled else None)
                 runner = make_runner(app, max_connections=s.http_max_connections)

@@ -135,4 +135,4 @@ chat_event_rejects = Table(
 
 # Tables of later issues live in their own modules on this same metadata; importing them here makes
 # `metadata` complete for Alembic and the migration test.
-from bridge.store import schema_audit, schema_fanout, schema_lifecycle  # noqa: E402, F401
+from bridge.store import schema_audit, schema_commands, schema_fanout, schema_lifecycle  # noqa: E402, F401

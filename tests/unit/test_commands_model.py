@@ -1,0 +1,70 @@
+"""The pure core of the commands: derived upstream ids, fingerprints, the scope matrix, token scopes."""
+
+from __future__ import annotations
+
+import pytest
+
+from bridge.auth import AuthError, mint_token, verify_token
+from bridge.commands import CommandError, RateLimiter, parse_command, scope_allows
+from bridge.commands.model import upstream_message_id, upstream_session_id
+from bridge.ids import valid_session_id
+
+SID = "ses_dcf69c6a5ffeHQxvSA7FrlelcL"
+
+
+def test_message_id_has_the_serves_shape_and_depends_on_the_command() -> None:
+    # x6: the serve's ids look like msg_22a47d535001o65INCu84jsLQJ; the time part sorts with them.
+    mid = upstream_message_id("u", SID, "c-1", 1796005680438)
+    assert mid.startswith("msg_22a47d536") and len(mid) == len("msg_22a47d535001o65INCu84jsLQJ")
+    assert mid == upstream_message_id("u", SID, "c-1", 1796005680438)
+    assert mid[16:] != upstream_message_id("u", SID, "c-2", 1796005680438)[16:]
+    assert mid[16:] != upstream_message_id("u2", SID, "c-1", 1796005680438)[16:]
+
+
+def test_session_id_sorts_newest_first_and_passes_the_id_rule() -> None:
+    older, newer = (upstream_session_id("u", "c", t) for t in (1796005680120, 1796005690120))
+    assert valid_session_id(older) and newer < older
+
+
+def test_fingerprint_ignores_extra_keys_but_not_meaning() -> None:
+    a = parse_command("prompt", {"command_id": "c", "text": "hi", "delivery": "queue", "x": 1}, SID)
+    b = parse_command("prompt", {"delivery": "queue", "text": "hi", "command_id": "c"}, SID)
+    c = parse_command("prompt", {"command_id": "c", "text": "hi", "delivery": "steer"}, SID)
+    assert a.fingerprint == b.fingerprint != c.fingerprint
+
+
+def test_delivery_is_required() -> None:
+    with pytest.raises(CommandError) as e:
+        parse_command("prompt", {"command_id": "c", "text": "hi"}, SID)
+    assert e.value.status == 400
+
+
+@pytest.mark.parametrize(("scope", "allowed"), [
+    ("read", set()),
+    ("prompt", {"prompt", "permission_reply"}),
+    ("control", {"prompt", "permission_reply", "interrupt", "model", "agent", "create_session"}),
+])
+def test_scope_matrix(scope: str, allowed: set[str]) -> None:
+    names = {"prompt", "permission_reply", "interrupt", "model", "agent", "create_session"}
+    assert {n for n in names if scope_allows(scope, n)} == allowed
+
+
+def test_tokens_without_a_scope_are_read_and_unknown_scopes_are_refused() -> None:
+    secret = "s" * 40
+    assert verify_token(mint_token(secret, "u", ttl_s=60), secret, "u").scope == "read"
+    assert verify_token(mint_token(secret, "u", ttl_s=60, scope="control"), secret, "u").scope == "control"
+    import jwt
+    forged = jwt.encode({"iss": "opencode-bridge", "upstream": "u", "exp": 2**40, "scope": "root"}, secret)
+    with pytest.raises(AuthError):
+        verify_token(forged, secret, "u")
+
+
+def test_rate_limiter_bucket() -> None:
+    t = [0.0]
+    rl = RateLimiter(rate_per_s=2.0, burst=2, clock=lambda: t[0], max_keys=2)
+    assert [rl.take("a") for _ in range(3)] == [0.0, 0.0, 0.5]
+    t[0] += 0.5
+    assert rl.take("a") == 0.0
+    rl.take("b")
+    rl.take("c")  # evicts the stalest ("a"): memory stays bounded
+    assert rl.take("a") == 0.0
