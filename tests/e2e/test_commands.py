@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.auth import mint_token
 from bridge.commands.service import EXIT_AFTER_UPSTREAM_ENV
 from tests.support.bridge_proc import BridgeProcess
+from tests.support.fanout_client import WsClient
 from tests.support.mock_llm import HELLO_TEXT, MockLLM
 from tests.support.opencode import OpencodeServe
 from tests.support.waiting import wait_until
@@ -287,3 +288,29 @@ async def test_a_legacy_turn_is_interrupted_and_its_permission_answered(
 
 async def _not(pred: Callable[[], Any]) -> bool:
     return not await pred()
+
+
+async def test_the_websocket_command_op_answers_with_a_command_result(
+    opencode: OpencodeServe, bridge: Bridge
+) -> None:
+    sid = await bridge.create(opencode)
+    reader = await WsClient.connect(bridge.proc.url, token("read"))
+    writer = await WsClient.connect(bridge.proc.url, token("prompt", [sid]))
+    try:
+        assert (await reader.wait_for("hello"))["scope"] == "read"
+        assert (await writer.wait_for("hello"))["scope"] == "prompt"
+        frame = {"op": "command", "command": "prompt", "session": sid, "command_id": "w-1",
+                 "text": "MOCK:text via ws", "delivery": "queue"}
+        await reader.send(**frame, id="r")
+        refused = await reader.wait_for("command_result", id="r")
+        assert (refused["status"], refused["error"]) == (403, "forbidden")
+        await writer.send(**frame, id=7)
+        done = await writer.wait_for("command_result", id=7)
+        assert done["status"] == 200 and done["command"] == "prompt"
+        history = await opencode.wait_idle(sid, 60)
+        assert [e["data"]["messageID"] for e in of_type(history, ADMITTED)] == [done["result"]["message_id"]]
+        await writer.send(**{**frame, "delivery": None}, id=8)  # no implicit steer on the socket either
+        assert (await writer.wait_for("command_result", id=8))["status"] == 400
+    finally:
+        await reader.close()
+        await writer.close()

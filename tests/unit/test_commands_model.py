@@ -68,3 +68,18 @@ def test_rate_limiter_bucket() -> None:
     rl.take("b")
     rl.take("c")  # evicts the stalest ("a"): memory stays bounded
     assert rl.take("a") == 0.0
+
+
+def test_the_command_op_carries_the_http_body_in_the_frame() -> None:
+    import json
+
+    from bridge.fanout import protocol as p
+
+    op = p.parse_client_message(json.dumps({"op": "command", "id": 3, "command": "prompt", "session": SID,
+                                            "command_id": "c", "text": "hi", "delivery": "queue"}))
+    assert op == p.CommandOp("prompt", SID, None, {"command_id": "c", "text": "hi", "delivery": "queue"}, 3)
+    with pytest.raises(p.ProtocolError):
+        p.parse_client_message('{"op":"command","command":"prompt","session":"../x"}')
+    msg = p.command_result_message("prompt", 409, {"error": "conflict", "message": "m"}, "r")
+    assert msg == {"type": "command_result", "command": "prompt", "status": 409, "error": "conflict",
+                   "message": "m", "id": "r"}
