@@ -26,7 +26,7 @@ _log = structlog.get_logger("bridge.commands")
 # Test-only (docs/commands.md, "Testing the crash window"): the process exits right after the upstream
 # answered the command with this id, before the result is committed: a crash in the worst place.
 EXIT_AFTER_UPSTREAM_ENV = "BRIDGE_TEST_EXIT_AFTER_UPSTREAM_COMMAND"
-MODELS_TTL_S = 5.0
+MODELS_TTL_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class CommandService:
         self._clock = clock
         self._exit_after = exit_after_upstream if exit_after_upstream is not None \
             else os.environ.get(EXIT_AFTER_UPSTREAM_ENV) or None
-        self._models: dict[str, tuple[float, set[tuple[str, str]]]] = {}
+        self._models: dict[str, tuple[float, tuple[str, str] | None, set[tuple[str, str]]]] = {}
 
     def authorize(self, claims: Claims, cmd: Command) -> None:
         if not scope_allows(claims.scope, cmd.name):
@@ -169,27 +169,28 @@ class CommandService:
     async def _check_model(self, t: _Target) -> None:
         """Refuse before sending: the serve admits a prompt for a model without credentials and then
         stays silent (docs/upstream.md §4, `n-switch-and-unavailable-model`)."""
-        directory = t.directory
         m = t.info.get("model")
+        pair: tuple[str, str] | None = None
         if isinstance(m, dict) and isinstance(m.get("providerID"), str) and isinstance(m.get("id"), str):
-            pair: tuple[str, str] | None = (m["providerID"], m["id"])
-        else:
-            pair = await self.upstream.default_model(directory)
-        if pair is None:
-            return  # the serve's own default: nothing to check it against
-        if pair not in await self._connected(directory):
+            pair = (m["providerID"], m["id"])
+        default, connected = await self._location_models(t.directory)
+        pair = pair or default
+        if pair is not None and pair not in connected:
             raise CommandError("model_unavailable",
                                f"model {pair[0]}/{pair[1]} has no connected credential upstream: nothing sent")
 
-    async def _connected(self, directory: str) -> set[tuple[str, str]]:
+    async def _location_models(self, directory: str) -> tuple[tuple[str, str] | None, set[tuple[str, str]]]:
+        """(configured default model, connected models) of a location, kept MODELS_TTL_S: both change only
+        when the operator edits the serve's config or credentials, and `/api/model` is a large answer."""
         cached = self._models.get(directory)
         if cached is not None and cached[0] > self._clock():
-            return cached[1]
+            return cached[1], cached[2]
+        default = await self.upstream.default_model(directory)
         models = await self.upstream.connected_models(directory)
         if len(self._models) > 100:
             self._models.clear()
-        self._models[directory] = (self._clock() + MODELS_TTL_S, models)
-        return models
+        self._models[directory] = (self._clock() + MODELS_TTL_S, default, models)
+        return default, models
 
     async def _interrupt(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
         sid, directory = t.sid, t.directory

@@ -20,6 +20,8 @@ from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.store.commands import CommandStore
 from bridge.upstream.client import SessionNotFound, UpstreamUnavailable
 
+from .test_audit_openapi import SPEC, conforms
+
 UPSTREAM = "it-commands"
 SECRET = "c" * 40
 SID = "ses_dcf69c6a5ffeHQxvSA7FrlelcL"
@@ -287,3 +289,29 @@ async def test_commands_are_audited_newest_first(http: TestClient[Any, Any], eng
     async with engine.connect() as conn:
         n = (await conn.execute(text("SELECT count(*) FROM chat_commands"))).scalar_one()
     assert n == 2
+
+
+async def test_every_answer_is_documented_in_the_openapi_document(http: TestClient[Any, Any],
+                                                                  twin: TwinUpstream) -> None:
+    twin.v2_pending = [{"id": "per_1", "sessionID": SID}]
+    calls: list[tuple[str, Any, dict[str, str]]] = []
+    for path, body in COMMANDS.values():
+        calls += [(path, body, auth("control")), (path, body, auth("read")), (path, {"command_id": 1}, auth()),
+                  (path, body, {})]
+    calls += [(COMMANDS["prompt"][0], {**PROMPT, "text": "other"}, auth()),
+              ("/v1/sessions/ses_unknown1/interrupt", {"command_id": "u"}, auth("control", subject="zed"))]
+    seen: set[int] = set()
+    for path, body, headers in calls:
+        r = await http.post(path, json=body, headers=headers)
+        got = await r.json()
+        template = path.replace(SID, "{session_id}").replace("ses_unknown1", "{session_id}").replace(
+            "per_1", "{request_id}")
+        op = SPEC["paths"][template]["post"]
+        assert str(r.status) in op["responses"], (path, r.status, got)
+        schema = op["responses"][str(r.status)]["content"]["application/json"]["schema"]
+        assert conforms(got, schema) == [], (path, got)
+        seen.add(r.status)
+    r = await http.get(f"/v1/sessions/{SID}/commands", headers=auth("read"))
+    op = SPEC["paths"]["/v1/sessions/{session_id}/commands"]["get"]
+    assert conforms(await r.json(), op["responses"]["200"]["content"]["application/json"]["schema"]) == []
+    assert {200, 201, 400, 401, 403, 404, 409} <= seen
