@@ -315,3 +315,13 @@ async def test_every_answer_is_documented_in_the_openapi_document(http: TestClie
     op = SPEC["paths"]["/v1/sessions/{session_id}/commands"]["get"]
     assert conforms(await r.json(), op["responses"]["200"]["content"]["application/json"]["schema"]) == []
     assert {200, 201, 400, 401, 403, 404, 409} <= seen
+
+
+async def test_a_deleted_session_is_404_and_nothing_is_sent(http: TestClient[Any, Any], twin: TwinUpstream,
+                                                            engine: AsyncEngine) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(text("INSERT INTO chat_sessions (upstream, session_id, directory, deleted) "
+                                "VALUES (:u, :s, :d, true)"), {"u": UPSTREAM, "s": SID, "d": DIR})
+    r = await http.post(f"/v1/sessions/{SID}/prompt", json=PROMPT, headers=auth())
+    assert (r.status, (await r.json())["error"]) == (404, "not_found")
+    assert twin.calls == []

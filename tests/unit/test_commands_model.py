@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bridge.auth import AuthError, mint_token, verify_token
@@ -83,3 +85,19 @@ def test_the_command_op_carries_the_http_body_in_the_frame() -> None:
     msg = p.command_result_message("prompt", 409, {"error": "conflict", "message": "m"}, "r")
     assert msg == {"type": "command_result", "command": "prompt", "status": 409, "error": "conflict",
                    "message": "m", "id": "r"}
+
+
+def test_the_token_command_mints_the_asked_scope(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from bridge.cli import main
+
+    monkeypatch.setenv("BRIDGE_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("BRIDGE_AUTH_SECRET", "t" * 40)
+    monkeypatch.setenv("BRIDGE_UPSTREAM_NAME", "u")
+    scopes = []
+    for argv in (["token"], ["token", "--scope", "prompt"], ["token", "--scope", "control", "--session", SID]):
+        assert main(argv) == 0
+        scopes.append(verify_token(capsys.readouterr().out.strip(), "t" * 40, "u").scope)
+    assert scopes == ["read", "prompt", "control"]
+    with pytest.raises(SystemExit):
+        main(["token", "--scope", "admin"])
