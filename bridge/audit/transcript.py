@@ -174,7 +174,12 @@ class TranscriptBuilder:
         self._b = _Builder()
 
     def add(self, row: Mapping[str, Any]) -> None:
-        self._b.add(int(row["seq"]), str(row["kind"]), _data(row))
+        d = _data(row)
+        self._b.add(int(row["seq"]), str(row["kind"]), d)
+        if row.get("asked_by") is not None:  # a prompt sent through the bridge: its token's subject
+            entry = self._b.prompts.get(str(d.get("messageID")))
+            if entry is not None:
+                entry["asked_by"] = row["asked_by"]
 
     @property
     def entries(self) -> list[Entry]:

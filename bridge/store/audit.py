@@ -17,9 +17,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.audit.chain import GENESIS, ChainRow
 from bridge.store.schema import chat_session_events, chat_sessions
+from bridge.store.schema_commands import chat_commands
 
 E = chat_session_events.c
 S = chat_sessions.c
+C = chat_commands.c
 
 # --- views (executed by migrations/versions/0004_audit.py) --------------------------------------------
 
@@ -225,8 +227,12 @@ class AuditReader:
         at a time (one short statement each: no connection is held between pages)."""
         left = limit
         while left > 0:
+            # Prompts sent through the bridge carry who sent them (chat_commands, docs/commands.md).
+            asked = and_(C.upstream == E.upstream, C.session_id == E.session_id, C.admitted_seq == E.seq,
+                         C.command == "prompt", E.kind == "prompt:admitted")
             stmt = (
-                select(E.seq, E.kind, E.payload)
+                select(E.seq, E.kind, E.payload, C.subject.label("asked_by"))
+                .select_from(chat_session_events.outerjoin(chat_commands, asked))
                 .where(E.upstream == self.upstream, E.session_id == session_id, E.seq > after)
                 .order_by(E.seq)
                 .limit(min(page, left))

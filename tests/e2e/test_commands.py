@@ -118,6 +118,16 @@ async def test_prompt_on_an_idle_session_is_admitted_once_and_audited(
     assert [tuple(r) for r in rows] == [("create_session", "web", "control", "done", None),
                                         ("prompt", "web", "prompt", "done", body["admitted_seq"])]
 
+    async def asked_by() -> list[Any]:  # the mirrored transcript says who asked for the turn
+        async with bridge.http.get(f"{bridge.proc.url}/v1/sessions/{sid}/transcript",
+                                   headers={"Authorization": f"Bearer {token('read')}"}) as r:
+            if r.status != 200:
+                return []
+            entries = (await r.json())["data"]["entries"]
+        return [(e["message_id"], e.get("asked_by")) for e in entries if e["type"] == "user"]
+
+    assert await wait_until(asked_by, 30, 0.2, message="prompt mirrored") == [(body["message_id"], "web")]
+
 
 async def test_steer_joins_at_the_step_boundary_and_queue_waits_for_the_turn(
     opencode: OpencodeServe, bridge: Bridge
