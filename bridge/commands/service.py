@@ -106,7 +106,7 @@ class CommandService:
         try:
             done = await self._run(cmd, row)
         except CommandError as e:
-            log.info("command_refused", error=e.code)
+            log.info("command_failed", error=e.code)
             if e.code != "upstream_unavailable":  # kept pending: a retry sends it again, idempotently
                 await self.store.complete(cmd.command_id, state="failed", http_status=e.status,
                                           result={"error": e.code, "message": e.message})

@@ -55,6 +55,9 @@ class CommandsContext:
             cmd = parse_command(name, body, session_id, request_id)
             return await self.service.execute(claims, cmd)
         except CommandError as e:
+            # Refused before or after its row was written; never the body (prompt text) or the token.
+            _log.info("command_refused", command=name, session_id=session_id, subject=claims.subject,
+                      scope=claims.scope, error=e.code)
             return Outcome(e.status, {"error": e.code, "message": e.message})
         except (SQLAlchemyError, OSError) as e:
             _log.warning("command_store_failed", command=name, error=f"{type(e).__name__}: {e}"[:300])

@@ -325,3 +325,18 @@ async def test_a_deleted_session_is_404_and_nothing_is_sent(http: TestClient[Any
     r = await http.post(f"/v1/sessions/{SID}/prompt", json=PROMPT, headers=auth())
     assert (r.status, (await r.json())["error"]) == (404, "not_found")
     assert twin.calls == []
+
+
+async def test_logs_name_the_command_but_never_the_text_or_the_token(http: TestClient[Any, Any]) -> None:
+    import structlog
+
+    headers = auth()
+    body = {**PROMPT, "command_id": "log-1", "text": "the secret plan"}
+    with structlog.testing.capture_logs() as logs:
+        assert (await http.post(f"/v1/sessions/{SID}/prompt", json=body, headers=headers)).status == 200
+        assert (await http.post(f"/v1/sessions/{SID}/interrupt", json={"command_id": "x"}, headers=headers)).status \
+            == 403
+    assert [(e["event"], e.get("command")) for e in logs] == [("command_done", "prompt"),
+                                                              ("command_refused", "interrupt")]
+    dumped = repr(logs)
+    assert "secret plan" not in dumped and headers["Authorization"][7:] not in dumped
