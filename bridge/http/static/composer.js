@@ -8,6 +8,7 @@ const composer = (() => {
   const RANK = { read: 0, prompt: 1, control: 2 };
   const pending = new Map(); // frame id -> frame (until its command_result)
   let scope = "read";
+  let granted = null; // the token's sessions (null: all), from `hello`
   let session = state.selected; // viewer.js may have selected one before this file ran
   let seq = 0;
 
@@ -37,7 +38,8 @@ const composer = (() => {
   }
 
   function render() {
-    $("composer").hidden = !(session && may("prompt"));
+    const mine = session && (granted === null || granted.includes(session));
+    $("composer").hidden = !(mine && may("prompt"));
     $("stop").hidden = !may("control");
   }
 
@@ -52,6 +54,7 @@ const composer = (() => {
   return {
     hello(m) {
       scope = m.scope || "read";
+      granted = Array.isArray(m.sessions) ? m.sessions : null;
       render();
       for (const p of pending.values()) send(p.frame); // same command_id: at most once
     },
