@@ -9,7 +9,7 @@ OPENCODE_DIR := .opencode
 OPENCODE_BIN := $(OPENCODE_DIR)/node_modules/.bin/opencode
 PYTEST_ARGS ?=
 
-.PHONY: chromium systemd-analyze promtool run demo test test-unit test-integration test-e2e lint bench soak opencode venv clean
+.PHONY: chromium systemd-analyze promtool run demo test test-unit test-integration test-migration test-e2e lint bench soak opencode venv clean
 
 venv: $(STAMP)
 
@@ -56,7 +56,7 @@ DEMO_ARGS ?=
 demo: $(STAMP) $(OPENCODE_BIN)
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.demo $(DEMO_ARGS)
 
-# Every test: unit (pure), integration (real PostgreSQL), e2e (real opencode serve + mock provider).
+# Every test: unit (pure), integration (real PostgreSQL), migration (schema), e2e (real opencode serve + mock provider).
 test: $(STAMP) $(OPENCODE_BIN) chromium systemd-analyze promtool
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra $(PYTEST_ARGS)
 
@@ -65,6 +65,9 @@ test-unit: $(STAMP) systemd-analyze promtool
 
 test-integration: $(STAMP)
 	$(BIN)/pytest -q tests/integration $(PYTEST_ARGS)
+
+test-migration: $(STAMP)
+	$(BIN)/pytest -q tests/migration $(PYTEST_ARGS)
 
 test-e2e: $(STAMP) $(OPENCODE_BIN) chromium
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra tests/e2e $(PYTEST_ARGS)

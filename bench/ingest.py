@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import text
 
 from bridge.log import configure_logging
-from bridge.sessions.supervisor import _StoreSink
+from bridge.sessions.sink import StoreSink
 from bridge.store.db import make_engine, upgrade_to_head
 from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
@@ -54,7 +54,7 @@ async def _append(fake: FakeUpstream, sid: str, i: int) -> None:
 
 async def _follow(store: EventStore, client: UpstreamClient, sid: str, batch: int) -> asyncio.Task[Any]:
     epoch, cursor = await store.claim(sid, "bench")
-    f = DurableFollower(sid, client, _StoreSink(store, sid, epoch), cursor, batch_max_events=batch,
+    f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, batch_max_events=batch,
                         reconnect_min_s=0.01, reconnect_max_s=0.1, upstream="bench")
     return asyncio.create_task(f.run())
 

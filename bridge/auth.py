@@ -17,20 +17,12 @@ from pathlib import Path
 
 import jwt
 
-from bridge.config import ConfigError
+from bridge.errors import AuthError, SecretFileError
 
 ALGORITHM = "HS256"
 ISSUER = "opencode-bridge"
 SCOPES = ("read", "prompt", "control")  # each grants what the one before does, and more (docs/commands.md)
 MAX_TTL_S = 30 * 86400.0  # `opencode-bridge token --ttl`: a leaked token stops working within a month
-
-
-class AuthError(Exception):
-    """Why a token was refused; `code` is a stable machine-readable reason."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code  # missing | invalid | expired | wrong_upstream | forbidden
 
 
 @dataclass(frozen=True)
@@ -106,10 +98,6 @@ def bearer_token(headers: Mapping[str, str], query: Mapping[str, str] | None = N
     if auth[:7].lower() == "bearer ":
         return auth[7:].strip() or None
     return (query or {}).get("token") or None
-
-
-class SecretFileError(ConfigError):
-    """The generated secret file is unusable (empty, short, readable by others): a start-up error."""
 
 
 SECRET_MIN_CHARS = 32  # as BRIDGE_AUTH_SECRET (bridge.config)

@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable, Sequence
 import structlog
 
 from bridge import __version__
-from bridge.config import ConfigError, Settings, load_settings
+from bridge.config import Settings, load_settings
+from bridge.errors import ConfigError
 from bridge.log import configure_logging
 
 
@@ -34,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="check database, migrations, upstream, credentials and clock; explain fixes")
     from bridge.audit.commands import add_parsers as add_audit_parsers
 
-    add_audit_parsers(sub)  # sessions | events | transcript | export | verify (issue #5)
+    add_audit_parsers(sub)  # sessions | events | transcript | export | verify (docs/audit.md)
     return p
 
 

@@ -15,11 +15,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from bridge.errors import ConfigError
 from bridge.http.hosts import is_loopback_host
-
-
-class ConfigError(ValueError):
-    """A setting is missing or malformed; the message names the variable."""
+from bridge.upstream.urls import redact_url
 
 
 @dataclass(frozen=True)
@@ -101,8 +99,8 @@ class Settings:
         return out
 
 
-# env var -> (field, parser)
-_ENV: dict[str, str] = {
+# Every setting: environment variable -> Settings field (public: the unit-file test checks each is documented).
+ENV_VARS: dict[str, str] = {
     "BRIDGE_UPSTREAM_URL": "upstream_url",
     "BRIDGE_UPSTREAM_USERNAME": "upstream_username",
     "BRIDGE_UPSTREAM_PASSWORD": "upstream_password",
@@ -136,7 +134,7 @@ _ENV: dict[str, str] = {
     "BRIDGE_LOG_FORMAT": "log_format",
     "BRIDGE_LOG_LEVEL": "log_level",
 }
-_TOML_KEYS = {v: k for k, v in _ENV.items()}
+_TOML_KEYS = {v: k for k, v in ENV_VARS.items()}
 
 
 def _parse(name: str, fname: str, raw: str) -> Any:
@@ -172,7 +170,7 @@ def _parse(name: str, fname: str, raw: str) -> Any:
 def _validate(s: Settings) -> Settings:
     u = urlsplit(s.upstream_url)
     if u.scheme not in ("http", "https") or not u.hostname:
-        raise ConfigError(f"BRIDGE_UPSTREAM_URL={s.upstream_url!r} must be an http(s):// URL with a host")
+        raise ConfigError(f"BRIDGE_UPSTREAM_URL={redact_url(s.upstream_url)!r} must be an http(s):// URL with a host")
     if s.database_url.value:
         d = urlsplit(s.database_url.value)
         if d.scheme not in ("postgresql", "postgres"):
@@ -221,7 +219,7 @@ def load_settings(env: Mapping[str, str] | None = None, toml_path: str | None = 
             if key not in _TOML_KEYS:
                 raise ConfigError(f"BRIDGE_CONFIG: unknown key {key!r}")
             values[key] = _parse(f"{toml_path}:{key}", key, str(raw))
-    for name, fname in _ENV.items():
+    for name, fname in ENV_VARS.items():
         raw = env.get(name)
         if raw is not None and raw != "":
             values[fname] = _parse(name, fname, raw)

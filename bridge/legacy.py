@@ -23,10 +23,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.events import NOISE, UNKNOWN, ChatEvent, Envelope, error_fallback, kind_of, normalize
+from bridge.events import NOISE, UNKNOWN, ChatEvent, Envelope, Kind, error_fallback, kind_of, normalize
 
-# The kinds' type: `str` here; becomes `bridge.events.Kind` once the kinds are an enum (one line to change).
-KindName = str
+# The kinds' type (the `Kind` enum compares equal to its strings).
+KindName = Kind
 
 # The kinds, taken from the v2 types that give them: a legacy turn has exactly a v2 turn's kinds.
 PROMPT = kind_of("session.next.prompt.admitted")

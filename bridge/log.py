@@ -1,15 +1,29 @@
 """structlog set-up: JSON lines when stderr is not a TTY, a readable console otherwise.
 
 Log lines are events with fields (`upstream`, `session_id`, `seq`), not sentences; bind them with
-`log.bind(...)` where a component is created.
+`log.bind(...)` where a component is created. A URL's `user:password@` part is masked in every string
+field before rendering (`redact_credentials`), whichever component logged it.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
+from collections.abc import MutableMapping
+from typing import Any
 
 import structlog
+
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")
+
+
+def redact_credentials(_logger: object, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog processor: `scheme://user:password@host` → `scheme://***@host` in every string field."""
+    for key, value in event.items():
+        if isinstance(value, str) and "@" in value:
+            event[key] = _URL_CREDENTIALS.sub(r"\1***@", value)
+    return event
 
 
 def configure_logging(fmt: str = "auto", level: str = "info") -> None:
@@ -24,6 +38,7 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info if use_json else structlog.processors.StackInfoRenderer(),
+            redact_credentials,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),

@@ -19,10 +19,11 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from bridge.errors import FrameTooLarge
 from bridge.events import BadFrame, Envelope, parse_envelope, to_json
 from bridge.legacy import LegacyTurnState, normalize_legacy
 from bridge.syncframes import decode_json, parse_global_object, parse_sync_log
-from bridge.upstream.sse import SSEEvent, SSEFrameTooLarge, SSEItem, SSEParser
+from bridge.upstream.sse import SSEEvent, SSEItem, SSEParser
 
 
 class _Mapper:
@@ -45,7 +46,7 @@ def map_stream(body: bytes) -> Iterator[dict[str, Any]]:
     mapper = _Mapper()
     try:
         items = parser.feed(body)
-    except SSEFrameTooLarge as exc:
+    except FrameTooLarge as exc:
         yield from _map_items(exc.events, mapper)
         yield {"kind": "bad_frame", "reason": "frame_too_large", "detail": str(exc)}
         return

@@ -48,7 +48,7 @@ FOLLOWER_CRASHES = Counter(
     registry=REGISTRY,
 )
 
-# --- issue #5: operations ------------------------------------------------------------------------------
+# --- operations (docs/operations.md) ------------------------------------------------------------------------------
 EVENT_LOOP_LAG = Gauge(
     "bridge_event_loop_lag_seconds", "How late the health task woke up on its last tick", registry=REGISTRY
 )
@@ -58,7 +58,7 @@ HEALTH_CHECKS_FAILED = Counter(
 AUDIT_REQUESTS = Counter(
     "bridge_audit_requests_total", "Audit API requests, by route and status", ["route", "status"], registry=REGISTRY
 )
-# Warm-session lifecycle (issue #4, docs/lifecycle.md).
+# Warm-session lifecycle (docs/lifecycle.md).
 LEASE_CLAIMS = Counter(
     "bridge_lease_claims_total", "Leases taken, by what warmed the session (orphan = adoption)", ["reason"],
     registry=REGISTRY,
@@ -91,5 +91,20 @@ BAD_SESSION_IDS = Counter(
 HTTP_REFUSED = Counter(
     "bridge_http_refused_total",
     "HTTP requests or connections refused by a bound (bad_host, connections, busy:<route>, too_large)",
+    ["reason"], registry=REGISTRY,
+)
+SESSIONS_PARKED = Counter(
+    "bridge_sessions_parked_total",
+    "Sessions parked: their follower kept failing, so it is no longer retried until warmed explicitly",
+    registry=REGISTRY,
+)
+DISCOVERY_FAILURES = Counter(
+    "bridge_discovery_failures_total", "Session discovery runs that failed (retried with backoff)",
+    registry=REGISTRY,
+)
+FOLLOWERS_STUCK = Counter(
+    "bridge_follower_no_progress_total",
+    "Catch-up passes that could not move the cursor (every event of a page rejected, or a page over the "
+    "body bound), by reason; after a few in a row the follower stops with `stuck`",
     ["reason"], registry=REGISTRY,
 )

@@ -37,7 +37,7 @@ from tests.support.fake_upstream import FakeUpstream
 T = TypeVar("T")
 
 
-def _run(coro: Coroutine[Any, Any, T]) -> T:
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     # A private thread has no event loop: safe whether or not pytest-asyncio's loop is set up.
     with ThreadPoolExecutor(max_workers=1) as pool_:
         return pool_.submit(asyncio.run, coro).result()
@@ -49,7 +49,7 @@ def database_url_for(server_url: str, name: str) -> str:
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
-async def _admin(server_url: str, *statements: str) -> None:
+async def admin_sql(server_url: str, *statements: str) -> None:
     engine = create_async_engine(to_async_url(server_url), poolclass=pool.NullPool, isolation_level="AUTOCOMMIT")
     try:
         async with engine.connect() as conn:
@@ -81,22 +81,22 @@ def pg_server_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def _template_database(pg_server_url: str) -> Iterator[str]:
     name = f"test_template_{uuid.uuid4().hex}"
-    _run(_admin(pg_server_url, f'CREATE DATABASE "{name}"'))
+    run_sync(admin_sql(pg_server_url, f'CREATE DATABASE "{name}"'))
     try:
-        _run(migrate_database(database_url_for(pg_server_url, name)))
+        run_sync(migrate_database(database_url_for(pg_server_url, name)))
         yield name
     finally:
-        _run(_admin(pg_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        run_sync(admin_sql(pg_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 def _fresh_database(pg_server_url: str, template: str | None) -> Iterator[str]:
     name = f"test_{uuid.uuid4().hex}"
     clause = f' TEMPLATE "{template}"' if template else ""
-    _run(_admin(pg_server_url, f'CREATE DATABASE "{name}"{clause}'))
+    run_sync(admin_sql(pg_server_url, f'CREATE DATABASE "{name}"{clause}'))
     try:
         yield database_url_for(pg_server_url, name)
     finally:
-        _run(_admin(pg_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        run_sync(admin_sql(pg_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @pytest.fixture

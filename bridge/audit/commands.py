@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from bridge.audit.chain import GENESIS, verify_chain
-from bridge.audit.export import ExportError, event_line, header, trailer, verify_export
+from bridge.audit.export import event_line, header, trailer, verify_export
 from bridge.audit.render import render_transcript
 from bridge.audit.transcript import build_transcript
+from bridge.errors import ExportError
 from bridge.store.audit import AuditReader, SessionFilter
 
 COMMANDS = ("sessions", "events", "transcript", "export", "verify")

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import IO, Any
 
 from bridge.audit.chain import ChainReport, ChainRow, verify_chain
+from bridge.errors import ExportError
 
 FORMAT = "opencode-bridge-export/1"
 
@@ -43,10 +44,6 @@ def event_line(row: dict[str, Any], payload_text: str) -> str:
 
 def trailer(events: int, head: str) -> str:
     return dump_line({"end": True, "events": events, "head": head})
-
-
-class ExportError(ValueError):
-    pass
 
 
 def read_export(lines: Iterable[str]) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]:

@@ -1,6 +1,6 @@
 """The conversation of a session, rebuilt from its stored events only. Pure.
 
-`build_transcript(rows)` reads nothing but the stored envelopes (`payload`) and their `seq`, so the
+`build_transcript(rows)` reads nothing but the stored envelopes (`payload`), their `kind` and `seq`, so the
 transcript is the same whether it is built while the turn is live, replayed next year, or rebuilt from
 an `export` file. Entries, in seq order:
 
@@ -10,41 +10,20 @@ an `export` file. Entries, in seq order:
   reasoning, tool calls (input, output, error, status) — and the step's finish, tokens, cost and error;
 - `agent_switch` / `model_switch`.
 
-Interrupts have no event of their own upstream (PROTOCOL.md §4.2): a step or tool that failed with the
+Interrupts have no event of their own upstream (docs/upstream.md §4.2): a step or tool that failed with the
 upstream's interrupt message is flagged `interrupted`; the error itself is kept verbatim either way.
-A step that never ended (killed server, cut stream) has `complete: false`.
+A step that never ended (killed server, cut stream) has `complete: false`. Upstream fields are read
+through the mapping layer (`bridge.events.ChatEvent`), never by name here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-# The exact messages opencode 1.18.33 uses for an interrupt (PROTOCOL.md §4.2).
-INTERRUPT_MESSAGES = frozenset({"Provider turn interrupted", "Tool execution interrupted"})
+from bridge.events import ChatEvent, Kind, normalize_stored
 
 Entry = dict[str, Any]
-
-
-def _data(row: Mapping[str, Any]) -> dict[str, Any]:
-    payload = row.get("payload")
-    data = payload.get("data") if isinstance(payload, Mapping) else None
-    return dict(data) if isinstance(data, Mapping) else {}
-
-
-def _interrupted(error: Any) -> bool:
-    return isinstance(error, Mapping) and error.get("message") in INTERRUPT_MESSAGES
-
-
-def _output_text(content: Any, structured: Any) -> str | None:
-    """The text parts of the result; tools that return no text parts (e.g. `read`) carry their output in
-    `structured.content`."""
-    texts = [c.get("text") for c in content if isinstance(c, Mapping) and c.get("type") == "text"] \
-        if isinstance(content, list) else []
-    joined = "".join(t for t in texts if isinstance(t, str))
-    if not joined and isinstance(structured, Mapping) and isinstance(structured.get("content"), str):
-        return str(structured["content"])
-    return joined if isinstance(content, list) else None
 
 
 class _Builder:
@@ -55,7 +34,7 @@ class _Builder:
         self.tools: dict[str, Entry] = {}
         self.texts: dict[tuple[str, str], Entry] = {}
 
-    def step(self, message_id: Any, seq: int) -> Entry:
+    def step(self, message_id: str | None, seq: int) -> Entry:
         key = str(message_id)
         entry = self.steps.get(key)
         if entry is None:  # a part whose step.started is missing (history before the mirror began)
@@ -66,104 +45,114 @@ class _Builder:
             self.entries.append(entry)
         return entry
 
-    def add(self, seq: int, kind: str, d: dict[str, Any]) -> None:
-        handler = getattr(self, "_" + kind.replace(":", "_").replace("-", "_"), None)
+    def add(self, seq: int, kind: str, ev: ChatEvent) -> None:
+        handler = _HANDLERS.get(kind)  # a Kind equals its stored string
         if handler is not None:
-            handler(seq, d)
+            handler(self, seq, ev)
 
-    def _prompt_admitted(self, seq: int, d: dict[str, Any]) -> None:
-        prompt = d.get("prompt")
-        entry: Entry = {"type": "user", "message_id": d.get("messageID"), "seq": seq,
-                        "text": prompt.get("text") if isinstance(prompt, Mapping) else None,
-                        "delivery": d.get("delivery"), "started_seq": None, "time_ms": d.get("timestamp")}
-        self.prompts[str(d.get("messageID"))] = entry
+    def _prompt_admitted(self, seq: int, ev: ChatEvent) -> None:
+        entry: Entry = {"type": "user", "message_id": ev.message_id, "seq": seq, "text": ev.text,
+                        "delivery": ev.delivery, "started_seq": None, "time_ms": ev.timestamp_ms}
+        self.prompts[str(ev.message_id)] = entry
         self.entries.append(entry)
 
-    def _prompt_started(self, seq: int, d: dict[str, Any]) -> None:
-        entry = self.prompts.get(str(d.get("messageID")))
+    def _prompt_started(self, seq: int, ev: ChatEvent) -> None:
+        entry = self.prompts.get(str(ev.message_id))
         if entry is None:
-            self._prompt_admitted(seq, d)
-            entry = self.prompts[str(d.get("messageID"))]
+            self._prompt_admitted(seq, ev)
+            entry = self.prompts[str(ev.message_id)]
         entry["started_seq"] = seq
 
-    def _step_start(self, seq: int, d: dict[str, Any]) -> None:
-        model = d.get("model")
-        entry = self.step(d.get("assistantMessageID"), seq)
-        entry["agent"] = d.get("agent")
-        entry["model"] = ({"provider": model.get("providerID"), "id": model.get("id")}
-                          if isinstance(model, Mapping) else None)
-        entry["time_ms"] = d.get("timestamp")
+    def _step_start(self, seq: int, ev: ChatEvent) -> None:
+        entry = self.step(ev.assistant_message_id, seq)
+        entry.update(agent=ev.agent, model=ev.model, time_ms=ev.timestamp_ms)
 
-    def _step_end(self, seq: int, d: dict[str, Any]) -> None:
-        entry = self.step(d.get("assistantMessageID"), seq)
-        entry.update(finish=d.get("finish"), tokens=d.get("tokens"), cost=d.get("cost"), complete=True,
-                     end_seq=seq)
+    def _step_end(self, seq: int, ev: ChatEvent) -> None:
+        entry = self.step(ev.assistant_message_id, seq)
+        entry.update(finish=ev.finish, tokens=ev.tokens, cost=ev.reported_cost, complete=True, end_seq=seq)
 
-    def _step_fail(self, seq: int, d: dict[str, Any]) -> None:
-        entry = self.step(d.get("assistantMessageID"), seq)
-        error = d.get("error")
-        entry.update(finish="error", error=error, complete=True, end_seq=seq)
-        entry["interrupted"] = entry["interrupted"] or _interrupted(error)
+    def _step_fail(self, seq: int, ev: ChatEvent) -> None:
+        entry = self.step(ev.assistant_message_id, seq)
+        entry.update(finish="error", error=ev.error, complete=True, end_seq=seq)
+        entry["interrupted"] = entry["interrupted"] or ev.interrupted
 
-    def _part(self, kind: str, seq: int, d: dict[str, Any], id_key: str) -> Entry:
-        key = (kind, str(d.get(id_key)))
+    def _part(self, kind: str, seq: int, ev: ChatEvent) -> Entry:
+        key = (kind, str(ev.part_id))
         part = self.texts.get(key)
         if part is None:
-            part = {"type": kind, "id": d.get(id_key), "text": None, "complete": False}
+            part = {"type": kind, "id": ev.part_id, "text": None, "complete": False}
             self.texts[key] = part
-            self.step(d.get("assistantMessageID"), seq)["parts"].append(part)
+            self.step(ev.assistant_message_id, seq)["parts"].append(part)
         return part
 
-    def _text_start(self, seq: int, d: dict[str, Any]) -> None:
-        self._part("text", seq, d, "textID")
+    def _text_start(self, seq: int, ev: ChatEvent) -> None:
+        self._part("text", seq, ev)
 
-    def _text_end(self, seq: int, d: dict[str, Any]) -> None:
-        self._part("text", seq, d, "textID").update(text=d.get("text"), complete=True)
+    def _text_end(self, seq: int, ev: ChatEvent) -> None:
+        self._part("text", seq, ev).update(text=ev.text, complete=True)
 
-    def _reasoning_start(self, seq: int, d: dict[str, Any]) -> None:
-        self._part("reasoning", seq, d, "reasoningID")
+    def _reasoning_start(self, seq: int, ev: ChatEvent) -> None:
+        self._part("reasoning", seq, ev)
 
-    def _reasoning_end(self, seq: int, d: dict[str, Any]) -> None:
-        self._part("reasoning", seq, d, "reasoningID").update(text=d.get("text"), complete=True)
+    def _reasoning_end(self, seq: int, ev: ChatEvent) -> None:
+        self._part("reasoning", seq, ev).update(text=ev.text, complete=True)
 
-    def _tool(self, seq: int, d: dict[str, Any]) -> Entry:
-        call_id = str(d.get("callID"))
+    def _tool(self, seq: int, ev: ChatEvent) -> Entry:
+        call_id = str(ev.call_id)
         tool = self.tools.get(call_id)
         if tool is None:
-            tool = {"type": "tool", "call_id": d.get("callID"), "tool": d.get("name") or d.get("tool"),
+            tool = {"type": "tool", "call_id": ev.call_id, "tool": ev.tool_name,
                     "input": None, "input_text": None, "status": "pending", "output": None,
                     "output_text": None, "structured": None, "error": None, "interrupted": False}
             self.tools[call_id] = tool
-            self.step(d.get("assistantMessageID"), seq)["parts"].append(tool)
+            self.step(ev.assistant_message_id, seq)["parts"].append(tool)
         return tool
 
-    def _tool_input_start(self, seq: int, d: dict[str, Any]) -> None:
-        self._tool(seq, d)
+    def _tool_input_start(self, seq: int, ev: ChatEvent) -> None:
+        self._tool(seq, ev)
 
-    def _tool_input_end(self, seq: int, d: dict[str, Any]) -> None:
-        self._tool(seq, d)["input_text"] = d.get("text")
+    def _tool_input_end(self, seq: int, ev: ChatEvent) -> None:
+        self._tool(seq, ev)["input_text"] = ev.text
 
-    def _tool_start(self, seq: int, d: dict[str, Any]) -> None:
-        tool = self._tool(seq, d)
-        tool.update(tool=d.get("tool") or tool["tool"], input=d.get("input"), status="running")
+    def _tool_start(self, seq: int, ev: ChatEvent) -> None:
+        tool = self._tool(seq, ev)
+        tool.update(tool=ev.tool_name or tool["tool"], input=ev.tool_input, status="running")
 
-    def _tool_success(self, seq: int, d: dict[str, Any]) -> None:
-        content, structured = d.get("content"), d.get("structured")
-        self._tool(seq, d).update(status="success", output=content, output_text=_output_text(content, structured),
-                                  structured=structured)
+    def _tool_success(self, seq: int, ev: ChatEvent) -> None:
+        self._tool(seq, ev).update(status="success", output=ev.tool_content, output_text=ev.tool_output_text,
+                                   structured=ev.tool_structured)
 
-    def _tool_fail(self, seq: int, d: dict[str, Any]) -> None:
-        error = d.get("error")
-        self._tool(seq, d).update(status="failed", error=error, interrupted=_interrupted(error),
-                                  output=d.get("result"))
-        if _interrupted(error):
-            self.step(d.get("assistantMessageID"), seq)["interrupted"] = True
+    def _tool_fail(self, seq: int, ev: ChatEvent) -> None:
+        self._tool(seq, ev).update(status="failed", error=ev.error, interrupted=ev.interrupted,
+                                   output=ev.tool_result)
+        if ev.interrupted:
+            self.step(ev.assistant_message_id, seq)["interrupted"] = True
 
-    def _agent_switch(self, seq: int, d: dict[str, Any]) -> None:
-        self.entries.append({"type": "agent_switch", "seq": seq, "agent": d.get("agent")})
+    def _agent_switch(self, seq: int, ev: ChatEvent) -> None:
+        self.entries.append({"type": "agent_switch", "seq": seq, "agent": ev.agent})
 
-    def _model_switch(self, seq: int, d: dict[str, Any]) -> None:
-        self.entries.append({"type": "model_switch", "seq": seq, "model": d.get("model")})
+    def _model_switch(self, seq: int, ev: ChatEvent) -> None:
+        self.entries.append({"type": "model_switch", "seq": seq, "model": ev.switched_model})
+
+
+_HANDLERS: dict[str, Callable[[_Builder, int, ChatEvent], None]] = {
+    Kind.PROMPT_ADMITTED: _Builder._prompt_admitted,
+    Kind.PROMPT_STARTED: _Builder._prompt_started,
+    Kind.STEP_START: _Builder._step_start,
+    Kind.STEP_END: _Builder._step_end,
+    Kind.STEP_FAIL: _Builder._step_fail,
+    Kind.TEXT_START: _Builder._text_start,
+    Kind.TEXT_END: _Builder._text_end,
+    Kind.REASONING_START: _Builder._reasoning_start,
+    Kind.REASONING_END: _Builder._reasoning_end,
+    Kind.TOOL_INPUT_START: _Builder._tool_input_start,
+    Kind.TOOL_INPUT_END: _Builder._tool_input_end,
+    Kind.TOOL_START: _Builder._tool_start,
+    Kind.TOOL_SUCCESS: _Builder._tool_success,
+    Kind.TOOL_FAIL: _Builder._tool_fail,
+    Kind.AGENT_SWITCH: _Builder._agent_switch,
+    Kind.MODEL_SWITCH: _Builder._model_switch,
+}
 
 
 class TranscriptBuilder:
@@ -174,10 +163,10 @@ class TranscriptBuilder:
         self._b = _Builder()
 
     def add(self, row: Mapping[str, Any]) -> None:
-        d = _data(row)
-        self._b.add(int(row["seq"]), str(row["kind"]), d)
+        ev = normalize_stored(row.get("payload"))
+        self._b.add(int(row["seq"]), str(row["kind"]), ev)
         if row.get("asked_by") is not None:  # a prompt sent through the bridge: its token's subject
-            entry = self._b.prompts.get(str(d.get("messageID")))
+            entry = self._b.prompts.get(str(ev.message_id))
             if entry is not None:
                 entry["asked_by"] = row["asked_by"]
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.auth import SCOPES
+from bridge.errors import BridgeError
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 
 # --- bounds (docs/operations.md, "Limits") -------------------------------------------------------------
@@ -38,7 +39,7 @@ DELIVERIES = ("steer", "queue")
 REPLIES = ("once", "always", "reject")
 
 
-class CommandError(Exception):
+class CommandError(BridgeError):
     """A refused command; `code` is the stable error code of docs/commands.md, `status` its HTTP status."""
 
     STATUS = {"bad_request": 400, "unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,

@@ -17,8 +17,8 @@ import structlog
 from bridge.auth import Claims
 from bridge.commands.model import Command, CommandError, scope_allows, upstream_message_id, upstream_session_id
 from bridge.commands.ratelimit import RateLimiter
+from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
 from bridge.store.commands import CommandRow, CommandStore
-from bridge.upstream.client import InvalidRequest, SessionNotFound, UpstreamError
 from bridge.upstream.commands import UpstreamCommands
 
 _log = structlog.get_logger("bridge.commands")

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from bridge.auth import AuthError, Claims, verify_token
+from bridge.auth import Claims, verify_token
 from bridge.commands.service import Outcome
+from bridge.errors import AuthError, ProtocolError
+from bridge.events import stored_permission
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.hub import Client, Hub, Subscription
@@ -69,7 +71,7 @@ class Connection:
     async def handle_text(self, text: str) -> None:
         try:
             op = p.parse_client_message(text)
-        except p.ProtocolError as e:
+        except ProtocolError as e:
             metrics.WS_BAD_MESSAGES.labels(reason=e.reason).inc()
             self._send(p.error_message(e.code, e.message, e.ref))
             return
@@ -137,10 +139,12 @@ class Connection:
         if not await self._replay(sub, head.cursor_seq):
             return
         self._send(p.caught_up_message(sid, sub.sent_seq))
-        for envelope in await self._svc.store.pending_permissions(sid):
+        for record in await self._svc.store.pending_permissions(sid):
             if self.client.subscriptions.get(sid) is not sub:
                 return
-            self._send(p.permission_message(sid, envelope))
+            update = stored_permission(sid, record)
+            if update is not None:
+                self._send(p.permission_message(sid, update))
 
     async def _command(self, op: p.CommandOp) -> None:
         if self._svc.commands is None:
@@ -163,15 +167,14 @@ class Connection:
         read_any = False
         while True:
             rows = await self._svc.store.events_after(sub.session_id, sub.sent_seq, self._svc.replay_page)
-            for seq, envelope in rows:
+            for seq, frame in p.event_frames(sub.session_id, rows):
                 await queue.wait_room()
                 if queue.closed or self.client.subscriptions.get(sub.session_id) is not sub:
                     return False
                 if seq > sub.sent_seq:
                     sub.sent_seq = seq
                     read_any = True
-                    self.client._durable(p.dumps(p.event_message(sub.session_id, seq, envelope)),
-                                         (sub.session_id, seq))
+                    self.client._durable(frame, (sub.session_id, seq))
             if queue.closed or self.client.subscriptions.get(sub.session_id) is not sub:
                 return False
             if len(rows) < self._svc.replay_page:

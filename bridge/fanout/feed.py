@@ -19,7 +19,7 @@ import structlog
 
 from bridge.fanout import metrics
 from bridge.fanout.hub import Hub
-from bridge.fanout.protocol import dumps, event_message
+from bridge.fanout.protocol import event_frames
 from bridge.store.fanout import (
     NOTIFY_CHANNEL,
     STATUS_CHANNEL,
@@ -102,8 +102,7 @@ class DurableFeed:
                 return
             rows = await self._store.events_after(session_id, top, self._page)
             metrics.FEED_READS.inc()
-            frames = [(seq, dumps(event_message(session_id, seq, env))) for seq, env in rows]
-            self._hub.publish_durable(session_id, frames)
+            self._hub.publish_durable(session_id, event_frames(session_id, rows))
             if len(rows) < self._page:
                 return
 

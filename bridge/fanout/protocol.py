@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.events import BadFrame, ChatEvent, normalize, parse_envelope, to_json
+from bridge.errors import ProtocolError
+from bridge.events import ChatEvent, Kind, PermissionUpdate, normalize_stored, to_json
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 
 # --- close codes (documented in docs/websocket.md) -----------------------------------------------------
@@ -34,15 +36,6 @@ ERR_SLOW_CONSUMER = "slow_consumer"  # sent just before CLOSE_SLOW_CONSUMER, wit
 ERR_TOKEN_EXPIRED = "token_expired"  # sent just before CLOSE_TOKEN_EXPIRED
 ERR_INTERNAL = "internal"
 ERR_UNKNOWN_SESSION = "unknown_session"  # neither the mirror nor the upstream knows this (well-formed) id
-
-
-class ProtocolError(ValueError):
-    def __init__(self, code: str, message: str, ref: object = None, reason: str = "bad_message") -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.ref = ref
-        self.reason = reason  # metric label (bridge_ws_bad_messages_total)
 
 
 @dataclass(frozen=True)
@@ -173,18 +166,21 @@ def _with_ref(msg: dict[str, Any], ref: object) -> dict[str, Any]:
     return msg
 
 
+_NOT_FIELDS = ("kind", "seq", "event_id", "type", "session_id")
+
+
 def event_message(session_id: str, seq: int, envelope: dict[str, Any]) -> dict[str, Any]:
     """A stored durable event. `fields` is the normalized view, `data` the upstream `data` untouched."""
-    try:
-        ev = normalize(parse_envelope(envelope))
-        fields = {k: v for k, v in to_json(ev).items() if k not in ("kind", "seq", "event_id", "type", "session_id")}
-        kind, event_id, event_type = ev.kind, ev.event_id, ev.type
-    except BadFrame:  # stored rows are valid envelopes; never let one odd row break a replay
-        fields, kind = {}, "unknown"
-        event_id, event_type = str(envelope.get("id", "")), str(envelope.get("type", ""))
-    data = envelope.get("data")
-    return {"type": "event", "session": session_id, "seq": seq, "event_id": event_id, "event_type": event_type,
-            "kind": kind, "fields": fields, "data": _without_text(data, fields.get("text"))}
+    ev = normalize_stored(envelope)  # stored rows are valid envelopes; an odd one maps to `unknown`
+    fields = {k: v for k, v in to_json(ev).items() if k not in _NOT_FIELDS}
+    return {"type": "event", "session": session_id, "seq": seq, "event_id": ev.event_id, "event_type": ev.type,
+            "kind": ev.kind, "fields": fields, "data": _without_text(ev.data, fields.get("text"))}
+
+
+def event_frames(session_id: str, rows: Iterable[tuple[int, dict[str, Any]]]) -> list[tuple[int, str]]:
+    """Stored rows `(seq, envelope)` → `(seq, event frame text)`: the one path from rows to frames, for
+    the live feed and for a subscription's replay alike."""
+    return [(seq, dumps(event_message(session_id, seq, envelope))) for seq, envelope in rows]
 
 
 def _without_text(data: object, text: object) -> dict[str, Any]:
@@ -216,28 +212,26 @@ def truncated_event(frame: str) -> str:
 def delta_message(session_id: str, ev: ChatEvent, after_seq: int) -> dict[str, Any]:
     msg: dict[str, Any] = {"type": "delta", "session": session_id, "kind": ev.kind, "after_seq": after_seq,
                            "assistant_message_id": ev.assistant_message_id, "delta": ev.text or ""}
-    if ev.kind == "delta:tool-input":
+    if ev.kind == Kind.DELTA_TOOL_INPUT:
         msg["call_id"] = ev.call_id
     else:
         msg["part_id"] = ev.part_id
     return msg
 
 
-def permission_message(session_id: str, envelope: dict[str, Any]) -> dict[str, Any]:
-    """A permission request's state, from its `permission.v2.asked` or `.replied` envelope."""
-    ev = normalize(parse_envelope(envelope))
-    data = envelope.get("data")
+def permission_message(session_id: str, update: PermissionUpdate) -> dict[str, Any]:
+    """A permission request's state (asked or replied)."""
     msg: dict[str, Any] = {
         "type": "permission",
         "session": session_id,
-        "state": "replied" if ev.kind == "permission:replied" else "asked",
-        "request_id": ev.request_id,
-        "data": data if isinstance(data, dict) else {},
+        "state": "replied" if update.replied else "asked",
+        "request_id": update.request_id,
+        "data": update.data,
     }
-    if ev.kind == "permission:replied":
-        msg["reply"] = ev.reply
+    if update.replied:
+        msg["reply"] = update.reply
     else:
-        msg.update(action=ev.action, assistant_message_id=ev.assistant_message_id, call_id=ev.call_id)
+        msg.update(action=update.action, assistant_message_id=update.assistant_message_id, call_id=update.call_id)
     return msg
 
 

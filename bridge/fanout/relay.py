@@ -1,5 +1,5 @@
 """What the fan-out takes from the global `/api/event` reader: deltas (ephemeral, straight to the hub)
-and permission requests (live-only upstream, PROTOCOL.md §4.4: stored in our own table first, so a page
+and permission requests (live-only upstream, docs/upstream.md §4.4: stored in our own table first, so a page
 opened later still sees a pending one, then pushed).
 
 `/api/event` is lossy, so after every (re)connect `PermissionResync` asks upstream for the pending
@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
 
-from bridge.events import ChatEvent, is_delta, normalize, parse_envelope
+from bridge.errors import UpstreamError
+from bridge.events import (
+    ChatEvent,
+    PermissionUpdate,
+    is_delta,
+    pending_request,
+    permission_update,
+    resolved_while_away,
+)
 from bridge.fanout.hub import Hub
 from bridge.fanout.protocol import permission_message
 from bridge.store.fanout import FanoutStore
-from bridge.upstream.client import UpstreamClient, UpstreamError
+from bridge.upstream.client import UpstreamClient
 
 RESOLVED_NOTE = "answered while the bridge was disconnected from /api/event"
 
@@ -30,28 +37,29 @@ class LiveRelay:
         self._log = structlog.get_logger("bridge.relay").bind(upstream=store.upstream)
 
     async def on_live_event(self, ev: ChatEvent) -> None:
-        sid = ev.envelope.session_id
+        sid = ev.session_id
         if not sid:
             return
         if is_delta(ev.kind):
             self._hub.publish_delta(sid, ev)
-        elif ev.kind in ("permission:asked", "permission:replied"):
-            await self._permission(sid, ev)
-
-    async def _permission(self, sid: str, ev: ChatEvent) -> None:
-        if ev.request_id is None:
             return
-        now = datetime.now(UTC)
+        update = permission_update(ev)
+        if update is not None:
+            await self.permission(update)
+
+    async def permission(self, update: PermissionUpdate) -> None:
+        """Store a permission request's new state, then push it to the session's subscribers."""
+        sid, now = update.session_id, datetime.now(UTC)
         try:
-            if ev.kind == "permission:asked":
-                await self._store.permission_asked(sid, ev.request_id, ev.envelope.raw, now, ev.action,
-                                                   ev.assistant_message_id, ev.call_id)
+            if update.replied:
+                await self._store.permission_replied(sid, update.request_id, update.record, now, update.reply)
             else:
-                await self._store.permission_replied(sid, ev.request_id, ev.envelope.raw, now, ev.reply)
+                await self._store.permission_asked(sid, update.request_id, update.record, now, update.action,
+                                                   update.assistant_message_id, update.call_id)
         except Exception as e:  # still tell the live subscribers; only a later page would miss it
-            self._log.error("permission_store_failed", session_id=sid, request_id=ev.request_id,
+            self._log.error("permission_store_failed", session_id=sid, request_id=update.request_id,
                             error=f"{type(e).__name__}: {e}")
-        self._hub.publish_state(sid, permission_message(sid, ev.envelope.raw))
+        self._hub.publish_state(sid, permission_message(sid, update))
 
 
 class PermissionResync:
@@ -92,20 +100,18 @@ class PermissionResync:
             self._log.warning("permission_resync_upstream_failed", session_id=sid, error=str(e))
             return
         upstream_ids: set[str] = set()
-        for data in pending:
-            rid = data.get("id")
-            if not isinstance(rid, str) or not rid:
+        for item in pending:
+            update = pending_request(sid, item)
+            if update is None:
                 continue
-            upstream_ids.add(rid)
-            if rid not in stored:
-                await self._emit(sid, {"id": f"bridge_resync_asked_{rid}", "type": "permission.v2.asked",
-                                       "data": {**data, "sessionID": sid}})
+            upstream_ids.add(update.request_id)
+            if update.request_id not in stored:
+                await self._emit(update)
         for rid, reply in stored.items():
             if reply is None and rid not in upstream_ids:
-                await self._emit(sid, {"id": f"bridge_resync_replied_{rid}", "type": "permission.v2.replied",
-                                       "data": {"sessionID": sid, "requestID": rid, "reply": "unknown",
-                                                "note": RESOLVED_NOTE}})
+                await self._emit(resolved_while_away(sid, rid, RESOLVED_NOTE))
 
-    async def _emit(self, sid: str, envelope: dict[str, Any]) -> None:
-        self._log.info("permission_resynced", session_id=sid, type=envelope["type"])
-        await self._relay.on_live_event(normalize(parse_envelope(envelope)))
+    async def _emit(self, update: PermissionUpdate) -> None:
+        self._log.info("permission_resynced", session_id=update.session_id,
+                       state="replied" if update.replied else "asked", request_id=update.request_id)
+        await self._relay.permission(update)

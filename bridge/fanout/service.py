@@ -1,23 +1,25 @@
-"""The fan-out of one bridge process: hub, feed, LISTEN connection, live relay and `/v1/ws`, with one owner.
+"""The fan-out of one bridge process: hub, feed, LISTEN connection, live relay and the `/v1/ws` service,
+with one owner.
 
-The daemon creates it, hands `on_committed` to the supervisor, wraps its live handler with `tap()` (each live
-(re)connect then re-syncs pending permissions, see `PermissionResync`),
-mounts it on the HTTP app and runs `run()` in its task group (cancel to stop)."""
+Built after the sessions part (it tells it which sessions have subscribers, through `SubscribedSessions`);
+the HTTP app mounts `service` (bridge.http.app); the live dispatch table (bridge.dispatch) hands it
+`relay` and `resync`; `run()` runs in the daemon (cancel to stop). Committed batches reach the feed only
+through PostgreSQL (`NOTIFY bridge_events` from the writing transaction, delivered to every process,
+this one included): one path, whichever process wrote them (docs/websocket.md)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import structlog
-from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import load_or_create_secret
 from bridge.config import Settings
-from bridge.events import ChatEvent
+from bridge.errors import SessionNotFound
 from bridge.fanout.connection import FanoutService
 from bridge.fanout.feed import CommitListener, DurableFeed
 from bridge.fanout.hub import Hub
@@ -25,10 +27,8 @@ from bridge.fanout.queue import QueueLimits
 from bridge.fanout.relay import LiveRelay, PermissionResync
 from bridge.http.hosts import trusted_hosts
 from bridge.store.fanout import FanoutStore
-from bridge.upstream.client import SessionNotFound, UpstreamClient
-from bridge.upstream.live import LiveHandler
+from bridge.upstream.client import UpstreamClient
 
-STATIC_DIR = Path(__file__).resolve().parents[1] / "http" / "static"
 CONFIRM_TIMEOUT_S = 5.0
 # A "no" is remembered this long (at most this many ids): a client repeating a subscribe to an unknown
 # id cannot turn the bridge into a stream of upstream requests.
@@ -59,30 +59,35 @@ def upstream_confirms(client: UpstreamClient, clock: Callable[[], float] = time.
     return confirm
 
 
-class _Tap:
-    """A LiveHandler that feeds the fan-out first, then the daemon's own router."""
+class SubscribedSessions(Protocol):
+    """What the fan-out asks of the sessions part (bridge.sessions.supervisor.FollowerSupervisor)."""
 
-    def __init__(self, relay: LiveRelay, inner: LiveHandler, resync: PermissionResync | None) -> None:
-        self._relay = relay
-        self._inner = inner
-        self._resync = resync
+    def warm_for_subscriber(self, session_id: str) -> bool: ...
+    def set_subscriber_count(self, session_id: str, count: int) -> None: ...
 
-    async def on_live_connected(self) -> None:
-        if self._resync is not None:
-            self._resync.request()  # events were lost while we were away (runs in the fan-out's task)
-        await self._inner.on_live_connected()
 
-    async def on_live_event(self, ev: ChatEvent) -> None:
-        await self._relay.on_live_event(ev)
-        await self._inner.on_live_event(ev)
+def _no_warming(_session_id: str) -> bool:
+    return False
+
+
+def auth_secret(settings: Settings) -> str:
+    """The HS256 key of the WebSocket and the audit API ("" when auth is disabled): loaded once, at start."""
+    log = structlog.get_logger("bridge.fanout").bind(upstream=settings.upstream_name)
+    if settings.auth_disabled:
+        log.warning("AUTH_DISABLED_ANY_CLIENT_CAN_READ_EVERY_SESSION", setting="BRIDGE_AUTH_DISABLED=true",
+                    note="local development only")
+        return ""
+    if not settings.auth_secret.value:
+        log.info("auth_secret_from_state_dir", path=str(settings.state_dir / "auth_secret"),
+                 mint="opencode-bridge token [--session ID]... [--ttl SECONDS]")
+    return load_or_create_secret(settings.auth_secret.value, settings.state_dir)
 
 
 class Fanout:
-    def __init__(self, settings: Settings, engine: AsyncEngine, database_url: str,
-                 warm: Callable[[str], object] = lambda _sid: None,
-                 on_subscribers: Callable[[str, int], None] | None = None,
-                 client: UpstreamClient | None = None, read_engine: AsyncEngine | None = None) -> None:
-        self.hub = Hub(on_subscribers=on_subscribers)
+    def __init__(self, settings: Settings, engine: AsyncEngine, database_url: str, *, secret: str,
+                 sessions: SubscribedSessions | None = None, client: UpstreamClient | None = None,
+                 read_engine: AsyncEngine | None = None) -> None:
+        self.hub = Hub(on_subscribers=None if sessions is None else sessions.set_subscriber_count)
         self.store = FanoutStore(engine, settings.upstream_name, read_engine)
         self.feed = DurableFeed(self.hub, self.store)
         self.relay = LiveRelay(self.hub, self.store)
@@ -90,9 +95,7 @@ class Fanout:
         self.resync = None if client is None else PermissionResync(self.hub, self.store, self.relay, client)
         self.listener = CommitListener(database_url, settings.upstream_name, self.feed.committed, self.feed.wake_all,
                                        on_status=self.feed.status)
-        self._log = structlog.get_logger("bridge.fanout").bind(upstream=settings.upstream_name)
         origins = frozenset(o.strip().rstrip("/") for o in settings.allowed_origins.split(",") if o.strip())
-        secret = "" if settings.auth_disabled else load_or_create_secret(settings.auth_secret.value, settings.state_dir)
         self.service = FanoutService(
             hub=self.hub,
             store=self.store,
@@ -102,42 +105,9 @@ class Fanout:
             allowed_origins=origins,
             trusted_hosts=trusted_hosts(settings.http_host, origins),
             limits=QueueLimits(settings.ws_queue_max_messages, settings.ws_queue_max_bytes),
-            warm=warm,
+            warm=_no_warming if sessions is None else sessions.warm_for_subscriber,
             confirm=None if client is None else upstream_confirms(client),
         )
-        if not settings.auth_disabled and not settings.auth_secret.value:
-            self._log.info("auth_secret_from_state_dir", path=str(settings.state_dir / "auth_secret"),
-                           mint="opencode-bridge token [--session ID]... [--ttl SECONDS]")
-        if settings.auth_disabled:
-            self._log.warning("AUTH_DISABLED_ANY_CLIENT_CAN_READ_EVERY_SESSION",
-                              setting="BRIDGE_AUTH_DISABLED=true", note="local development only")
-
-    def mount(self, app: web.Application) -> web.Application:
-        """`/v1/ws`, and the viewer at `/` (static files under `/static/`)."""
-        from bridge.http.ws import add_websocket
-
-        add_websocket(app, self.service)
-        index = STATIC_DIR / "index.html"
-        if index.is_file():
-
-            async def viewer(_request: web.Request) -> web.FileResponse:
-                return web.FileResponse(index)
-
-            app.router.add_get("/", viewer)
-            app.router.add_static("/static/", STATIC_DIR)
-        return app
-
-    def tap(self, inner: LiveHandler) -> LiveHandler:
-        return _Tap(self.relay, inner, self.resync)
-
-    def on_committed(self, session_id: str, events: Sequence[ChatEvent]) -> None:
-        """The supervisor's callback after each committed batch (non-blocking)."""
-        seqs = [e.seq for e in events if e.seq is not None]
-        if seqs:
-            self.feed.committed(session_id, max(seqs))
-
-    async def on_live_event(self, ev: ChatEvent) -> None:
-        await self.relay.on_live_event(ev)
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:

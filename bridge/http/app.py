@@ -1,16 +1,26 @@
-"""The bridge's own HTTP surface: health and metrics (audit API and WebSocket come with #3/#5)."""
+"""The bridge's HTTP app, assembled in one place: `/livez`, `/readyz`, `/metrics`, the WebSocket
+`/v1/ws` with the built-in viewer at `/`, and the read-only audit API under `/v1` (docs/audit.md)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from bridge import metrics
+from bridge.fanout.connection import FanoutService
+from bridge.http.audit import AuditContext, add_audit_routes
+from bridge.http.security import protect
+from bridge.http.server import make_runner
+from bridge.http.ws import add_websocket
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 ReadinessCheck = Callable[[], Awaitable[dict[str, Any]]]
 
@@ -82,7 +92,22 @@ async def metrics_handler(request: web.Request) -> web.Response:
     return web.Response(body=generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def build_app(readiness: ReadinessCheck, detail: Callable[[web.Request], bool] | None = None) -> web.Application:
+def _add_viewer(app: web.Application) -> None:
+    index = STATIC_DIR / "index.html"
+    if not index.is_file():
+        return
+
+    async def viewer(_request: web.Request) -> web.FileResponse:
+        return web.FileResponse(index)
+
+    app.router.add_get("/", viewer)
+    app.router.add_static("/static/", STATIC_DIR)
+
+
+def build_app(readiness: ReadinessCheck, *, websocket: FanoutService | None = None,
+              audit: AuditContext | None = None, detail: Callable[[web.Request], bool] | None = None,
+              trusted_hosts: frozenset[str] | None = None) -> web.Application:
+    """`detail`: who may see /readyz error texts; `trusted_hosts`: the `Host` allow-list (auth disabled)."""
     app = web.Application()
     app[READINESS_KEY] = readiness
     if detail is not None:
@@ -90,4 +115,24 @@ def build_app(readiness: ReadinessCheck, detail: Callable[[web.Request], bool] |
     app.router.add_get("/livez", livez)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_handler)
-    return app
+    if websocket is not None:
+        add_websocket(app, websocket)  # every open socket is closed with 1001 at shutdown
+        _add_viewer(app)
+    if audit is not None:
+        add_audit_routes(app, audit)
+    return protect(app, trusted_hosts=trusted_hosts)  # security headers on every response
+
+
+@asynccontextmanager
+async def serving(app: web.Application, host: str, port: int, *,
+                  max_connections: int) -> AsyncIterator[web.AppRunner]:
+    """The app bound to host:port inside the block (at most `max_connections` open, idle keep-alive
+    closed, handlers cancelled when their client leaves: bridge.http.server); on the way out sockets are
+    closed and handlers end."""
+    runner = make_runner(app, max_connections=max_connections)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+        yield runner
+    finally:
+        await runner.cleanup()

@@ -23,7 +23,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bridge import metrics
 from bridge.audit.transcript import TranscriptBuilder
-from bridge.auth import AuthError, Claims, bearer_token, verify_token
+from bridge.auth import Claims, bearer_token, verify_token
+from bridge.errors import AuthError, BadRequest
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.store.audit import AuditReader, SessionFilter, ToolCallFilter
 
@@ -58,10 +59,6 @@ class AuditContext:
 
 
 AUDIT_KEY: web.AppKey[AuditContext] = web.AppKey("audit", AuditContext)
-
-
-class BadRequest(Exception):
-    pass
 
 
 def _default(o: object) -> Any:

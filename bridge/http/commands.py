@@ -19,10 +19,11 @@ from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.auth import AuthError, Claims, bearer_token, load_or_create_secret, verify_token
+from bridge.auth import Claims, bearer_token, verify_token
 from bridge.commands.model import MAX_BODY_BYTES, CommandError, parse_command
 from bridge.commands.service import CommandService, Outcome
 from bridge.config import Settings
+from bridge.errors import AuthError
 from bridge.fanout.connection import FanoutService
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.store.commands import CommandStore
@@ -154,9 +155,9 @@ def add_command_routes(app: web.Application, ctx: CommandsContext) -> None:
 
 
 def mount_commands(app: web.Application, settings: Settings, engine: AsyncEngine, client: UpstreamClient,
-                   fanout: FanoutService | None = None) -> CommandsContext:
-    """The command routes on `app` and, given the fan-out, the WebSocket `command` op (the daemon's wiring)."""
-    secret = "" if settings.auth_disabled else load_or_create_secret(settings.auth_secret.value, settings.state_dir)
+                   fanout: FanoutService | None, secret: str) -> CommandsContext:
+    """The command routes on `app` and, given the fan-out, the WebSocket `command` op (the daemon's wiring).
+    `engine` is the writers' pool: a command writes its row before and after the upstream call."""
     service = CommandService(CommandStore(engine, settings.upstream_name), UpstreamCommands(client))
     ctx = CommandsContext(service, secret, settings.auth_disabled)
     add_command_routes(app, ctx)

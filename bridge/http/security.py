@@ -15,7 +15,8 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from bridge import metrics
-from bridge.auth import AuthError, bearer_token, verify_token
+from bridge.auth import bearer_token, verify_token
+from bridge.errors import AuthError
 from bridge.http.hosts import host_trusted
 
 SECURITY_HEADERS = {

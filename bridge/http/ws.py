@@ -11,7 +11,8 @@ from urllib.parse import urlsplit
 import structlog
 from aiohttp import WSMsgType, web
 
-from bridge.auth import AuthError, bearer_token
+from bridge.auth import bearer_token
+from bridge.errors import AuthError
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.connection import Connection, FanoutService

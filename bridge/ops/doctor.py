@@ -1,8 +1,10 @@
 """`opencode-bridge doctor`: checks the bridge's surroundings and explains each failure with a fix.
 
-Checks: database reachable and migrations at head; upstream reachable, authenticated, its version; the
-default model's provider has a connected credential (otherwise a prompt is admitted and then nothing
-happens, PROTOCOL.md §4); clocks agree (this host, the database, the upstream's `Date`).
+Checks: database reachable and migrations at head; no session parked (its follower kept failing);
+upstream reachable, authenticated, its version; the default model's provider has a connected credential
+(otherwise a prompt is admitted and then nothing happens, docs/upstream.md §4); clocks agree (this host, the
+database, the upstream's `Date`). The upstream is asked through `UpstreamClient`, like the daemon does
+(same auth, same errors); the URL is shown without credentials.
 """
 
 from __future__ import annotations
@@ -10,14 +12,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 
-import aiohttp
 from sqlalchemy import text
 
 from bridge.config import Settings
+from bridge.errors import Unauthorized, UpstreamError
 from bridge.store.db import current_revision, head_revision, make_engine
+from bridge.store.leases import LeaseStore
+from bridge.upstream.client import UpstreamClient
+from bridge.upstream.transport import Transport
 
 TESTED_UPSTREAM_VERSION = "1.18.33"
 MAX_CLOCK_SKEW_S = 5.0
@@ -45,13 +49,13 @@ def render(checks: list[Check]) -> str:
 async def run_doctor(settings: Settings, database_url: str, *, now: Callable[[], float] = time.time) -> list[Check]:
     checks: list[Check] = []
     # Each remote clock is compared with ours at the moment it was read (the checks take a while).
-    db_skew = await _database(database_url, checks, now)
-    upstream_skew = await _upstream(settings, checks, now)
-    checks.append(_clock(now(), db_skew, upstream_skew))
+    db_skew = await _database(database_url, checks, now, settings.upstream_name)
+    upstream_skew = await check_upstream(settings, checks, now)
+    checks.append(clock_check(now(), db_skew, upstream_skew))
     return checks
 
 
-async def _database(url: str, checks: list[Check], now: Callable[[], float]) -> float | None:
+async def _database(url: str, checks: list[Check], now: Callable[[], float], upstream: str) -> float | None:
     """Adds the database checks; returns the database clock minus ours (None if unreachable)."""
     engine = make_engine(url, pool_size=1, max_overflow=0)
     try:
@@ -66,6 +70,8 @@ async def _database(url: str, checks: list[Check], now: Callable[[], float]) -> 
         else:
             checks.append(Check("migrations", False, f"database at {current or 'none'}, code expects {head}",
                                 "run `opencode-bridge migrate` (the daemon also migrates on start)"))
+            return skew
+        checks.append(_parked(await LeaseStore(engine, upstream).parked()))
         return skew
     except Exception as e:
         checks.append(Check("database", False, f"not reachable: {type(e).__name__}: {str(e)[:200]}",
@@ -77,31 +83,38 @@ async def _database(url: str, checks: list[Check], now: Callable[[], float]) -> 
         await engine.dispose()
 
 
-async def _upstream(settings: Settings, checks: list[Check], now: Callable[[], float]) -> float | None:
+async def check_upstream(settings: Settings, checks: list[Check], now: Callable[[], float] = time.time, *,
+                         transport: Transport | None = None) -> float | None:
     """Adds the upstream checks; returns the upstream's `Date` minus our clock (None if unknown)."""
-    base = settings.upstream_url.rstrip("/")
-    password = settings.upstream_password.value
-    auth = aiohttp.BasicAuth(settings.upstream_username or "opencode", password) if password else None
-    timeout = aiohttp.ClientTimeout(total=10)
-    try:
-        async with aiohttp.ClientSession(auth=auth, timeout=timeout) as http:
-            async with http.get(base + "/global/health") as r:
-                date = r.headers.get("Date")
-                skew = parsedate_to_datetime(date).timestamp() - now() if date else None
-                if r.status == 401:
-                    checks.append(Check("upstream", True, f"reachable at {base}"))
-                    checks.append(_unauthorized(bool(password)))
-                    return None
-                body = await r.json(content_type=None) if r.status == 200 else None
+    async with UpstreamClient(settings.upstream_url, settings.upstream_username, settings.upstream_password.value,
+                              request_timeout_s=10.0, transport=transport) as client:
+        base = client.base_url  # without credentials
+        try:
+            health = await client.server_health()
+        except Unauthorized:
             checks.append(Check("upstream", True, f"reachable at {base}"))
-            checks.append(Check("upstream auth", True, "authenticated" if password else "no password needed"))
-            checks.append(_version(body))
-            await _default_model(http, base, checks)
-            return skew
-    except (aiohttp.ClientError, TimeoutError) as e:
-        checks.append(Check("upstream", False, f"not reachable at {base}: {type(e).__name__}: {e}",
-                            "start `opencode serve` or fix BRIDGE_UPSTREAM_URL"))
-        return None
+            checks.append(_unauthorized(client.has_credentials))
+            return None
+        except UpstreamError as e:
+            checks.append(Check("upstream", False, f"not reachable at {base}: {e}",
+                                "start `opencode serve` or fix BRIDGE_UPSTREAM_URL"))
+            return None
+        skew = None if health.server_time is None else health.server_time - now()
+        checks.append(Check("upstream", True, f"reachable at {base}"))
+        checks.append(Check("upstream auth", True, "authenticated" if client.has_credentials else "no password needed"))
+        checks.append(_version(health.body))
+        await _default_model(client, checks)
+        return skew
+
+
+def _parked(parked: list[tuple[str, str | None]]) -> Check:
+    if not parked:
+        return Check("parked sessions", True, "none")
+    shown = "; ".join(f"{sid}: {reason}" for sid, reason in parked[:5])
+    more = f" (and {len(parked) - 5} more)" if len(parked) > 5 else ""
+    return Check("parked sessions", False, f"{len(parked)} not followed any more: {shown}{more}",
+                 "fix the cause in the reason (the bridge's log has `session_parked` with the traceback before "
+                 "it), then warm the session again: a WebSocket subscribe does (docs/lifecycle.md)")
 
 
 def _unauthorized(had_password: bool) -> Check:
@@ -123,20 +136,17 @@ def _version(body: Any) -> Check:
     return Check("upstream version", True, f"opencode {version}{note}")
 
 
-async def _default_model(http: aiohttp.ClientSession, base: str, checks: list[Check]) -> None:
+async def _default_model(client: UpstreamClient, checks: list[Check]) -> None:
     """The default model is `model` of the serve's config (legacy `GET /config`); providers with a
     credential are the ones `GET /api/provider` lists (the legacy `/provider` calls them `connected`)."""
     try:
-        async with http.get(base + "/config") as r:
-            config = await r.json(content_type=None)
-        async with http.get(base + "/api/provider") as r:
-            providers = await r.json(content_type=None)
-    except (aiohttp.ClientError, ValueError) as e:
+        config = await client.config()
+        providers = await client.providers()
+    except UpstreamError as e:
         checks.append(Check("default model", False, f"cannot read the serve's config: {e}",
                             "check that the upstream is opencode serve " + TESTED_UPSTREAM_VERSION))
         return
-    data = providers.get("data") if isinstance(providers, dict) else None
-    connected = sorted(str(p.get("id")) for p in data or [] if isinstance(p, dict))
+    connected = sorted(str(p.get("id")) for p in providers)
     model = config.get("model") if isinstance(config, dict) else None
     if not isinstance(model, str) or "/" not in model:
         ok = bool(connected)
@@ -155,7 +165,7 @@ async def _default_model(http: aiohttp.ClientSession, base: str, checks: list[Ch
             "environment), or set `model` in opencode.json to a connected provider's model"))
 
 
-def _clock(local: float, db_skew: float | None, upstream_skew: float | None) -> Check:
+def clock_check(local: float, db_skew: float | None, upstream_skew: float | None) -> Check:
     if local < 1_700_000_000:  # before November 2023: the clock was never set
         return Check("clock", False, f"this host's clock says {time.ctime(local)}",
                      "enable NTP (timedatectl set-ntp true)")

@@ -1,6 +1,6 @@
 """Which sessions to warm after the bridge (re)connects to `/api/event`: only those with something new.
 
-Hints on `/api/event` are lost while we are disconnected (PROTOCOL.md §5), so after every (re)connect the
+Hints on `/api/event` are lost while we are disconnected (docs/upstream.md §5), so after every (re)connect the
 bridge looks again. Warming every listed session would open one durable stream per session the upstream
 ever had (and keep idle ones from being released); instead each candidate costs one cheap request,
 `/history?after=<stored cursor>&limit=1`, and only sessions with events past our cursor, sessions the
@@ -17,9 +17,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
+import structlog
+
+from bridge import metrics
+from bridge.errors import SessionNotFound, UpstreamError
+from bridge.ops.outage import OutageLog
 from bridge.store.events_store import EventStore
-from bridge.upstream.client import SessionNotFound, UpstreamClient, UpstreamError
+from bridge.upstream.backoff import Backoff
+from bridge.upstream.client import UpstreamClient
 
 
 @dataclass(frozen=True)
@@ -85,3 +92,50 @@ async def run_coalesced(
             continue
         retry_delay(True)
         await sleep(min_interval_s)
+
+
+class Warmer(Protocol):
+    def warm(self, session_id: str, directory: str | None = None, reason: str = "") -> bool: ...
+
+
+class Discovery:
+    """At start and after every `/api/event` (re)connect (`request()`), at most once per
+    `min_interval_s`, warm the sessions that have something new. A failed run is retried after a capped
+    backoff and counted (`bridge_discovery_failures_total`)."""
+
+    def __init__(self, client: UpstreamClient, store: EventStore, warmer: Warmer, *, min_interval_s: float,
+                 retry_min_s: float, retry_max_s: float) -> None:
+        self._client = client
+        self._store = store
+        self._warmer = warmer
+        self._min_interval_s = min_interval_s
+        self._backoff = Backoff(retry_min_s, retry_max_s)
+        self._trigger = asyncio.Event()
+        self._log = structlog.get_logger("bridge.daemon").bind(upstream=store.upstream)
+        self._outage = OutageLog(self._log, "upstream_discovery")  # logged when lost and back, not per retry
+
+    def request(self) -> None:
+        self._trigger.set()
+
+    async def run(self) -> None:
+        self._trigger.set()
+        await run_coalesced(self._trigger, self.once, self._min_interval_s, self._retry_delay)
+
+    async def once(self) -> bool:
+        try:
+            found = await sessions_to_warm(self._client, self._store)
+        except UpstreamError as e:
+            metrics.DISCOVERY_FAILURES.inc()
+            self._outage.failed(str(e))
+            return False
+        self._outage.succeeded()
+        for c in found:
+            self._warmer.warm(c.session_id, c.directory, reason=c.reason)
+        self._log.info("session_discovery", warmed=len(found))
+        return True
+
+    def _retry_delay(self, succeeded: bool) -> float:
+        if succeeded:
+            self._backoff.reset()
+            return 0.0
+        return self._backoff.next_delay()

@@ -1,5 +1,5 @@
 """Seq gaps (pure). Legacy-endpoint turns burn durable seqs that never reach the durable stream
-(PROTOCOL.md §3.1, §11.8): a jump in the committed seqs means the mirror is incomplete there."""
+(docs/upstream.md §3.1, §11.8): a jump in the committed seqs means the mirror is incomplete there."""
 
 from __future__ import annotations
 

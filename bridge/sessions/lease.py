@@ -1,7 +1,7 @@
 """Lease decisions (pure): may this incarnation take a session's lease, and is a lease orphaned?
 
 A lease is `(owner, epoch, expires_at)` on the session row. The owner renews `expires_at` with its
-heartbeat; the epoch is the fencing token every write batch presents (DESIGN §5). Taking a lease always
+heartbeat; the epoch is the fencing token every write batch presents (docs/lifecycle.md, "Ownership: incarnations, leases, fencing"). Taking a lease always
 moves the epoch on — even when we already hold it — so that an older follower of the same session, in
 this process or another, is fenced off the moment the new one starts (the supersede race).
 
@@ -89,6 +89,18 @@ def local_holder_dead(owner: str, my_hostname: str, pid_alive: Callable[[int], b
     if inc is None or inc.hostname != my_hostname:
         return False
     return not pid_alive(inc.pid)
+
+
+@dataclass(frozen=True)
+class HolderProbe:
+    """`holder_dead` for claims and adoption: `local_holder_dead` when the pid probe is on, else never."""
+
+    enabled: bool
+    hostname: str
+    pid_alive: Callable[[int], bool]
+
+    def __call__(self, owner: str) -> bool:
+        return self.enabled and local_holder_dead(owner, self.hostname, self.pid_alive)
 
 
 def adoption_reason(owner: str | None, expired: bool, holder_dead: Callable[[str], bool]) -> str | None:

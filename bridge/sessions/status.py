@@ -1,6 +1,6 @@
 """The session status machine (pure; the clock is an argument).
 
-Upstream has no end-of-turn event (PROTOCOL.md §4): a turn's end is only visible as "the session left
+Upstream has no end-of-turn event (docs/upstream.md §4): a turn's end is only visible as "the session left
 `GET /api/session/active`". So the status is derived from two inputs:
 
 - committed durable events (`on_events`): a prompt or step makes the session `running`;
@@ -10,7 +10,7 @@ A "not active" observation closes the turn, and how it closes depends on what th
 
 - nothing open → `idle`;
 - a prompt taken (`prompted`) but no step started for `stall_timeout_s` → `stalled`: the silent failure
-  of a model without a provider or credential (PROTOCOL.md §4, last bullets);
+  of a model without a provider or credential (docs/upstream.md §4);
 - a step started and never ended → `interrupted`: the upstream restarted mid-turn (§7) or the provider
   stream was cut (§4); the bridge closes the turn since upstream never will.
 
@@ -33,6 +33,7 @@ class Status(enum.StrEnum):
     STALLED = "stalled"  # prompt taken, no step started, not active: the turn silently failed
     INTERRUPTED = "interrupted"  # a step was left open and the session is no longer active
     DELETED = "deleted"  # deleted upstream: terminal
+    PARKED = "parked"  # its follower kept failing: no longer retried until warmed explicitly (parking.py)
 
 
 # Kinds that mean "a turn is in progress" (bridge.events kinds of session.next.*).

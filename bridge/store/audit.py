@@ -1,4 +1,4 @@
-"""SQL of issue #5: the hash chain at write time, and the read-only audit queries (API, CLI, export).
+"""SQL of the audit (docs/audit.md): the hash chain at write time, and the read-only audit queries (API, CLI, export).
 
 Views for auditors (`audit_prompts`, `audit_tool_calls`, `audit_texts`) are created by migration 0004;
 `VIEWS` below is their one definition, which the migration executes.

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from bridge.errors import LeaseLost
 from bridge.events import ChatEvent
 from bridge.log import get_logger
 from bridge.store import audit as audit_q
@@ -32,10 +33,6 @@ WriteHook = Callable[[AsyncConnection], Awaitable[None]]
 
 REASON_CONFLICTING_DUPLICATE = "conflicting_duplicate"
 REASON_LOSSY_PAYLOAD = "lossy_payload"
-
-
-class LeaseLost(Exception):
-    """The write was fenced off: the session's lease epoch is no longer ours. Nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -92,16 +89,11 @@ class EventStore:
         *,
         lease_ttl_s: float = 15.0,
         holder_dead: Callable[[str], bool] = lambda _owner: False,
-        force: bool = False,
     ) -> tuple[int, int]:
         """Upsert the session row and take the lease if it is free, expired, ours, or its holder is known
         dead (bridge.sessions.lease.decide_claim): lease_epoch += 1, lease_owner = owner, expiry = now +
-        lease_ttl_s. Raises `LeaseHeld` otherwise. `force` takes it unconditionally (operator take-over).
-        Returns (epoch, cursor_seq)."""
+        lease_ttl_s. Raises `LeaseHeld` otherwise. Returns (epoch, cursor_seq)."""
         async with self._engine.begin() as conn:
-            if force:
-                row = (await conn.execute(q.claim_session(self._upstream, session_id, owner, directory))).one()
-                return int(row.lease_epoch), int(row.cursor_seq)
             taken = await leases.claim_in(conn, self._upstream, session_id, owner, directory, lease_ttl_s, holder_dead)
         return taken.epoch, taken.cursor_seq
 
@@ -123,7 +115,7 @@ class EventStore:
             if not prepared:
                 return BatchResult(0, 0, 0, int(lease.cursor_seq))
             outcome = await self._insert(conn, session_id, prepared)
-            # Tamper evidence (issue #5): extend the session's hash chain under the row lock held above.
+            # Tamper evidence (docs/audit.md): extend the session's hash chain under the row lock held above.
             await audit_q.chain_new_events(conn, self._upstream, session_id, [p.seq for p in outcome.inserted])
             rejects = self._reject_rows(session_id, outcome, received_at)
             if rejects:
@@ -273,15 +265,6 @@ class EventStore:
             if row is not None:  # newly deleted: tell every process's subscribers
                 await conn.execute(fanout_q.notify_status(self._upstream, session_id, row.status, row.status_reason,
                                                           int(row.status_version)))
-
-    async def set_status(self, session_id: str, status: str, reason: str | None = None) -> None:
-        """Record a session status (idle, running, stalled, …) and why, whoever holds the lease (operators,
-        tests; the daemon writes through LeaseStore.set_status, as the holder)."""
-        async with self._engine.begin() as conn:
-            version = (await conn.execute(q.set_session_status(self._upstream, session_id, status, reason))
-                       ).scalar_one_or_none()
-            if version is not None:
-                await conn.execute(fanout_q.notify_status(self._upstream, session_id, status, reason, int(version)))
 
     async def sessions(self, include_deleted: bool = False) -> list[SessionRow]:
         async with self._engine.connect() as conn:

@@ -1,4 +1,4 @@
-"""SQL of the WebSocket fan-out (issue #3): replay reads by seq, commit notifications, permission requests.
+"""SQL of the WebSocket fan-out (docs/websocket.md): replay reads by seq, commit notifications, permission requests.
 
 Commit notifications: `write_batch` runs `notify_committed()` inside its transaction; PostgreSQL delivers a
 NOTIFY only when (and if) that transaction commits, in commit order, to every `LISTEN bridge_events`

@@ -14,6 +14,7 @@ from sqlalchemy import Insert, Select, Update, and_, false, func, or_, select, t
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from bridge.errors import LeaseHeld
 from bridge.sessions.lease import ClaimVerdict, LeaseView, decide_claim
 from bridge.store.fanout import notify_status
 from bridge.store.schema import chat_session_events, chat_sessions
@@ -36,6 +37,8 @@ def _key(upstream: str, session_id: str) -> Any:
 
 
 def ensure_session(upstream: str, session_id: str, directory: str | None) -> Insert:
+    if directory is not None and "\x00" in directory:
+        directory = None  # upstream data PostgreSQL text cannot hold; the directory is only a hint
     stmt = pg_insert(chat_sessions).values(upstream=upstream, session_id=session_id, directory=directory)
     return stmt.on_conflict_do_update(
         index_elements=[S.upstream, S.session_id],
@@ -143,6 +146,26 @@ def set_status_if_owner(upstream: str, session_id: str, owner: str, status: str,
     )
 
 
+def park_if_free_or_ours(upstream: str, session_id: str, owner: str, reason: str) -> Update:
+    """Status `parked` (bridge.sessions.parking), unless a peer holds the session (it speaks for it) or it
+    is deleted; a lease we still hold is given back in the same statement."""
+    return (
+        chat_sessions.update()
+        .where(_key(upstream, session_id), S.deleted == false(), or_(S.lease_owner.is_(None), S.lease_owner == owner))
+        .values(status="parked", status_reason=reason, status_version=S.status_version + 1, lease_owner=None,
+                lease_expires_at=None, updated_at=func.now())
+        .returning(S.status_version)
+    )
+
+
+def select_parked(upstream: str) -> Select[Any]:
+    return (
+        select(S.session_id, S.status_reason, S.updated_at)
+        .where(S.upstream == upstream, S.status == "parked", S.deleted == false())
+        .order_by(S.session_id)
+    )
+
+
 def insert_gap(upstream: str, session_id: str, from_seq: int, to_seq: int) -> Insert:
     return (
         pg_insert(chat_session_gaps)
@@ -180,15 +203,6 @@ def select_incarnations(upstream: str) -> Select[Any]:
 
 
 # --- execution ----------------------------------------------------------------------------------------
-
-
-class LeaseHeld(Exception):
-    """Another live incarnation holds the session (or it is deleted): not ours to follow now."""
-
-    def __init__(self, session_id: str, verdict: ClaimVerdict, holder: str | None) -> None:
-        super().__init__(f"session {session_id!r}: {verdict.value} (holder {holder!r})")
-        self.verdict = verdict
-        self.holder = holder
 
 
 @dataclass(frozen=True)
@@ -288,6 +302,20 @@ class LeaseStore:
                 return False
             await conn.execute(notify_status(self._upstream, session_id, status, reason, int(version)))
             return True
+
+    async def park(self, session_id: str, owner: str, reason: str) -> bool:
+        async with self._engine.begin() as conn:
+            version = (await conn.execute(
+                park_if_free_or_ours(self._upstream, session_id, owner, reason))).scalar_one_or_none()
+            if version is None:
+                return False
+            await conn.execute(notify_status(self._upstream, session_id, "parked", reason, int(version)))
+            return True
+
+    async def parked(self) -> list[tuple[str, str | None]]:
+        """(session_id, reason) of every parked session (operators: `opencode-bridge doctor`)."""
+        async with self._engine.connect() as conn:
+            return [(str(r.session_id), r.status_reason) for r in await conn.execute(select_parked(self._upstream))]
 
     async def record_gap(self, session_id: str, from_seq: int, to_seq: int) -> None:
         async with self._engine.begin() as conn:

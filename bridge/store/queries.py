@@ -55,22 +55,6 @@ def _session_key(upstream: str, session_id: str) -> Any:
 # --- leases -------------------------------------------------------------------------------------------
 
 
-def claim_session(upstream: str, session_id: str, owner: str, directory: str | None) -> Insert:
-    """Create the session row if needed and take its lease: the epoch moves on, fencing the old owner."""
-    stmt = pg_insert(chat_sessions).values(
-        upstream=upstream, session_id=session_id, directory=directory, lease_owner=owner, lease_epoch=1
-    )
-    return stmt.on_conflict_do_update(
-        index_elements=[S.upstream, S.session_id],
-        set_={
-            "lease_epoch": S.lease_epoch + 1,
-            "lease_owner": stmt.excluded.lease_owner,
-            "directory": func.coalesce(stmt.excluded.directory, S.directory),
-            "updated_at": func.now(),
-        },
-    ).returning(S.lease_epoch, S.cursor_seq)
-
-
 def release_session(upstream: str, session_id: str, epoch: int) -> Update:
     return (
         chat_sessions.update()
@@ -168,15 +152,6 @@ def mark_session_deleted(upstream: str, session_id: str) -> Insert:
         },
         where=S.deleted == false(),
     ).returning(S.status, S.status_reason, S.status_version)
-
-
-def set_session_status(upstream: str, session_id: str, status: str, reason: str | None) -> Update:
-    return (
-        chat_sessions.update()
-        .where(_session_key(upstream, session_id))
-        .values(status=status, status_reason=reason, status_version=S.status_version + 1, updated_at=func.now())
-        .returning(S.status_version)
-    )
 
 
 def select_sessions(upstream: str, include_deleted: bool) -> Select[Any]:

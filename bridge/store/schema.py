@@ -1,7 +1,7 @@
 """The tables, as SQLAlchemy Core metadata. Migrations (`migrations/versions/`) must produce exactly this;
 `tests/integration/test_migrations.py` compares the two.
 
-`chat_session_events.payload` is the envelope exactly as received (DESIGN §6), except that PostgreSQL
+`chat_session_events.payload` is the envelope exactly as received (README.md, "Data"), except that PostgreSQL
 `jsonb` cannot hold some strings (NUL); such payloads are stored with a replacement character and
 `payload_lossy = true`, and the exact text is kept in `chat_event_rejects` (see `bridge.store.payload`).
 """
@@ -46,7 +46,7 @@ chat_sessions = Table(
     Column("last_event_at", TIMESTAMPTZ, nullable=True),
     Column("deleted", Boolean, nullable=False, server_default=false()),
     Column("deleted_at", TIMESTAMPTZ, nullable=True),
-    # Set when history before the stored cursor is known to be missing (legacy gaps; a later issue).
+    # Set when history before the stored cursor is known to be missing (legacy gaps, docs/lifecycle.md).
     Column("incomplete", Boolean, nullable=False, server_default=false()),
     # Lease with fencing token: every write batch must present the current lease_epoch.
     Column("lease_owner", Text, nullable=True),
@@ -90,10 +90,10 @@ chat_session_events = Table(
     Column("provider_id", Text, nullable=True),
     Column("payload", JSONB, nullable=False),
     Column("payload_lossy", Boolean, nullable=False, server_default=false()),
-    # Tamper evidence (issue #5, bridge.audit.chain): link of the per-session hash chain, set in write_batch.
+    # Tamper evidence (docs/audit.md, bridge.audit.chain): link of the per-session hash chain, set in write_batch.
     Column("chain_hash", Text, nullable=True),
     PrimaryKeyConstraint("upstream", "session_id", "seq", name="pk_chat_session_events"),
-    # The same event has the same id on every upstream stream (PROTOCOL.md §2): a dedupe key.
+    # The same event has the same id on every upstream stream (docs/upstream.md §2): a dedupe key.
     UniqueConstraint("upstream", "event_id", name="uq_chat_session_events_upstream_event_id"),
     Index("ix_chat_session_events_session_time", "upstream", "session_id", "event_time"),
     Index(
@@ -133,6 +133,6 @@ chat_event_rejects = Table(
     Index("ix_chat_event_rejects_session", "upstream", "session_id"),
 )
 
-# Tables of later issues live in their own modules on this same metadata; importing them here makes
+# Tables of the lifecycle, fan-out and audit features live in their own modules on this same metadata; importing them here makes
 # `metadata` complete for Alembic and the migration test.
 from bridge.store import schema_audit, schema_commands, schema_fanout, schema_lifecycle  # noqa: E402, F401

@@ -1,4 +1,4 @@
-"""Tables of issue #5 (audit views and the per-session hash chain), on the shared metadata of `bridge.store.schema`."""
+"""Tables of the audit (docs/audit.md: audit views and the per-session hash chain), on the shared metadata of `bridge.store.schema`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Tables of issue #3 (permission requests and WebSocket fan-out), on the shared metadata of `bridge.store.schema`.
+"""Tables of the WebSocket fan-out (docs/websocket.md: permission requests), on the shared metadata of `bridge.store.schema`.
 
 `chat_permission_requests`: permission requests are live-only upstream (`permission.v2.*` on `/api/event`
-only, PROTOCOL.md §4.4), so the bridge keeps them itself; a page opened later still sees a pending one.
+only, docs/upstream.md §4.4), so the bridge keeps them itself; a page opened later still sees a pending one.
 One row per request id; `reply` is NULL while the request is pending.
 """
 

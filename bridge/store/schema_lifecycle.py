@@ -1,4 +1,4 @@
-"""Tables of issue #4 (incarnations, legacy gaps) on the metadata of `bridge.store.schema`.
+"""Tables of the warm-session lifecycle (incarnations, legacy gaps; docs/lifecycle.md) on the metadata of `bridge.store.schema`.
 
 Leases themselves live on `chat_sessions` (lease_owner, lease_epoch, lease_expires_at); the session
 status is `chat_sessions.status` / `status_reason`. See docs/lifecycle.md.
@@ -28,7 +28,7 @@ bridge_incarnations = Table(
 )
 
 # Seq ranges of a session that the durable stream never delivered (legacy-driven turns burn seqs that
-# only `/api/event` and `/event` show, PROTOCOL.md §3.1): the mirror is incomplete there.
+# not on the durable stream, docs/upstream.md §3.1, §5): the mirror is incomplete there.
 chat_session_gaps = Table(
     "chat_session_gaps",
     metadata,

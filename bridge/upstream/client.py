@@ -1,48 +1,45 @@
-"""REST client for `opencode serve`: auth, `{data: …}` unwrapping, typed errors, stream opening.
+"""REST client for `opencode serve`: paths, auth, `{data: …}` unwrapping, typed errors, bounded bodies.
 
-Everything that speaks HTTP to the upstream goes through `UpstreamClient`; it owns one aiohttp
-`ClientSession`. Streams are opened with *no* total/read timeout: the durable stream sends no headers
-until it has an event and never sends keepalives (PROTOCOL.md §3.3, §3.4). Dead peers are found by TCP
-keepalive (set on every socket) and by the followers' own watchdogs.
+Everything that speaks HTTP to the upstream goes through `UpstreamClient`; the bytes move through one
+`Transport` (`bridge.upstream.transport`), which tests replace with a `MockTransport`. Streams are opened
+with *no* total/read timeout: the durable stream sends no headers until it has an event and never sends
+keepalives (docs/upstream.md §3.3, §3.4). Dead peers are found by TCP keepalive (set on every socket) and
+by the followers' own watchdogs.
+
+Every session id is checked against the upstream's id shape (`bridge.ids`) and every path segment is
+percent-encoded, so no id can point a request at another route. A JSON body is read up to
+`max_body_bytes` and no further (`BodyTooLarge`).
 """
 
 from __future__ import annotations
 
-import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+import base64
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, replace
+from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import quote, urlencode
 
-import aiohttp
-from aiohappyeyeballs import AddrInfoType
+from bridge import __version__, metrics
+from bridge.errors import (
+    BodyTooLarge,
+    InvalidRequest,
+    InvalidSessionId,
+    SessionNotFound,
+    Unauthorized,
+    UpstreamError,
+    UpstreamUnavailable,
+)
+from bridge.ids import valid_session_id
+from bridge.upstream.transport import AiohttpTransport, Request, Response, Transport
+from bridge.upstream.urls import split_credentials
 
-from bridge import __version__
-
-
-class UpstreamError(Exception):
-    """Any failure talking to the upstream. `status` is None for transport failures."""
-
-    def __init__(self, message: str, status: int | None = None, tag: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.tag = tag
-
-
-class UpstreamUnavailable(UpstreamError):
-    """Connection refused/reset, truncated body, or a 5xx: retry with backoff."""
-
-
-class SessionNotFound(UpstreamError):
-    """404 on a session route: deleted upstream, or never existed."""
-
-
-class InvalidRequest(UpstreamError):
-    """400: our request is wrong (e.g. a cursor the upstream rejects). Retrying will not help."""
-
-
-class Unauthorized(UpstreamError):
-    """401: BRIDGE_UPSTREAM_USERNAME / BRIDGE_UPSTREAM_PASSWORD are wrong or missing."""
+# A `/history` page is the fallback for frames over the SSE limit (16 MiB), so one page may hold a large
+# event; beyond this bound it is refused rather than held in memory.
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+ERROR_BODY_BYTES = 64 * 1024  # enough for any error envelope's message
 
 
 @dataclass(frozen=True)
@@ -51,15 +48,13 @@ class HistoryPage:
     has_more: bool
 
 
-def _keepalive_socket(addr_info: AddrInfoType) -> socket.socket:
-    family, type_, proto, _, _ = addr_info
-    sock = socket.socket(family=family, type=type_, proto=proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    # A silent durable stream is normal (no keepalive upstream); only TCP can tell a dead peer.
-    for opt, val in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
-        if hasattr(socket, opt):
-            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, opt), val)
-    return sock
+@dataclass(frozen=True)
+class ServerHealth:
+    """What `doctor` needs of `/global/health`: any HTTP answer, its body and the server's clock."""
+
+    status: int
+    body: Any
+    server_time: float | None  # the `Date` header, seconds since the epoch
 
 
 def _error_for(status: int, body: Any, what: str) -> UpstreamError:
@@ -83,6 +78,32 @@ def _error_for(status: int, body: Any, what: str) -> UpstreamError:
     return UpstreamError(text, status, tag_s)
 
 
+def _decode(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+async def _read_bounded(resp: Response, limit: int, what: str) -> bytes:
+    declared = resp.headers.get("Content-Length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"{what}: body of {declared} bytes exceeds the bound of {limit}", limit)
+    buf = bytearray()
+    async for chunk in resp.body:
+        buf += chunk
+        if len(buf) > limit:
+            raise BodyTooLarge(f"{what}: body exceeds the bound of {limit} bytes", limit)
+    return bytes(buf)
+
+
+async def _error_body(resp: Response) -> Any:
+    try:
+        return _decode(await _read_bounded(resp, ERROR_BODY_BYTES, "error body"))
+    except (BodyTooLarge, UpstreamUnavailable):
+        return None
+
+
 class UpstreamClient:
     def __init__(
         self,
@@ -91,63 +112,117 @@ class UpstreamClient:
         password: str = "",
         connect_timeout_s: float = 10.0,
         request_timeout_s: float = 30.0,
+        *,
+        transport: Transport | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._auth = aiohttp.BasicAuth(username or "opencode", password) if password else None
+        # Credentials in the URL are taken out of it, so `base_url` is always safe to log.
+        url, url_user, url_password = split_credentials(base_url.rstrip("/"))
+        self.base_url = url
+        if not password and url_password:
+            username, password = url_user or username, url_password
+        self._headers = {"User-Agent": f"opencode-bridge/{__version__}"}
+        self.has_credentials = bool(password)
+        if password:
+            token = base64.b64encode(f"{username or 'opencode'}:{password}".encode()).decode("ascii")
+            self._headers["Authorization"] = f"Basic {token}"
         self._connect_timeout_s = connect_timeout_s
         self._request_timeout_s = request_timeout_s
-        self._session: aiohttp.ClientSession | None = None
+        self._max_body_bytes = max_body_bytes
+        self._given_transport = transport
+        self._transport: Transport | None = transport
+
+    def __repr__(self) -> str:
+        return f"UpstreamClient({self.base_url!r})"
 
     async def __aenter__(self) -> UpstreamClient:
-        connector = aiohttp.TCPConnector(limit=0, socket_factory=_keepalive_socket)
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            auth=self._auth,
-            headers={"User-Agent": f"opencode-bridge/{__version__}"},
-        )
+        if self._transport is None:
+            self._transport = AiohttpTransport()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._transport is not None:
+            await self._transport.aclose()
+            self._transport = self._given_transport
 
     @property
-    def http(self) -> aiohttp.ClientSession:
-        if self._session is None:
+    def transport(self) -> Transport:
+        if self._transport is None:
             raise RuntimeError("UpstreamClient used outside `async with`")
-        return self._session
+        return self._transport
 
-    async def _get_json(self, path: str, params: dict[str, str] | None = None) -> Any:
-        timeout = aiohttp.ClientTimeout(total=self._request_timeout_s, connect=self._connect_timeout_s)
-        try:
-            async with self.http.get(self.base_url + path, params=params, timeout=timeout) as resp:
-                try:
-                    body: Any = await resp.json(content_type=None)
-                except ValueError:
-                    body = None
-                if resp.status != 200:
-                    raise _error_for(resp.status, body, f"GET {path}")
-                return body
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise UpstreamUnavailable(f"GET {path}: {type(e).__name__}: {e}") from e
+    # -- requests -------------------------------------------------------------------------------------
+
+    @staticmethod
+    def session_path(session_id: str, *rest: str) -> str:
+        """`/api/session/{id}/…` with every segment percent-encoded; refuses an id of the wrong shape."""
+        if not valid_session_id(session_id):
+            raise InvalidSessionId(f"not a session id: {session_id[:80]!r}")
+        return "/".join(["/api/session", *(quote(s, safe="") for s in (session_id, *rest))])
+
+    def _request(self, method: str, path: str, params: Mapping[str, str] | None, *, stream: bool) -> Request:
+        url = self.base_url + path + (f"?{urlencode(params)}" if params else "")
+        headers = dict(self._headers)
+        if stream:
+            headers["Accept"] = "text/event-stream"
+        return Request(method, url, headers, None if stream else self._request_timeout_s, self._connect_timeout_s)
+
+    async def _call(self, method: str, path: str, params: Mapping[str, str] | None = None,
+                    ok: tuple[int, ...] = (200,)) -> Any:
+        what = f"{method} {path}"
+        async with self.transport.send(self._request(method, path, params, stream=False)) as resp:
+            if resp.status not in ok:
+                raise _error_for(resp.status, await _error_body(resp), what)
+            return _decode(await _read_bounded(resp, self._max_body_bytes, what))
+
+    async def _get_json(self, path: str, params: Mapping[str, str] | None = None) -> Any:
+        return await self._call("GET", path, params)
 
     @staticmethod
     def _unwrap(body: Any, path: str) -> Any:
-        # Most /api/* bodies are {"data": …}; a few are not (PROTOCOL.md §6) — callers know which.
+        # Most /api/* bodies are {"data": …}; a few are not (docs/upstream.md §6) — callers know which.
         if not isinstance(body, dict) or "data" not in body:
             raise UpstreamError(f"GET {path}: expected a {{data: …}} body")
         return body["data"]
+
+    # -- routes ---------------------------------------------------------------------------------------
 
     async def health(self) -> dict[str, Any]:
         body = await self._get_json("/api/health")
         return body if isinstance(body, dict) else {"body": body}
 
+    async def server_health(self) -> ServerHealth:
+        """`GET /global/health` as `doctor` reads it: any HTTP answer is returned; 401 raises
+        `Unauthorized`, a transport failure `UpstreamUnavailable`."""
+        what = "GET /global/health"
+        async with self.transport.send(self._request("GET", "/global/health", None, stream=False)) as resp:
+            date = resp.headers.get("Date")
+            try:
+                server_time = parsedate_to_datetime(date).timestamp() if date else None
+            except (TypeError, ValueError):
+                server_time = None
+            if resp.status == 401:
+                raise _error_for(401, await _error_body(resp), what)
+            if resp.status != 200:
+                return ServerHealth(resp.status, None, server_time)
+            body = _decode(await _read_bounded(resp, self._max_body_bytes, what))
+            return ServerHealth(resp.status, body, server_time)
+
+    async def config(self) -> Any:
+        """The serve's configuration (legacy `GET /config`, not wrapped in `{data}`)."""
+        return await self._get_json("/config")
+
+    async def providers(self) -> list[dict[str, Any]]:
+        """The providers that have a credential (`GET /api/provider`)."""
+        data = self._unwrap(await self._get_json("/api/provider"), "/api/provider")
+        return [p for p in data if isinstance(p, dict)] if isinstance(data, list) else []
+
     async def list_sessions(self) -> list[dict[str, Any]]:
-        """Every session of the server, following the list cursor."""
+        """Every session of the server, following the list cursor. An item whose id does not have the
+        upstream's shape is left out (counted as `bridge_rejects_total{reason="bad_session_id"}`)."""
         out: list[dict[str, Any]] = []
         params: dict[str, str] | None = None
         seen_cursors: set[str] = set()
@@ -156,7 +231,11 @@ class UpstreamClient:
             page = self._unwrap(body, "/api/session")
             if not isinstance(page, list):
                 raise UpstreamError("GET /api/session: data is not a list")
-            out.extend(s for s in page if isinstance(s, dict) and isinstance(s.get("id"), str))
+            listed = [s for s in page if isinstance(s, dict) and isinstance(s.get("id"), str)]
+            kept = [s for s in listed if valid_session_id(s["id"])]
+            if len(kept) < len(listed):
+                metrics.REJECTS.labels(reason="bad_session_id").inc(len(listed) - len(kept))
+            out.extend(kept)
             cursor = body.get("cursor") if isinstance(body, dict) else None
             nxt = cursor.get("next") if isinstance(cursor, dict) else None
             if not page or not isinstance(nxt, str) or nxt in seen_cursors:
@@ -165,7 +244,7 @@ class UpstreamClient:
             params = {"cursor": nxt}
 
     async def get_session(self, session_id: str) -> dict[str, Any]:
-        path = f"/api/session/{session_id}"
+        path = self.session_path(session_id)
         data = self._unwrap(await self._get_json(path), path)
         if not isinstance(data, dict):
             raise UpstreamError(f"GET {path}: data is not an object")
@@ -173,9 +252,9 @@ class UpstreamClient:
 
     async def pending_permissions(self, session_id: str) -> list[dict[str, Any]]:
         """The session's pending permission requests (the `data` of their `permission.v2.asked`,
-        PROTOCOL.md §4.4). A session unknown upstream (404) has none."""
-        path = f"/api/session/{session_id}/permission"
+        docs/upstream.md §4.4). A session unknown upstream (404) has none."""
         try:
+            path = self.session_path(session_id, "permission")
             data = self._unwrap(await self._get_json(path), path)
         except SessionNotFound:
             return []
@@ -188,23 +267,12 @@ class UpstreamClient:
         return data if isinstance(data, dict) else {}
 
     async def interrupt(self, session_id: str) -> None:
-        """Stop the session's running turn upstream (204; a no-op when idle, PROTOCOL.md §4.2). Not to be
-        confused with releasing a session, which only stops the bridge's following of it."""
-        path = f"/api/session/{session_id}/interrupt"
-        timeout = aiohttp.ClientTimeout(total=self._request_timeout_s, connect=self._connect_timeout_s)
-        try:
-            async with self.http.post(self.base_url + path, timeout=timeout) as resp:
-                if resp.status not in (200, 204):
-                    try:
-                        body: Any = await resp.json(content_type=None)
-                    except ValueError:
-                        body = None
-                    raise _error_for(resp.status, body, f"POST {path}")
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise UpstreamUnavailable(f"POST {path}: {type(e).__name__}: {e}") from e
+        """Stop the session's running turn upstream (204; a no-op when idle, docs/upstream.md §4.2). Not to
+        be confused with releasing a session, which only stops the bridge's following of it."""
+        await self._call("POST", self.session_path(session_id, "interrupt"), ok=(200, 204))
 
     async def history(self, session_id: str, after: int, limit: int = 100) -> HistoryPage:
-        path = f"/api/session/{session_id}/history"
+        path = self.session_path(session_id, "history")
         body = await self._get_json(path, {"after": str(after), "limit": str(limit)})
         data = self._unwrap(body, path)
         if not isinstance(data, list):
@@ -212,26 +280,42 @@ class UpstreamClient:
         has_more = bool(body.get("hasMore")) if isinstance(body, dict) else False
         return HistoryPage(events=data, has_more=has_more)
 
+    # -- streams --------------------------------------------------------------------------------------
+
     @asynccontextmanager
-    async def open_stream(self, path: str, params: dict[str, str] | None = None) -> AsyncIterator[
-        aiohttp.ClientResponse
+    async def open_stream(self, path: str, params: Mapping[str, str] | None = None) -> AsyncIterator[
+        AsyncIterator[bytes]
     ]:
-        """GET an SSE endpoint. Only the connect phase has a timeout: the response headers may
-        legitimately take forever on the durable stream (PROTOCOL.md §3.3)."""
-        timeout = aiohttp.ClientTimeout(total=None, connect=self._connect_timeout_s, sock_read=None)
-        try:
-            async with self.http.get(
-                self.base_url + path,
-                params=params,
-                timeout=timeout,
-                headers={"Accept": "text/event-stream"},
-            ) as resp:
-                if resp.status != 200:
-                    try:
-                        body: Any = await resp.json(content_type=None)
-                    except (ValueError, aiohttp.ClientError):
-                        body = None
-                    raise _error_for(resp.status, body, f"GET {path}")
-                yield resp
-        except aiohttp.ClientError as e:
-            raise UpstreamUnavailable(f"GET {path}: {type(e).__name__}: {e}") from e
+        """GET an SSE endpoint (`path` already encoded) and yield its body, one chunk per read. Only the
+        connect phase has a timeout: the response headers may legitimately take forever on the durable
+        stream (docs/upstream.md §3.3)."""
+        async with self.transport.send(self._request("GET", path, params, stream=True)) as resp:
+            if resp.status != 200:
+                raise _error_for(resp.status, await _error_body(resp), f"GET {path}")
+            yield resp.body
+
+    def open_session_events(self, session_id: str, after: int) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
+        """The session's durable stream `GET /api/session/{id}/event?after=<after>`."""
+        return self.open_stream(self.session_path(session_id, "event"), {"after": str(after)})
+
+    def open_live_events(self) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
+        """The global live stream `GET /api/event`."""
+        return self.open_stream("/api/event")
+
+    # -- commands (docs/commands.md) ------------------------------------------------------------------
+
+    async def send_json(self, method: str, path: str, body: Any = None, *, directory: str | None = None,
+                        ok: tuple[int, ...] = (200, 201, 204)) -> tuple[int, Any]:
+        """One command call: `path` already encoded, `body` sent as JSON, `directory` as the location
+        (`?location[directory]=`, docs/upstream.md §6: legacy and location-scoped routes need it). The
+        status and the decoded answer (None when empty)."""
+        request = self._request(method, path, {"location[directory]": directory} if directory else None,
+                                stream=False)
+        if body is not None:
+            request = replace(request, headers={**request.headers, "Content-Type": "application/json"},
+                              body=json.dumps(body).encode())
+        what = f"{method} {path}"
+        async with self.transport.send(request) as resp:
+            if resp.status not in ok:
+                raise _error_for(resp.status, await _error_body(resp), what)
+            return resp.status, _decode(await _read_bounded(resp, self._max_body_bytes, what))

@@ -1,18 +1,16 @@
-"""The upstream calls behind the bridge's commands (docs/commands.md), beside `UpstreamClient`, through its
-one aiohttp session. Every call carries the session's directory as the location (docs/upstream.md §6:
-per-session routes ignore it, location-scoped ones — legacy routes, `/api/provider` — need it), and every
-path segment is quoted."""
+"""The upstream calls behind the bridge's commands (docs/commands.md), through `UpstreamClient.send_json`
+(its transport, auth and bounded bodies). Every call carries the session's directory as the location
+(docs/upstream.md §6: per-session routes ignore it, location-scoped ones — legacy routes, `/api/model` —
+need it); session paths come from `UpstreamClient.session_path` (id checked, segments quoted), other path
+segments are quoted here."""
 
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import quote
 
-import aiohttp
-
-from bridge.upstream.client import UpstreamClient, UpstreamError, UpstreamUnavailable, _error_for
-
-TIMEOUT = aiohttp.ClientTimeout(total=30.0, connect=10.0)
+from bridge.errors import UpstreamError
+from bridge.upstream.client import UpstreamClient
 
 
 def _q(segment: str) -> str:
@@ -24,21 +22,10 @@ class UpstreamCommands:
         self._client = client
 
     async def _call(self, method: str, path: str, directory: str | None, body: Any = None) -> tuple[int, Any]:
-        headers = {"x-opencode-directory": directory} if directory else {}
-        what = f"{method} {path}"
-        try:
-            async with self._client.http.request(method, self._client.base_url + path, json=body,
-                                                 headers=headers, timeout=TIMEOUT) as resp:
-                try:
-                    data: Any = await resp.json(content_type=None)
-                except ValueError:
-                    data = None
-                if resp.status not in (200, 201, 204):
-                    raise _error_for(resp.status, data, what)
-                return resp.status, data
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise UpstreamUnavailable(f"{what}: {type(e).__name__}: {e}") from e
+        return await self._client.send_json(method, path, body, directory=directory)
 
+    def _s(self, session_id: str, *rest: str) -> str:
+        return self._client.session_path(session_id, *rest)
     @staticmethod
     def _data(body: Any, what: str) -> Any:
         if not isinstance(body, dict) or "data" not in body:
@@ -59,7 +46,7 @@ class UpstreamCommands:
         return data if isinstance(data, dict) else {}
 
     async def session(self, session_id: str) -> dict[str, Any]:
-        _, got = await self._call("GET", f"/api/session/{_q(session_id)}", None)
+        _, got = await self._call("GET", self._s(session_id), None)
         data = self._data(got, "GET /api/session/{id}")
         return data if isinstance(data, dict) else {}
 
@@ -67,12 +54,12 @@ class UpstreamCommands:
                      delivery: str) -> tuple[int, dict[str, Any]]:
         """v2 prompt with our message id: same id + same body → the same admission (§17)."""
         body = {"id": message_id, "prompt": {"text": text}, "delivery": delivery}
-        status, got = await self._call("POST", f"/api/session/{_q(session_id)}/prompt", directory, body)
+        status, got = await self._call("POST", self._s(session_id, "prompt"), directory, body)
         data = self._data(got, "POST /api/session/{id}/prompt")
         return status, data if isinstance(data, dict) else {}
 
     async def interrupt(self, session_id: str, directory: str) -> int:
-        status, _ = await self._call("POST", f"/api/session/{_q(session_id)}/interrupt", directory)
+        status, _ = await self._call("POST", self._s(session_id, "interrupt"), directory)
         return status
 
     async def legacy_busy(self, session_id: str, directory: str) -> bool:
@@ -87,15 +74,15 @@ class UpstreamCommands:
 
     async def switch_model(self, session_id: str, directory: str, provider_id: str, model_id: str) -> int:
         body = {"model": {"providerID": provider_id, "id": model_id}}
-        status, _ = await self._call("POST", f"/api/session/{_q(session_id)}/model", directory, body)
+        status, _ = await self._call("POST", self._s(session_id, "model"), directory, body)
         return status
 
     async def switch_agent(self, session_id: str, directory: str, agent: str) -> int:
-        status, _ = await self._call("POST", f"/api/session/{_q(session_id)}/agent", directory, {"agent": agent})
+        status, _ = await self._call("POST", self._s(session_id, "agent"), directory, {"agent": agent})
         return status
 
     async def v2_permissions(self, session_id: str, directory: str) -> list[dict[str, Any]]:
-        _, got = await self._call("GET", f"/api/session/{_q(session_id)}/permission", directory)
+        _, got = await self._call("GET", self._s(session_id, "permission"), directory)
         data = self._data(got, "GET /api/session/{id}/permission")
         return [p for p in data if isinstance(p, dict)] if isinstance(data, list) else []
 
@@ -104,7 +91,7 @@ class UpstreamCommands:
         return [p for p in got if isinstance(p, dict)] if isinstance(got, list) else []
 
     async def reply_v2(self, session_id: str, directory: str, request_id: str, reply: str) -> int:
-        path = f"/api/session/{_q(session_id)}/permission/{_q(request_id)}/reply"
+        path = self._s(session_id, "permission", request_id, "reply")
         status, _ = await self._call("POST", path, directory, {"reply": reply})
         return status
 

@@ -1,6 +1,6 @@
 """One session's durable follower: `/history` catch-up, then `/event?after=<cursor>` forever.
 
-Traps handled (PROTOCOL.md):
+Traps handled (docs/upstream.md):
 - §3.3 no headers until the first event → no header/read timeout; only the connect phase is timed.
 - §3.4 no keepalive, never ends → TCP keepalive on the socket; a *stall* watchdog restarts the stream
   when `/api/event` announced a seq we have not received within `durable_stall_s`.
@@ -9,7 +9,12 @@ Traps handled (PROTOCOL.md):
 - §7 upstream restart drops the connection mid-body → reconnect with capped backoff + jitter.
 
 The follower never writes the cursor itself: `EventSink.write()` stores rows and cursor in one
-transaction (and refuses when the lease moved on), so the cursor never passes an unstored event.
+transaction (and raises `bridge.errors.LeaseLost` when the lease moved on), so the cursor never passes an
+unstored event.
+
+What retrying cannot fix stops the follower with `STUCK` instead of looping: a `/history` page over the
+client's body bound even one event at a time, or pages whose every event is rejected (`hasMore` set, the
+cursor cannot move) `max_stuck_passes` times in a row, with backoff in between.
 """
 
 from __future__ import annotations
@@ -25,16 +30,21 @@ from typing import Protocol
 import structlog
 
 from bridge import metrics
-from bridge.events import BadFrame, ChatEvent, normalize, parse_envelope, parse_frame
-from bridge.upstream.backoff import Backoff
-from bridge.upstream.client import (
+from bridge.errors import (
+    BadFrame,
+    BodyTooLarge,
+    FrameTooLarge,
     InvalidRequest,
+    InvalidSessionId,
+    LeaseLost,
     SessionNotFound,
-    UpstreamClient,
     UpstreamError,
     UpstreamUnavailable,
 )
-from bridge.upstream.sse import SSEComment, SSEFrameTooLarge, SSEParser
+from bridge.events import ChatEvent, Kind, normalize, parse_envelope, parse_frame
+from bridge.upstream.backoff import Backoff
+from bridge.upstream.client import UpstreamClient
+from bridge.upstream.sse import SSEComment, SSEParser
 
 
 class FollowerExit(enum.Enum):
@@ -42,16 +52,16 @@ class FollowerExit(enum.Enum):
     GONE = "gone"  # the session was deleted upstream (404)
     BAD_CURSOR = "bad_cursor"  # the upstream refuses our cursor (400): needs an operator
     LEASE_LOST = "lease_lost"  # another writer holds the session now
+    STUCK = "stuck"  # the upstream keeps serving what cannot be stored: needs an operator
 
 
-class LeaseLostError(Exception):
-    """Raised by an EventSink when its write was fenced off."""
+# The store's own error, let through untranslated (one lease-lost error for every layer).
 
 
 class EventSink(Protocol):
     async def write(self, events: Sequence[ChatEvent], received_at: datetime) -> int:
         """Store events and advance the cursor in one transaction; returns the stored cursor.
-        Raises LeaseLostError when fenced off."""
+        Raises `bridge.errors.LeaseLost` when fenced off."""
 
     async def reject(self, reason: str, raw: str, received_at: datetime, seq: int | None = None) -> None:
         """Keep an unusable frame with its reason."""
@@ -59,10 +69,6 @@ class EventSink(Protocol):
 
 def _json_text(item: object) -> str:
     return json.dumps(item, ensure_ascii=False, separators=(",", ":"), default=repr)
-
-
-class _Stalled(Exception):
-    pass
 
 
 class DurableFollower:
@@ -81,6 +87,7 @@ class DurableFollower:
         upstream: str = "",
         rand: Callable[[], float] | None = None,
         on_committed: Callable[[Sequence[ChatEvent]], None] | None = None,
+        max_stuck_passes: int = 5,
     ) -> None:
         self.session_id = session_id
         self.cursor = cursor
@@ -93,6 +100,8 @@ class DurableFollower:
         self._stall_s = stall_s
         self._history_page = history_page
         self._on_committed = on_committed
+        self._max_stuck = max_stuck_passes
+        self._stuck_passes = 0
         self._log = structlog.get_logger("bridge.durable").bind(upstream=upstream, session_id=session_id)
         self._hint_seq = 0  # highest seq announced by /api/event
         self._timeout: asyncio.Timeout | None = None
@@ -121,10 +130,12 @@ class DurableFollower:
     async def run(self) -> FollowerExit:
         self._log.info("follower_started", cursor_seq=self.cursor)
         while True:
-            cause = "eof"
             try:
-                await self._catch_up()
-                await self._stream()
+                outcome = await self._follow_once()
+            except InvalidSessionId as e:
+                metrics.REJECTS.labels(reason="bad_session_id").inc()
+                self._log.error("session_id_refused", error=str(e))
+                return FollowerExit.GONE
             except SessionNotFound:
                 self._log.info("session_gone_upstream", cursor_seq=self.cursor)
                 return FollowerExit.GONE
@@ -132,46 +143,86 @@ class DurableFollower:
                 metrics.REJECTS.labels(reason="bad_cursor").inc()
                 self._log.error("upstream_rejected_cursor", cursor_seq=self.cursor, error=str(e))
                 return FollowerExit.BAD_CURSOR
-            except LeaseLostError:
+            except LeaseLost:
                 metrics.LEASE_LOSSES.inc()
                 self._log.warning("lease_lost", cursor_seq=self.cursor)
                 return FollowerExit.LEASE_LOST
-            except _Stalled:
-                cause = "stall"
-                self._log.warning("durable_stream_stalled", cursor_seq=self.cursor, hint_seq=self._hint_seq)
-            except SSEFrameTooLarge as e:
-                # The next catch-up reads the same event from /history, which has no frame limit.
-                cause = "frame_too_large"
-                metrics.REJECTS.labels(reason="frame_too_large").inc()
-                self._log.error("durable_frame_too_large", cursor_seq=self.cursor, error=str(e))
-            except UpstreamUnavailable as e:
-                cause = "unavailable"
-                self._log.warning("durable_stream_error", cursor_seq=self.cursor, error=str(e))
-            except UpstreamError as e:
-                cause = "error"
-                self._log.error("durable_stream_error", cursor_seq=self.cursor, error=str(e))
             finally:
                 self.connected.clear()
+            if isinstance(outcome, FollowerExit):
+                return outcome
+            cause = outcome
             metrics.UPSTREAM_RECONNECTS.labels(stream="durable", cause=cause).inc()
             delay = self._backoff.next_delay()
             self._log.debug("durable_reconnect", delay_s=round(delay, 3), cause=cause)
             await asyncio.sleep(delay)
 
-    async def _catch_up(self) -> None:
-        """Page `/history` until the upstream says there is no more (also detects 404 early)."""
+    async def _follow_once(self) -> str | FollowerExit:
+        """Catch up, then stream until the stream ends; returns why it ended (a metric label), or `STUCK`.
+        Errors that end the follower propagate."""
+        try:
+            stuck = await self._catch_up()
+            if stuck is not None:
+                return self._no_progress(stuck)
+            if await self._stream():
+                self._log.warning("durable_stream_stalled", cursor_seq=self.cursor, hint_seq=self._hint_seq)
+                return "stall"
+            return "eof"
+        except FrameTooLarge as e:
+            # The next catch-up reads the same event from /history, which has no frame limit.
+            metrics.REJECTS.labels(reason="frame_too_large").inc()
+            self._log.error("durable_frame_too_large", cursor_seq=self.cursor, error=str(e))
+            return "frame_too_large"
+        except (SessionNotFound, InvalidRequest):
+            raise
+        except UpstreamUnavailable as e:
+            self._log.warning("durable_stream_error", cursor_seq=self.cursor, error=str(e))
+            return "unavailable"
+        except UpstreamError as e:
+            self._log.error("durable_stream_error", cursor_seq=self.cursor, error=str(e))
+            return "error"
+
+    def _no_progress(self, reason: str) -> str | FollowerExit:
+        self._stuck_passes += 1
+        metrics.FOLLOWERS_STUCK.labels(reason=reason).inc()
+        self._log.error("durable_no_progress", reason=reason, cursor_seq=self.cursor, passes=self._stuck_passes)
+        if self._stuck_passes >= self._max_stuck:
+            self._log.error("follower_stuck", reason=reason, cursor_seq=self.cursor)
+            return FollowerExit.STUCK
+        return reason
+
+    async def _catch_up(self) -> str | None:
+        """Page `/history` until the upstream says there is no more (also detects 404 early). Returns why
+        the cursor cannot move, or None once caught up."""
+        limit = self._history_page
         while True:
-            page = await self._client.history(self.session_id, self.cursor, self._history_page)
+            try:
+                page = await self._client.history(self.session_id, self.cursor, limit)
+            except BodyTooLarge as e:
+                metrics.REJECTS.labels(reason="history_too_large").inc()
+                self._log.error("history_page_too_large", cursor_seq=self.cursor, limit=limit, error=str(e))
+                if limit == 1:  # the very next event alone is over the bound: it cannot be read
+                    return "history_too_large"
+                limit = 1
+                continue
             received_at = datetime.now(UTC)
             events: list[ChatEvent] = []
             for item in page.events:
                 ev = await self._accept_obj(item, received_at)
                 if ev is not None:
                     events.append(ev)
+            before = self.cursor
             await self._write(events, received_at, source="history")
             if not page.has_more or not page.events:
-                return
+                self._stuck_passes = 0
+                return None
+            if self.cursor == before:
+                # Every event of the page was rejected (e.g. another session's aggregate): asking again
+                # returns the same page.
+                return "history_all_rejected"
 
-    async def _stream(self) -> None:
+    async def _stream(self) -> bool:
+        """Read the durable stream until it ends; True if the stall timer ended it."""
         try:
             async with asyncio.timeout(None) as t:
                 self._timeout = t
@@ -179,20 +230,16 @@ class DurableFollower:
                 await self._stream_inner()
         except TimeoutError:
             # Only the stall timer can expire here: the stream itself has no timeout (§3.3/§3.4).
-            raise _Stalled() from None
+            return True
         finally:
             self._timeout = None
+        return False
 
     async def _stream_inner(self) -> None:
-        params = {"after": str(self.cursor)}
-        async with self._client.open_stream(f"/api/session/{self.session_id}/event", params) as resp:
+        async with self._client.open_session_events(self.session_id, self.cursor) as body:
             self.connected.set()
             parser = SSEParser()
-            while True:
-                chunk = await resp.content.readany()
-                if not chunk:
-                    parser.close()  # a frame cut by EOF is discarded: it is replayed after reconnect
-                    return
+            async for chunk in body:
                 received_at = datetime.now(UTC)
                 events: list[ChatEvent] = []
                 for item in parser.feed(chunk):
@@ -202,6 +249,7 @@ class DurableFollower:
                     if ev is not None:
                         events.append(ev)
                 await self._write(events, received_at, source="stream")
+            parser.close()  # a frame cut by EOF is discarded: it is replayed after reconnect
 
     # -- frames → events --------------------------------------------------------------------------
     async def _accept_text(self, data: str, received_at: datetime) -> ChatEvent | None:
@@ -230,7 +278,7 @@ class DurableFollower:
         if env.aggregate_id is not None and env.aggregate_id != self.session_id:
             await self._reject("wrong_session", raw(), received_at, env.seq, f"aggregateID {env.aggregate_id}")
             return None
-        if ev.kind == "unknown":
+        if ev.kind is Kind.UNKNOWN:
             metrics.UNKNOWN_EVENTS.labels(stream="durable").inc()
             self._log.warning("unknown_event_type", type=env.type, seq=env.seq)
         return ev

@@ -1,11 +1,14 @@
 """The one global `/api/event` reader per upstream.
 
-The stream is lossy by contract (PROTOCOL.md §5): it closes cleanly whenever a legacy prompt starts,
+The stream is lossy by contract (docs/upstream.md §5): it closes cleanly whenever a legacy prompt starts,
 and events between EOF and reconnect are gone. So it is never a source of stored truth; it gives
 hints (a session is active, a durable seq exists, a session was created/deleted) and deltas. We
 reconnect at once after a clean EOF, and when no byte (not even `: heartbeat`, sent every 15 s)
 arrived within `heartbeat_timeout_s`. After every (re)connect the handler re-syncs, because hints may
 have been lost while we were away.
+
+An event naming a session id that does not have the upstream's id shape is dropped here (counted as
+`bridge_rejects_total{reason="live_bad_session_id"}`), so no handler warms or routes it.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from typing import Protocol
 import structlog
 
 from bridge import metrics
-from bridge.events import BadFrame, ChatEvent, normalize, parse_frame
+from bridge.errors import BadFrame, FrameTooLarge, UpstreamError
+from bridge.events import ChatEvent, Kind, normalize, parse_frame
+from bridge.ids import valid_session_id
 from bridge.ops.outage import OutageLog
 from bridge.upstream.backoff import Backoff
-from bridge.upstream.client import UpstreamClient, UpstreamError
-from bridge.upstream.sse import SSEComment, SSEEvent, SSEFrameTooLarge, SSEParser
+from bridge.upstream.client import UpstreamClient
+from bridge.upstream.sse import SSEComment, SSEEvent, SSEParser
 
 
 class LiveHandler(Protocol):
@@ -62,7 +67,7 @@ class LiveStream:
             except TimeoutError:
                 cause = "heartbeat_timeout"
                 self._log.warning("live_stream_silent", timeout_s=self._heartbeat_timeout_s)
-            except SSEFrameTooLarge as e:
+            except FrameTooLarge as e:
                 cause = "frame_too_large"
                 self._log.error("live_frame_too_large", error=str(e))
             except UpstreamError as e:
@@ -83,7 +88,7 @@ class LiveStream:
 
     async def _read_once(self) -> None:
         async with asyncio.timeout(self._heartbeat_timeout_s) as t:
-            async with self._client.open_stream("/api/event") as resp:
+            async with self._client.open_live_events() as body:
                 self.connected.set()
                 self.connections += 1
                 self.outage.succeeded()
@@ -91,16 +96,13 @@ class LiveStream:
                 await self._handler.on_live_connected()
                 parser = SSEParser()
                 loop = asyncio.get_running_loop()
-                while True:
-                    chunk = await resp.content.readany()
-                    if not chunk:
-                        self._log.info("live_stream_ended")
-                        return
+                async for chunk in body:
                     t.reschedule(loop.time() + self._heartbeat_timeout_s)
                     for item in parser.feed(chunk):
                         if isinstance(item, SSEComment):
                             continue
                         await self._dispatch(item)
+                self._log.info("live_stream_ended")
 
     async def _dispatch(self, item: SSEEvent) -> None:
         try:
@@ -110,9 +112,14 @@ class LiveStream:
             self._log.warning("live_frame_rejected", reason=e.reason, detail=e.detail[:300])
             return
         ev = normalize(env)
-        if ev.kind == "noise":
+        if ev.kind == Kind.NOISE:
             return
-        if ev.kind == "unknown":
+        if ev.session_id is not None and not valid_session_id(ev.session_id):
+            metrics.REJECTS.labels(reason="live_bad_session_id").inc()
+            self._log.warning("live_frame_rejected", reason="bad_session_id", type=ev.type,
+                              session_id=repr(ev.session_id[:80]))
+            return
+        if ev.kind == Kind.UNKNOWN:
             metrics.UNKNOWN_EVENTS.labels(stream="live").inc()
         try:
             await self._handler.on_live_event(ev)

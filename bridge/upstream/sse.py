@@ -1,13 +1,13 @@
 """Incremental WHATWG `text/event-stream` parser: bytes in, events out, no I/O.
 
 Follows https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation.
-opencode only ever sends `data: <one-line JSON>` frames and `: heartbeat` comments (PROTOCOL.md §2), but
+opencode only ever sends `data: <one-line JSON>` frames and `: heartbeat` comments (docs/upstream.md §2), but
 the parser implements the whole grammar so that a proxy, a future upstream or a hostile peer cannot make
-it misbehave: any byte sequence either yields events or raises `SSEFrameTooLarge`.
+it misbehave: any byte sequence either yields events or raises `FrameTooLarge`.
 
 Differences from a browser `EventSource`, on purpose:
 - comments are returned (`SSEComment`) instead of dropped: `: heartbeat` on `/api/event` is the only
-  liveness signal of that stream (PROTOCOL.md §1, §5);
+  liveness signal of that stream (docs/upstream.md §1, §5);
 - `retry:` is reported on the event of its frame and as `SSEParser.retry`, instead of being applied;
 - pending input is bounded by `max_frame_bytes`.
 """
@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import codecs
 from dataclasses import dataclass
+
+from bridge.errors import FrameTooLarge
 
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 
@@ -39,19 +41,7 @@ class SSEComment:
 SSEItem = SSEEvent | SSEComment
 
 
-class SSEFrameTooLarge(ValueError):
-    """One pending frame (or one unterminated line) outgrew `max_frame_bytes`.
-
-    The parser is unusable afterwards: the caller must drop the connection and reconnect (for the
-    durable stream with `after=<last stored seq>`, which loses nothing). `events` holds what was
-    completed earlier in the same `feed()` call, so the caller may still consume it.
-    """
-
-    def __init__(self, limit: int, pending: int, events: list[SSEItem]) -> None:
-        super().__init__(f"pending SSE frame of {pending} chars exceeds the limit of {limit}")
-        self.limit = limit
-        self.pending = pending
-        self.events = events
+# One pending frame outgrew `max_frame_bytes` (see bridge.errors.FrameTooLarge).
 
 
 class SSEParser:
@@ -89,7 +79,7 @@ class SSEParser:
         if self._closed:
             raise RuntimeError("SSEParser.feed() after close()")
         if self._failed:
-            raise SSEFrameTooLarge(self.max_frame_bytes, self._data_len + self._partial_len, [])
+            raise FrameTooLarge(self.max_frame_bytes, self._data_len + self._partial_len, [])
         self.bytes_seen += len(chunk)
         return self._feed_text(self._decoder.decode(chunk))
 
@@ -193,4 +183,4 @@ class SSEParser:
         pending = self._data_len + self._partial_len
         if pending > self.max_frame_bytes:
             self._failed = True
-            raise SSEFrameTooLarge(self.max_frame_bytes, pending, completed)
+            raise FrameTooLarge(self.max_frame_bytes, pending, completed)

@@ -1,4 +1,4 @@
-"""Issue #4: incarnations (heartbeat rows) and legacy seq gaps. Leases and status use chat_sessions.
+"""Warm-session lifecycle: incarnations (heartbeat rows) and legacy seq gaps. Leases and status use chat_sessions.
 
 Revision ID: 0002
 Revises: 0001

@@ -1,4 +1,4 @@
-"""Issue #3: permission requests and WebSocket fan-out.
+"""WebSocket fan-out: permission requests and WebSocket fan-out.
 
 Revision ID: 0003
 Revises: 0002

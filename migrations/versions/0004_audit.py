@@ -1,4 +1,4 @@
-"""Issue #5: the per-session hash chain (`chat_session_events.chain_hash`) and the audit views.
+"""Audit: the per-session hash chain (`chat_session_events.chain_hash`) and the audit views.
 
 Existing events are chained here, in seq order, with the same function the writer uses.
 

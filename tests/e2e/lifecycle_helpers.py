@@ -1,4 +1,4 @@
-"""Helpers of the lifecycle end-to-end tests (issue #4): bridges with lifecycle settings, lease owners,
+"""Helpers of the lifecycle end-to-end tests (docs/lifecycle.md): bridges with lifecycle settings, lease owners,
 statuses and log lines read from the database and the bridges' JSON logs."""
 
 from __future__ import annotations

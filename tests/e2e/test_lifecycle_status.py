@@ -1,5 +1,5 @@
 """Session status and idle GC against the real `opencode serve` 1.18.33: a normal turn goes running →
-idle; a model without credentials goes stalled within the stall timeout (PROTOCOL.md §4); a turn cut by
+idle; a model without credentials goes stalled within the stall timeout (docs/upstream.md §4); a turn cut by
 an upstream restart ends interrupted (§7). An idle session is released after idle_ttl and warmed again by
 the next prompt with nothing lost; a running turn is never released nor interrupted."""
 
@@ -41,7 +41,7 @@ async def test_status_running_then_idle_stalled_for_an_unavailable_model_and_int
 
     await wait_until(normal_went_idle, 30, 0.1, message="normal turn: running → idle")
 
-    # A model without a provider: the prompt is admitted and taken, then nothing (PROTOCOL.md §4).
+    # A model without a provider: the prompt is admitted and taken, then nothing (docs/upstream.md §4).
     await opencode.request("POST", f"/api/session/{unavailable}/model",
                            json_body={"model": {"providerID": "nope", "id": "nope"}}, expect=(200, 204))
     await opencode.prompt(unavailable, "Hello?")
@@ -59,7 +59,7 @@ async def test_status_running_then_idle_stalled_for_an_unavailable_model_and_int
     assert row is not None and "no step started" in row["status_reason"]
     assert await stored_types(db, unavailable, "step:start") == []  # nothing after prompted: silent failure
 
-    await opencode.restart()  # SIGTERM mid-turn: the step stays open forever (PROTOCOL.md §7)
+    await opencode.restart()  # SIGTERM mid-turn: the step stays open forever (docs/upstream.md §7)
     mock_llm.release("cut1")
 
     async def interrupted() -> bool:

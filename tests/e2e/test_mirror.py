@@ -150,7 +150,7 @@ async def test_upstream_restart_mid_turn_loses_and_duplicates_nothing(
     await opencode.prompt(a, "MOCK:gate:restart1:2 Start talking")
     await mock_llm.wait_gate_reached("restart1", timeout=30)
     await wait_until(lambda: stored_types(db, a, "text:start"), 30, 0.1, message="text.started stored")
-    await opencode.restart()  # SIGTERM mid-turn; the turn is left open forever (PROTOCOL.md §7)
+    await opencode.restart()  # SIGTERM mid-turn; the turn is left open forever (docs/upstream.md §7)
     mock_llm.release("restart1")
     await wait_mirrored(db, opencode, a)
     await opencode.prompt(a, "MOCK:text After the upstream restart")

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.conftest import _admin, _run
+from tests.conftest import admin_sql, run_sync
 from tests.e2e.test_mirror import UPSTREAM, wait_mirrored
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.fake_upstream import FakeUpstream
@@ -184,7 +184,7 @@ async def test_readiness_flips_on_database_loss_and_recovers(
         stmts = [f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS {str(allow).lower()}']
         if not allow:
             stmts.append(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
-        _run(_admin(pg_server_url, *stmts))
+        run_sync(admin_sql(pg_server_url, *stmts))
 
     async def ready_status() -> int:
         return (await get_text(bridge.url + "/readyz?verbose"))[0]

@@ -98,12 +98,13 @@ async def test_dns_rebinding_with_auth_disabled_is_refused_by_the_host_check(
 
 async def test_every_response_carries_csp_nosniff_frame_ancestors_and_no_referrer() -> None:
     url = "postgresql://u:p@127.0.0.1:1/none"  # never connected: only the viewer's static files are served
-    fanout = Fanout(Settings(upstream_name="up", auth_secret=Secret("k" * 40)), make_engine(url), url)
+    fanout = Fanout(Settings(upstream_name="up", auth_secret=Secret("k" * 40)), make_engine(url), url,
+                    secret="k" * 40)
 
     async def ready() -> dict[str, Any]:
         return {"started": {"ok": True}}
 
-    app = protect(fanout.mount(build_app(ready)), trusted_hosts=None)
+    app = build_app(ready, websocket=fanout.service)  # the daemon's one app: headers on every response
     async with TestClient(TestServer(app)) as client:
         for path in ("/", "/static/viewer.js", "/livez", "/nope"):
             r = await client.get(path)
@@ -118,7 +119,7 @@ async def test_readyz_verbose_shows_hosts_and_users_only_to_a_token_holder() -> 
     async def ready() -> dict[str, Any]:
         return {"database": {"ok": False, "error": leak}, "followers": {"ok": True, "warm": 3}}
 
-    app = build_app(ready, token_holder(SECRET, UPSTREAM))
+    app = build_app(ready, detail=token_holder(SECRET, UPSTREAM))
     async with TestClient(TestServer(app)) as client:
         r = await client.get("/readyz?verbose")
         body = await r.text()

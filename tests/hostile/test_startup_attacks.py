@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from bridge import auth
-from bridge.auth import MAX_TTL_S, SecretFileError, load_or_create_secret, mint_token
+from bridge.auth import MAX_TTL_S, load_or_create_secret, mint_token
 from bridge.cli import main
-from bridge.config import ConfigError, load_settings
+from bridge.config import load_settings
+from bridge.errors import ConfigError, SecretFileError
 from bridge.fanout import protocol as p
 
 REPO = Path(__file__).resolve().parents[2]

@@ -30,7 +30,7 @@ UPSTREAM = "it-upstream"
 
 class Node:
     def __init__(self, engine: AsyncEngine, database_url: str, *, limits: QueueLimits | None = None,
-                 local_commits: bool = True, allowed_origins: frozenset[str] = frozenset(),
+                 allowed_origins: frozenset[str] = frozenset(),
                  auth_disabled: bool = False, confirm: Callable[[str], Awaitable[bool]] | None = None) -> None:
         self.engine = engine
         self.hub = Hub()
@@ -43,7 +43,6 @@ class Node:
                                      auth_disabled=auth_disabled, allowed_origins=allowed_origins,
                                      limits=limits or QueueLimits(), warm=self.warmed.append, confirm=confirm)
         self.writer = EventStore(engine, UPSTREAM)
-        self.local_commits = local_commits
         self._epochs: dict[str, int] = {}
         self._server: TestServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -73,12 +72,10 @@ class Node:
                 await t
 
     async def write(self, session_id: str, events: Sequence[ChatEvent]) -> None:
-        """Commit a batch as the session's writer, then tell the local feed (like on_committed)."""
+        """Commit a batch as the session's writer; the feed hears of it through NOTIFY, as in the bridge."""
         if session_id not in self._epochs:
             self._epochs[session_id] = (await self.writer.claim(session_id, f"owner-{id(self)}"))[0]
         await self.writer.write_batch(session_id, self._epochs[session_id], events, datetime.now(UTC))
-        if self.local_commits:
-            self.feed.committed(session_id, max(e.seq for e in events if e.seq is not None))
 
     async def write_seqs(self, session_id: str, *seqs: int, text_size: int = 0) -> None:
         data = {"text": "x" * text_size} if text_size else None

@@ -16,9 +16,9 @@ from bridge.auth import mint_token
 from bridge.commands.model import MAX_BODY_BYTES, MAX_TEXT_CHARS
 from bridge.commands.ratelimit import RateLimiter
 from bridge.commands.service import CommandService
+from bridge.errors import SessionNotFound, UpstreamUnavailable
 from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.store.commands import CommandStore
-from bridge.upstream.client import SessionNotFound, UpstreamUnavailable
 
 from .test_audit_openapi import SPEC, conforms
 

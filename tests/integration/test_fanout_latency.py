@@ -10,15 +10,16 @@ import asyncio
 import contextlib
 import statistics
 import time
+from typing import Any
 
-from aiohttp import web
 from aiohttp.test_utils import TestServer
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
 from bridge.config import Secret, Settings
-from bridge.events import ChatEvent
+from bridge.dispatch import LiveDispatch
 from bridge.fanout.service import Fanout
+from bridge.http.app import build_app
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.live import LiveStream
 from tests.support.fake_upstream import FakeUpstream
@@ -30,20 +31,16 @@ SECRET = "l" * 48
 UPSTREAM = "it-upstream"
 
 
-class _NoRouter:
-    async def on_live_connected(self) -> None:
-        return None
-
-    async def on_live_event(self, ev: ChatEvent) -> None:
-        return None
+async def not_ready() -> dict[str, Any]:
+    return {"started": {"ok": False}}
 
 
 async def test_delta_latency_from_upstream_write_to_client_receipt(engine: AsyncEngine, database_url: str) -> None:
     fake = FakeUpstream()
     await fake.start()
     settings = Settings(upstream_url=fake.url, upstream_name=UPSTREAM, auth_secret=Secret(SECRET))
-    fanout = Fanout(settings, engine, database_url)
-    server = TestServer(fanout.mount(web.Application()), host="127.0.0.1")
+    fanout = Fanout(settings, engine, database_url, secret=SECRET)
+    server = TestServer(build_app(not_ready, websocket=fanout.service), host="127.0.0.1")
     await server.start_server()
     received: dict[str, float] = {}
     order: list[str] = []
@@ -51,7 +48,7 @@ async def test_delta_latency_from_upstream_write_to_client_receipt(engine: Async
     ws: WsClient | None = None
     try:
         async with UpstreamClient(fake.url) as client:
-            live = LiveStream(client, fanout.tap(_NoRouter()), upstream=UPSTREAM)
+            live = LiveStream(client, LiveDispatch(relay=fanout.relay, resync=fanout.resync), upstream=UPSTREAM)
             tasks += [asyncio.create_task(live.run()), asyncio.create_task(fanout.run())]
             ws = await WsClient.connect(str(server.make_url("")).rstrip("/"), mint_token(SECRET, UPSTREAM), read=False)
             await wait_until(live.connected.is_set, 20, 0.02, message="live stream connected")

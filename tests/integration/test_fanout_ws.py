@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -114,8 +114,8 @@ async def test_event_message_carries_normalized_fields_and_raw_data(
 async def test_durable_events_written_by_another_process_arrive_through_notify(
     nodes: Callable[..., Any], clients: list[WsClient]
 ) -> None:
-    writer: Node = await nodes(local_commits=False)
-    reader: Node = await nodes(local_commits=False)
+    writer: Node = await nodes()
+    reader: Node = await nodes()
     a = await connect(clients, reader)
     b = await connect(clients, writer)
     await a.subscribe(SID)
@@ -335,8 +335,8 @@ async def test_commits_made_while_the_listen_connection_was_down_are_still_deliv
 ) -> None:
     from sqlalchemy import text
 
-    writer: Node = await nodes(local_commits=False)
-    reader: Node = await nodes(local_commits=False)
+    writer: Node = await nodes()
+    reader: Node = await nodes()
     c = await connect(clients, reader)
     await c.subscribe(SID)
     await c.wait_for("caught_up")
@@ -364,9 +364,19 @@ async def fence(c: WsClient) -> None:
     await c.wait_for("pong", id="fence")
 
 
+def holder_status(node: Node, engine: AsyncEngine) -> Callable[[str, str, str | None], Awaitable[bool]]:
+    """Status writes as the session's holder (`node` claimed it when it wrote), the way the bridge writes."""
+    leases = LeaseStore(engine, "it-upstream")
+
+    async def set_status(sid: str, status: str, reason: str | None) -> bool:
+        return await leases.set_status(sid, f"owner-{id(node)}", status, reason)
+
+    return set_status
+
+
 async def one_subscriber(nodes: Callable[..., Any], clients: list[WsClient]) -> tuple[Node, WsClient]:
     """A node holding SID (one event written) and a client subscribed to it, caught up."""
-    node: Node = await nodes(local_commits=False)
+    node: Node = await nodes()
     await node.write_seqs(SID, 1)
     c = await connect(clients, node)
     await c.subscribe(SID)
@@ -377,8 +387,8 @@ async def one_subscriber(nodes: Callable[..., Any], clients: list[WsClient]) -> 
 async def test_a_status_written_by_the_holder_reaches_subscribers_of_every_process_in_order(
     nodes: Callable[..., Any], clients: list[WsClient], engine: AsyncEngine
 ) -> None:
-    holder: Node = await nodes(local_commits=False)
-    other: Node = await nodes(local_commits=False)
+    holder: Node = await nodes()
+    other: Node = await nodes()
     await holder.write_seqs(SID, 1)  # the holder claims the session (owner-<id>) and writes
     a = await connect(clients, holder)
     b = await connect(clients, other)
@@ -400,13 +410,13 @@ async def test_a_status_written_by_the_holder_reaches_subscribers_of_every_proce
 async def test_a_subscriber_never_gets_a_status_older_than_the_one_it_has(
     nodes: Callable[..., Any], clients: list[WsClient], engine: AsyncEngine
 ) -> None:
-    store = EventStore(engine, "it-upstream")
     node, c = await one_subscriber(nodes, clients)
-    await store.set_status(SID, "running", None)
+    set_status = holder_status(node, engine)
+    await set_status(SID, "running", None)
     await c.wait_for("status", status="running")
     # A notification replayed late (what a LISTEN reconnect's re-read or a slow delivery amounts to):
     node.hub.publish_status(SID, "idle", "old", 0)
-    await store.set_status(SID, "idle", "turn ended")
+    await set_status(SID, "idle", "turn ended")
     await c.wait_for("status", status="idle")
     node.hub.publish_status(SID, "running", "older still", 1)
     await fence(c)
@@ -430,9 +440,9 @@ async def test_statuses_written_while_the_listen_connection_was_down_are_read_ba
     listen.cancel()  # the LISTEN connection is gone: these notifications reach nobody here
     with contextlib.suppress(asyncio.CancelledError):
         await listen
-    store = EventStore(engine, "it-upstream")
-    await store.set_status(SID, "running", None)
-    await store.set_status(SID, "idle", "turn ended")
+    set_status = holder_status(node, engine)
+    await set_status(SID, "running", None)
+    await set_status(SID, "idle", "turn ended")
     await fence(c)
     assert statuses(c) == []
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
-from bridge.sessions.supervisor import _StoreSink
+from bridge.sessions.sink import StoreSink
 from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower, FollowerExit
@@ -58,7 +59,7 @@ def upstream_ids(fake: FakeUpstream, sid: str) -> list[tuple[int, str]]:
 async def start_follower(store: EventStore, fake_client: UpstreamClient, sid: str,
                          **kw: Any) -> tuple[DurableFollower, asyncio.Task[FollowerExit]]:
     epoch, cursor = await store.claim(sid, "test-owner")
-    f = DurableFollower(sid, fake_client, _StoreSink(store, sid, epoch), cursor, reconnect_min_s=0.01,
+    f = DurableFollower(sid, fake_client, StoreSink(store, sid, epoch), cursor, reconnect_min_s=0.01,
                         reconnect_max_s=0.05, upstream=UPSTREAM, **kw)
     return f, asyncio.create_task(f.run())
 
@@ -212,7 +213,7 @@ async def test_a_superseded_follower_writes_nothing_more(fake, fake_client, stor
     await turn(fake, "ses_A")
     _f, task = await start_follower(store, fake_client, "ses_A")
     await wait_mirrored(store, fake, "ses_A")
-    await store.claim("ses_A", "another-owner", force=True)  # epoch moves on
+    await store.claim("ses_A", "another-owner", holder_dead=lambda _owner: True)  # epoch moves on
     await turn(fake, "ses_A", "for the new owner")
     assert await asyncio.wait_for(task, 10) is FollowerExit.LEASE_LOST
     assert len(await store.stored_ids("ses_A")) == 6
@@ -227,5 +228,28 @@ async def test_upstream_5xx_is_retried_until_it_recovers(fake, fake_client, stor
         await wait_until(lambda: fake.history_calls >= 3, 10, 0.01)
         del fake.fail_status["history"]
         await wait_mirrored(store, fake, "ses_A")
+    finally:
+        await stop(task)
+
+
+async def test_a_seq_beyond_bigint_is_rejected_and_never_crashes_the_follower(fake, fake_client, store,
+                                                                             engine) -> None:
+    # Before, the writer raised on it outside the follower's handling: a crash and restart loop.
+    fake.add_session("ses_A")
+    first = await fake.append("ses_A", "session.next.prompt.admitted", {"messageID": "m1"})
+    _f, task = await start_follower(store, fake_client, "ses_A")
+    try:
+        await wait_until(lambda: fake.durable_requests("ses_A"), 10, 0.01, message="follower on the stream")
+        huge = {"id": "evt_huge", "type": "session.next.prompted", "durable": {"aggregateID": "ses_A",
+                "seq": 2**63, "version": 1}, "data": {"sessionID": "ses_A", "messageID": "m1"}}
+        await fake.inject_raw("ses_A", f"data: {json.dumps(huge)}\n\n".encode())
+        second = await fake.append("ses_A", "session.next.step.started", {"assistantMessageID": "a"})
+
+        async def stored() -> bool:
+            return await store.stored_ids("ses_A") == [(1, first["id"]), (2, second["id"])]
+
+        await wait_until(stored, 10, 0.02, message="the events around it stored")
+        assert not task.done()
+        assert ("bad_durable", None) in await rejects(engine)
     finally:
         await stop(task)

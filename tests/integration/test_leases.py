@@ -1,10 +1,11 @@
-"""One writer per session: the lease epoch fences every write batch (DESIGN §5)."""
+"""One writer per session: the lease epoch fences every write batch (docs/lifecycle.md, "Ownership: incarnations, leases, fencing")."""
 
 from __future__ import annotations
 
 import pytest
 
-from bridge.store.events_store import EventStore, LeaseLost
+from bridge.errors import LeaseLost
+from bridge.store.events_store import EventStore
 
 from .chat_events import RECEIVED_AT, SESSION, batch
 
@@ -22,7 +23,7 @@ async def test_a_forced_claim_moves_the_epoch_on_and_returns_the_stored_cursor(s
     epoch, _ = await store.claim(SESSION, "owner-1", "/work/dir")
     await store.write_batch(SESSION, epoch, batch(1, 2, 7), RECEIVED_AT)
 
-    assert await store.claim(SESSION, "owner-2", force=True) == (2, 7)
+    assert await store.claim(SESSION, "owner-2", holder_dead=lambda _owner: True) == (2, 7)
 
     session = await store.get_session(SESSION)
     assert session is not None
@@ -32,7 +33,7 @@ async def test_a_forced_claim_moves_the_epoch_on_and_returns_the_stored_cursor(s
 
 async def test_a_write_with_a_stale_epoch_is_fenced_and_writes_nothing(store: EventStore) -> None:
     old_epoch, _ = await store.claim(SESSION, "owner-1")
-    new_epoch, _ = await store.claim(SESSION, "owner-2", force=True)
+    new_epoch, _ = await store.claim(SESSION, "owner-2", holder_dead=lambda _owner: True)
 
     with pytest.raises(LeaseLost):
         await store.write_batch(SESSION, old_epoch, batch(1, 2, 3), RECEIVED_AT)
@@ -67,7 +68,7 @@ async def test_release_keeps_history_and_cursor_and_fences_the_released_epoch(st
 
 async def test_release_with_a_stale_epoch_leaves_the_new_owner_alone(store: EventStore) -> None:
     old_epoch, _ = await store.claim(SESSION, "owner-1")
-    new_epoch, _ = await store.claim(SESSION, "owner-2", force=True)
+    new_epoch, _ = await store.claim(SESSION, "owner-2", holder_dead=lambda _owner: True)
 
     await store.release(SESSION, old_epoch)
 

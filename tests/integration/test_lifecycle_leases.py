@@ -8,10 +8,11 @@ import asyncio
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bridge.errors import LeaseHeld, LeaseLost
 from bridge.sessions.lease import ClaimVerdict
 from bridge.store.db import make_engine
-from bridge.store.events_store import EventStore, LeaseLost
-from bridge.store.leases import LeaseHeld, LeaseStore
+from bridge.store.events_store import EventStore
+from bridge.store.leases import LeaseStore
 from tests.support.waiting import wait_until
 
 from .chat_events import RECEIVED_AT, SESSION, batch, chat_event
@@ -81,7 +82,7 @@ async def test_heartbeat_renews_only_the_unexpired_leases_we_hold(store: EventSt
     e1, _ = await store.claim("ses_1", A, lease_ttl_s=60)
     await store.claim("ses_2", A, lease_ttl_s=60)
     await store.claim("ses_3", B, lease_ttl_s=60)
-    await store.claim("ses_2", B, force=True)  # taken from us
+    await store.claim("ses_2", B, holder_dead=lambda _owner: True)  # taken from us
 
     held = await leases.heartbeat(A, "host-a", 100, 60)
 
@@ -163,7 +164,7 @@ async def test_released_sessions_are_candidates_only_when_last_known_running(
 
 async def test_only_the_lease_holder_writes_the_status(store: EventStore, leases: LeaseStore) -> None:
     await store.claim(SESSION, A)
-    await store.claim(SESSION, B, force=True)
+    await store.claim(SESSION, B, holder_dead=lambda _owner: True)
 
     assert not await leases.set_status(SESSION, A, "interrupted", "stale owner")
     assert await leases.set_status(SESSION, B, "stalled", "no step")

@@ -1,6 +1,7 @@
 """The warm-session lifecycle of FollowerSupervisor against the fake upstream and a real PostgreSQL:
 one follower per session across supervisors, adoption, hand-off, lease loss, the supersede race, idle GC,
-status and legacy gaps. Timers are set small; every wait is a condition with a deadline."""
+status and legacy gaps. Statuses are observed where every process sees them: `NOTIFY bridge_status`.
+Timers are set small; every wait is a condition with a deadline."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.config import Settings
-from bridge.sessions.supervisor import FollowerSupervisor, _StoreSink
+from bridge.fanout.feed import CommitListener
+from bridge.sessions.sink import StoreSink
+from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.events_store import EventStore
 from bridge.store.leases import LeaseStore
 from bridge.upstream.client import UpstreamClient
@@ -43,9 +46,9 @@ FAST = Settings(
 Statuses = list[tuple[str, str, str | None]]
 
 
-
-
-
+def taken_over(_owner: str) -> bool:
+    """`holder_dead` of a peer that takes a lease away (as after a partition)."""
+    return True
 
 @pytest.fixture
 def store(engine: AsyncEngine) -> EventStore:
@@ -67,13 +70,30 @@ class Running:
 
 
 @pytest_asyncio.fixture
-async def start(store: EventStore, fake_client: UpstreamClient) -> AsyncIterator[Callable[..., Any]]:
+async def statuses(database_url: str) -> AsyncIterator[Statuses]:
+    """Every status stored for the upstream, in commit order, as the fan-out of any process hears it."""
+    seen: Statuses = []
+
+    def heard(_session_id: str, _seq: int) -> None:
+        return None
+
+    listener = CommitListener(database_url, UPSTREAM, heard, lambda: None,
+                              on_status=lambda n: seen.append((n.session_id, n.status, n.reason)))
+    task = asyncio.create_task(listener.run())
+    await wait_until(listener.connected.is_set, 20, 0.02, message="LISTEN connected")
+    yield seen
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+@pytest_asyncio.fixture
+async def start(store: EventStore, fake_client: UpstreamClient, statuses: Statuses
+                ) -> AsyncIterator[Callable[..., Any]]:
     made: list[Running] = []
 
     async def make(owner: str, **overrides: Any) -> Running:
-        statuses: Statuses = []
-        sup = FollowerSupervisor(store, fake_client, replace(FAST, **overrides), owner,
-                                 on_status=lambda sid, st, why: statuses.append((sid, st, why)))
+        sup = FollowerSupervisor(store, fake_client, replace(FAST, **overrides), owner)
         task = asyncio.create_task(sup.run())
         await wait_until(lambda: sup.running, 10, 0.01, message="supervisor running")
         r = Running(sup, task, statuses)
@@ -188,14 +208,14 @@ async def test_a_lost_lease_stops_the_follower_and_it_writes_nothing_more(fake, 
     a = await start("host:1:a")
     a.sup.warm("ses_A")
     await wait_mirrored(store, fake, "ses_A")
-    await store.claim("ses_A", "operator", force=True)  # taken away (like a peer after a partition)
+    await store.claim("ses_A", "operator", holder_dead=taken_over)  # taken away (a peer after a partition)
     await wait_until(lambda: not a.sup.is_warm("ses_A"), 10, 0.02, message="follower stopped")
     await turn(fake, "ses_A", end=False)
     assert len(await store.stored_ids("ses_A")) == 6
     assert await owner_of(store, "ses_A") == "operator"
 
 
-class GatedSink(_StoreSink):
+class GatedSink(StoreSink):
     """Holds its next write until released: a follower that read events and is about to write them."""
 
     def __init__(self, store: EventStore, sid: str, epoch: int) -> None:
@@ -231,7 +251,7 @@ async def test_supersede_race_the_old_followers_late_write_is_fenced_and_it_exit
 
     new_epoch, new_cursor = await wait_until(claimed, 10, 0.05, message="new claim")
     assert new_epoch == old_epoch + 1
-    new = DurableFollower("ses_A", fake_client, _StoreSink(store, "ses_A", new_epoch), new_cursor,
+    new = DurableFollower("ses_A", fake_client, StoreSink(store, "ses_A", new_epoch), new_cursor,
                           reconnect_min_s=0.01, reconnect_max_s=0.05)
     new_task = asyncio.create_task(new.run())
     try:
@@ -324,7 +344,7 @@ async def test_a_new_owner_continues_the_status_of_a_turn_its_predecessor_saw_st
 async def test_legacy_seq_gaps_mark_the_session_incomplete(fake, store, leases, start) -> None:
     fake.add_session("ses_A")
     await turn(fake, "ses_A")
-    fake.sessions["ses_A"].next_seq = 17  # a legacy turn burned seqs 7-16 (PROTOCOL.md §3.1)
+    fake.sessions["ses_A"].next_seq = 17  # a legacy turn burned seqs 7-16 (docs/upstream.md §3.1)
     await turn(fake, "ses_A")
     a = await start("host:1:a")
     a.sup.warm("ses_A")

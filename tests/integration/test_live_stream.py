@@ -1,5 +1,5 @@
 """The global /api/event reader against the fake upstream: lossy by contract, so it must reconnect at
-once after a clean EOF (a legacy prompt closes it, PROTOCOL.md §5), reconnect when heartbeats stop, and
+once after a clean EOF (a legacy prompt closes it, docs/upstream.md §5), reconnect when heartbeats stop, and
 survive bad frames and handler bugs."""
 
 from __future__ import annotations

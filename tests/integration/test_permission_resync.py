@@ -1,4 +1,4 @@
-"""Permission requests asked or answered while `/api/event` was down (PROTOCOL.md §4.4: live-only upstream):
+"""Permission requests asked or answered while `/api/event` was down (docs/upstream.md §4.4: live-only upstream):
 after every live reconnect the fan-out re-syncs the pending requests of its subscribed sessions from
 `GET /api/session/{id}/permission`, against the fake upstream and a real PostgreSQL."""
 
@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestServer
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
 from bridge.config import Secret, Settings
-from bridge.events import ChatEvent
+from bridge.dispatch import LiveDispatch
 from bridge.fanout.relay import RESOLVED_NOTE, PermissionResync
 from bridge.fanout.service import Fanout
+from bridge.http.app import build_app
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.live import LiveStream
 from tests.support.fake_upstream import FakeUpstream
@@ -31,18 +31,14 @@ SECRET = "r" * 48
 UPSTREAM = "it-upstream"
 
 
+async def not_ready() -> dict[str, Any]:
+    return {"started": {"ok": False}}
+
+
 def request(rid: str) -> dict[str, Any]:
     """One item of `GET /api/session/{id}/permission` (captures/k-permission-ask/04-session-permissions.json)."""
     return {"id": rid, "sessionID": SID, "action": "bash", "resources": ["touch x"], "save": ["touch x"],
             "source": {"type": "tool", "messageID": "msg_1", "callID": f"call_{rid}"}}
-
-
-class _NoRouter:
-    async def on_live_connected(self) -> None:
-        return None
-
-    async def on_live_event(self, ev: ChatEvent) -> None:
-        return None
 
 
 @dataclass
@@ -71,11 +67,11 @@ async def stack(engine: AsyncEngine, database_url: str, fake: FakeUpstream,
                 fake_client: UpstreamClient) -> AsyncIterator[Stack]:
     fake.add_session(SID)
     settings = Settings(upstream_url=fake.url, upstream_name=UPSTREAM, auth_secret=Secret(SECRET))
-    fanout = Fanout(settings, engine, database_url, client=fake_client)
-    server = TestServer(fanout.mount(web.Application()), host="127.0.0.1")
+    fanout = Fanout(settings, engine, database_url, secret=SECRET, client=fake_client)
+    server = TestServer(build_app(not_ready, websocket=fanout.service), host="127.0.0.1")
     await server.start_server()
-    live = LiveStream(fake_client, fanout.tap(_NoRouter()), reconnect_min_s=0.01, reconnect_max_s=0.05,
-                      upstream=UPSTREAM)
+    live = LiveStream(fake_client, LiveDispatch(relay=fanout.relay, resync=fanout.resync), reconnect_min_s=0.01,
+                      reconnect_max_s=0.05, upstream=UPSTREAM)
     tasks = [asyncio.create_task(live.run()), asyncio.create_task(fanout.run())]
     ws = await WsClient.connect(str(server.make_url("")).rstrip("/"), mint_token(SECRET, UPSTREAM))
     try:

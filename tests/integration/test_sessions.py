@@ -8,6 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.store.events_store import EventStore
+from bridge.store.leases import LeaseStore
 from bridge.store.payload import REPLACEMENT
 from bridge.store.schema import chat_event_rejects
 
@@ -61,10 +62,11 @@ async def test_get_session_of_an_unknown_session_is_none(store: EventStore) -> N
     assert await store.sessions() == []
 
 
-async def test_set_status_records_status_and_reason(store: EventStore) -> None:
+async def test_set_status_records_status_and_reason(store: EventStore, engine: AsyncEngine) -> None:
     await store.claim(SESSION, "owner-1")
 
-    await store.set_status(SESSION, "stalled", "no event 60 s after prompt admitted")
+    assert await LeaseStore(engine, store.upstream).set_status(SESSION, "owner-1", "stalled",
+                                                               "no event 60 s after prompt admitted")
 
     session = await store.get_session(SESSION)
     assert session is not None

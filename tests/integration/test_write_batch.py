@@ -110,7 +110,7 @@ async def test_overlapping_batch_inserts_only_the_new_events(store: EventStore) 
 
 
 async def test_seq_gaps_are_stored_as_they_come_and_the_cursor_is_the_highest(store: EventStore) -> None:
-    # Legacy turns burn seqs of the same aggregate (PROTOCOL.md §3.1): gaps are normal.
+    # Legacy turns burn seqs of the same aggregate (docs/upstream.md §3.1): gaps are normal.
     epoch = await _claimed(store)
 
     result = await store.write_batch(SESSION, epoch, batch(1, 2, 5, 9), RECEIVED_AT)

@@ -3,7 +3,7 @@
 Only what the bridge reads is implemented: `/api/session`, `/api/session/active`,
 `/api/session/{id}/history`, `/api/session/{id}/event`, `/api/session/{id}/permission` (the settable
 `permissions[sid]`) and `/api/event`. Like the real server, the
-durable stream sends **no status line or headers until it has an event** (PROTOCOL.md §3.3), frames
+durable stream sends **no status line or headers until it has an event** (docs/upstream.md §3.3), frames
 are `data: <one-line JSON>\\n\\n` only, `/api/event` opens with `server.connected` and `: heartbeat`.
 
 Faults a test can inject: raw bytes on a durable stream (bad frames, huge frames), dropping every open
@@ -57,6 +57,7 @@ class FakeUpstream:
         self.history_calls = 0
         self._runner: web.AppRunner | None = None
         self.port = 0
+        self.request_paths: list[str] = []  # every request's path and query exactly as received
 
     # -- test API -------------------------------------------------------------------------------
     @property
@@ -144,7 +145,7 @@ class FakeUpstream:
             self._changed.notify_all()
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(middlewares=[self._record])
         app.router.add_get("/api/health", self._health)
         app.router.add_get("/api/session", self._list)
         app.router.add_get("/api/session/active", self._active)
@@ -169,6 +170,12 @@ class FakeUpstream:
             self._runner = None
 
     # -- handlers ----------------------------------------------------------------------------------
+    @web.middleware
+    async def _record(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        self.request_paths.append(request.raw_path)
+        response: web.StreamResponse = await handler(request)
+        return response
+
     def _session_or_404(self, sid: str) -> FakeSession:
         s = self.sessions.get(sid)
         if s is None or s.deleted:
@@ -255,7 +262,7 @@ class FakeUpstream:
                             sent_raw.add(i)
                             pending.append(raw)
                 if pending:
-                    if not prepared:  # headers only with the first event (PROTOCOL.md §3.3)
+                    if not prepared:  # headers only with the first event (docs/upstream.md §3.3)
                         await resp.prepare(request)
                         self._durable_conns.add(resp)
                         self._prepared.add(id(request))

@@ -17,7 +17,7 @@ Usage::
     finally:
         await serve.close()
 
-Everything listens on and talks to 127.0.0.1. See ``/work/shared/opencode-1.18.33/PROTOCOL.md``.
+Everything listens on and talks to 127.0.0.1. See ``docs/upstream.md``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ from pathlib import Path
 import jwt
 import pytest
 
-from bridge.auth import AuthError, bearer_token, load_or_create_secret, mint_token, verify_token
+from bridge.auth import bearer_token, load_or_create_secret, mint_token, verify_token
+from bridge.errors import AuthError
 
 NOW = 1_800_000_000.0
 K = "k" * 64  # long enough for HS512 too: the HS512 case must fail on the algorithm, not on a warning

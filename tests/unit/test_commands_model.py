@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from bridge.auth import AuthError, mint_token, verify_token
+from bridge.auth import mint_token, verify_token
 from bridge.commands import CommandError, RateLimiter, parse_command, scope_allows
 from bridge.commands.model import upstream_message_id, upstream_session_id
+from bridge.errors import AuthError
 from bridge.ids import valid_session_id
 
 SID = "ses_dcf69c6a5ffeHQxvSA7FrlelcL"

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge.config import ConfigError, load_settings
+from bridge.config import load_settings
+from bridge.errors import ConfigError
 
 
 def test_defaults_follow_the_design_contract() -> None:

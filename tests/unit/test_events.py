@@ -84,7 +84,7 @@ def test_envelope_without_data_is_accepted_as_empty_data() -> None:
 
 
 def test_seq_zero_is_valid() -> None:
-    # session.created carries seq 0 on /api/event (PROTOCOL.md §3.1); after a delete seqs restart at 0.
+    # session.created carries seq 0 on /api/event (docs/upstream.md §3.1); after a delete seqs restart at 0.
     assert parse_frame(frame("session.created", seq=0)).seq == 0
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from bridge.auth import AuthError, mint_token
+from bridge.auth import mint_token
 from bridge.config import Secret, Settings
-from bridge.fanout.service import Fanout
+from bridge.errors import AuthError
+from bridge.fanout.service import Fanout, auth_secret
 from bridge.store.db import make_engine
 
 URL = "postgresql://u:p@127.0.0.1:1/none"
@@ -18,7 +19,7 @@ URL = "postgresql://u:p@127.0.0.1:1/none"
 
 def fanout(tmp_path: Path, **kw: object) -> Fanout:
     settings = Settings(upstream_name="up", state_dir=tmp_path, **kw)  # type: ignore[arg-type]
-    return Fanout(settings, make_engine(URL), URL)
+    return Fanout(settings, make_engine(URL), URL, secret=auth_secret(settings))
 
 
 def test_disabled_auth_is_logged_loudly_and_grants_everything_forever(tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
-"""Lifecycle settings: defaults from the issue, parsed from the environment, validated at start-up."""
+"""Lifecycle settings: defaults of docs/lifecycle.md "Settings", parsed from the environment, validated at start-up."""
 
 from __future__ import annotations
 
 import pytest
 
-from bridge.config import ConfigError, load_settings
+from bridge.config import load_settings
+from bridge.errors import ConfigError
 
 
 def test_lifecycle_defaults_give_the_20_second_adoption_target() -> None:

@@ -1,4 +1,4 @@
-"""Seq gaps left by legacy-driven turns (PROTOCOL.md §3.1) are found from committed seqs (pure)."""
+"""Seq gaps left by legacy-driven turns (docs/upstream.md §3.1) are found from committed seqs (pure)."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ def test_a_prompt_that_is_active_upstream_never_stalls() -> None:
 def test_a_step_starting_late_clears_the_stall_watch() -> None:
     t = tracker()
     t.on_events(["prompt:started"], now=0.0)
-    t.on_events(["step:start"], now=25.0)  # provider retries delay step.started (PROTOCOL.md §4.3)
+    t.on_events(["step:start"], now=25.0)  # provider retries delay step.started (docs/upstream.md §4.3)
     assert inactive(t, 40.0) is None  # an open step: settling
     tr = inactive(t, 42.0)
     assert tr is not None and tr.status is Status.INTERRUPTED  # …and not stalled

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bridge.config import load_settings
-from bridge.ops.doctor import Check, _clock, render
+from bridge.ops.doctor import Check, clock_check, render
 
 
 def test_secrets_come_from_the_credentials_directory_when_the_variable_is_unset(tmp_path: Path) -> None:
@@ -27,10 +27,10 @@ def test_the_environment_wins_over_a_credential_and_empty_files_mean_unset(tmp_p
 
 def test_clock_skew_beyond_five_seconds_fails_with_a_fix() -> None:
     now = 1_800_000_000.0
-    assert _clock(now, 0.2, -0.9).ok
-    bad = _clock(now, 30, None)
+    assert clock_check(now, 0.2, -0.9).ok
+    bad = clock_check(now, 30, None)
     assert not bad.ok and "database +30.00 s" in bad.detail and "NTP" in bad.fix
-    assert not _clock(86400.0, None, None).ok  # a clock that was never set
+    assert not clock_check(86400.0, None, None).ok  # a clock that was never set
 
 
 def test_render_gives_one_line_per_check_and_a_fix_for_each_failure() -> None:

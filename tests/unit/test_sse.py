@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.upstream.sse import SSEComment, SSEEvent, SSEFrameTooLarge, SSEItem, SSEParser
+from bridge.errors import FrameTooLarge
+from bridge.upstream.sse import SSEComment, SSEEvent, SSEItem, SSEParser
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode-1.18.33"
 CAPTURES = sorted(FIXTURES.glob("*/*.sse"))
@@ -233,36 +234,36 @@ def test_bytes_seen_counts_every_fed_byte() -> None:
 
 def test_frame_over_the_limit_raises_frame_too_large() -> None:
     parser = SSEParser(max_frame_bytes=10)
-    with pytest.raises(SSEFrameTooLarge) as info:
+    with pytest.raises(FrameTooLarge) as info:
         parser.feed(b"data: 0123456789A\n\n")
     assert isinstance(info.value, ValueError)
 
 
 def test_many_data_lines_count_towards_one_frame() -> None:
     parser = SSEParser(max_frame_bytes=20)
-    with pytest.raises(SSEFrameTooLarge):
+    with pytest.raises(FrameTooLarge):
         parser.feed(b"data: 12345\n" * 5)
 
 
 def test_unterminated_line_over_the_limit_raises_even_when_fed_byte_by_byte() -> None:
     parser = SSEParser(max_frame_bytes=64)
-    with pytest.raises(SSEFrameTooLarge):
+    with pytest.raises(FrameTooLarge):
         for _ in range(100):
             parser.feed(b"x")
 
 
 def test_frame_too_large_carries_the_events_completed_before_it() -> None:
     parser = SSEParser(max_frame_bytes=10)
-    with pytest.raises(SSEFrameTooLarge) as info:
+    with pytest.raises(FrameTooLarge) as info:
         parser.feed(b"data: ok\n\n: hb\ndata: 0123456789A\n\n")
     assert info.value.events == [SSEEvent("ok"), SSEComment("hb")]
 
 
 def test_parser_stays_failed_after_frame_too_large() -> None:
     parser = SSEParser(max_frame_bytes=4)
-    with pytest.raises(SSEFrameTooLarge):
+    with pytest.raises(FrameTooLarge):
         parser.feed(b"data: toolong\n")
-    with pytest.raises(SSEFrameTooLarge):
+    with pytest.raises(FrameTooLarge):
         parser.feed(b"\n")
 
 
@@ -369,7 +370,7 @@ def test_arbitrary_bytes_never_raise_anything_but_frame_too_large(chunks: list[b
         for chunk in chunks:
             parser.feed(chunk)
         parser.close()
-    except SSEFrameTooLarge:
+    except FrameTooLarge:
         pass
 
 

@@ -1,0 +1,166 @@
+"""Every exception the bridge raises on purpose, in one hierarchy.
+
+```
+BridgeError
+├── ConfigError            a setting is missing or malformed (ValueError)
+│   └── SecretFileError       the generated auth secret file is unusable
+├── AuthError              a token was refused; `code` says why
+├── UpstreamError          talking to `opencode serve` failed; `status` None for transport failures
+│   ├── UpstreamUnavailable   refused/reset connection, cut body, 5xx: retry with backoff
+│   ├── SessionNotFound       404 on a session route
+│   │   └── InvalidSessionId  an id that cannot exist upstream: never sent
+│   ├── InvalidRequest        400: our request is wrong, retrying will not help
+│   ├── Unauthorized          401: wrong or missing upstream credentials
+│   └── BodyTooLarge          a response body over the client's bound
+├── BadInput               input the bridge does not control is unusable (ValueError)
+│   ├── BadFrame              not a usable v2 envelope; `reason` is a metric label
+│   │   └── FrameTooLarge     one SSE frame outgrew the parser's bound
+│   ├── ProtocolError         a WebSocket client message is wrong
+│   ├── BadRequest            an audit API request is wrong
+│   └── ExportError           an export file is malformed
+└── LeaseError             the session is not ours to write
+    ├── LeaseLost             a write was fenced off (epoch moved on): nothing was written
+    └── LeaseHeld             a claim was refused: another live process holds it (or it is deleted)
+```
+
+The store raises `LeaseLost` and the follower lets it through: there is one lease-lost error, not one
+per layer. This module imports nothing from the bridge at run time, so any module may import it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bridge.sessions.lease import ClaimVerdict
+    from bridge.upstream.sse import SSEItem
+
+
+class BridgeError(Exception):
+    """Base of every exception the bridge raises on purpose."""
+
+
+class ConfigError(BridgeError, ValueError):
+    """A setting is missing or malformed; the message names the variable."""
+
+
+class SecretFileError(ConfigError):
+    """The generated secret file is unusable (empty, short, readable by others): a start-up error."""
+
+
+class AuthError(BridgeError):
+    """Why a token was refused; `code` is a stable machine-readable reason."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code  # missing | invalid | expired | wrong_upstream | forbidden
+
+
+# --- the upstream ------------------------------------------------------------------------------------
+
+
+class UpstreamError(BridgeError):
+    """Any failure talking to the upstream. `status` is None for transport failures."""
+
+    def __init__(self, message: str, status: int | None = None, tag: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.tag = tag
+
+
+class UpstreamUnavailable(UpstreamError):
+    """Connection refused/reset, truncated body, or a 5xx: retry with backoff."""
+
+
+class SessionNotFound(UpstreamError):
+    """404 on a session route: deleted upstream, or never existed."""
+
+
+class InvalidSessionId(SessionNotFound):
+    """The id does not have the upstream's id shape, so no such session can exist; nothing was sent."""
+
+
+class InvalidRequest(UpstreamError):
+    """400: our request is wrong (e.g. a cursor the upstream rejects). Retrying will not help."""
+
+
+class Unauthorized(UpstreamError):
+    """401: BRIDGE_UPSTREAM_USERNAME / BRIDGE_UPSTREAM_PASSWORD are wrong or missing."""
+
+
+class BodyTooLarge(UpstreamError):
+    """A response body exceeded the client's bound; it was not read further."""
+
+    def __init__(self, message: str, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+# --- bad input -----------------------------------------------------------------------------------------
+
+
+class BadInput(BridgeError, ValueError):
+    """Input from outside (upstream frames, clients, files) that cannot be used as it is."""
+
+
+class BadFrame(BadInput):
+    """A frame that is not a usable v2 envelope; `reason` is a short machine-readable code."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class FrameTooLarge(BadFrame):
+    """One pending SSE frame (or one unterminated line) outgrew `max_frame_bytes`.
+
+    The parser is unusable afterwards: the caller must drop the connection and reconnect (for the
+    durable stream with `after=<last stored seq>`, which loses nothing). `events` holds what was
+    completed earlier in the same `feed()` call, so the caller may still consume it.
+    """
+
+    def __init__(self, limit: int, pending: int, events: list[SSEItem]) -> None:
+        super().__init__("frame_too_large", f"pending SSE frame of {pending} chars exceeds the limit of {limit}")
+        self.limit = limit
+        self.pending = pending
+        self.events = events
+
+
+class ProtocolError(BadInput):
+    """A WebSocket client message the protocol refuses; `code` is sent back in the `error` message."""
+
+    def __init__(self, code: str, message: str, ref: object = None, reason: str = "bad_message") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.ref = ref
+        self.reason = reason  # metric label (bridge_ws_bad_messages_total)
+
+
+class BadRequest(BadInput):
+    """An audit API request with a malformed parameter (HTTP 400)."""
+
+
+class ExportError(BadInput):
+    """An export file that is not what `export` writes."""
+
+
+# --- leases ------------------------------------------------------------------------------------------
+
+
+class LeaseError(BridgeError):
+    """The session is not this process's to write right now."""
+
+
+class LeaseLost(LeaseError):
+    """The write was fenced off: the session's lease epoch is no longer ours. Nothing was written."""
+
+
+class LeaseHeld(LeaseError):
+    """Another live incarnation holds the session (or it is deleted): not ours to follow now."""
+
+    def __init__(self, session_id: str, verdict: ClaimVerdict, holder: str | None) -> None:
+        super().__init__(f"session {session_id!r}: {verdict.value} (holder {holder!r})")
+        self.verdict = verdict
+        self.holder = holder

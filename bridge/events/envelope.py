@@ -1,0 +1,107 @@
+"""The v2 envelope: `parse_frame()` (the `data:` text of one SSE event) and `parse_envelope()` (one
+decoded `/history` item) validate it or raise `BadFrame`. Pure.
+
+Only the envelope is validated strictly (it decides where an event is stored); every field inside `data`
+is optional and type-checked on its own by the normalizer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from bridge.errors import BadFrame
+
+# A seq is stored as a PostgreSQL bigint: a larger one could never be written (nor resumed from).
+SEQ_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Envelope:
+    id: str
+    type: str
+    seq: int | None  # durable.seq, None for ephemeral events
+    version: int | None  # durable.version
+    aggregate_id: str | None  # durable.aggregateID
+    session_id: str | None  # data.sessionID (or aggregate id)
+    data: dict[str, Any]
+    raw: dict[str, Any]  # the whole envelope exactly as parsed
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN/Infinity are not JSON (RFC 8259); PostgreSQL jsonb refuses them and they cannot be re-encoded.
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # "1e999" would silently become inf
+        raise ValueError(f"number out of range: {text[:40]}")
+    return value
+
+
+def is_int(value: object) -> TypeGuard[int]:
+    # bool is a subclass of int in Python; JSON true/false must never pass for a number.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_frame(data: str) -> Envelope:
+    """Parse the `data:` text of one SSE event into a v2 envelope, or raise `BadFrame`."""
+    try:
+        obj = json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; deep nesting recurses
+        raise BadFrame("bad_json", str(exc)[:200]) from None
+    return parse_envelope(obj)
+
+
+def parse_envelope(obj: object) -> Envelope:
+    """Validate an already-decoded envelope (e.g. one item of a `/history` page)."""
+    if not isinstance(obj, dict):
+        raise BadFrame("bad_shape", f"envelope is a {type(obj).__name__}, not an object")
+    event_id, event_type = obj.get("id"), obj.get("type")
+    if not isinstance(event_id, str) or not event_id:
+        raise BadFrame("bad_shape", "missing or non-string id")
+    if not isinstance(event_type, str) or not event_type:
+        raise BadFrame("bad_shape", "missing or non-string type")
+    if "data" not in obj and "properties" in obj:
+        # The legacy /event envelope (docs/upstream.md §2): ISO timestamps, no durable block. Never consumed.
+        raise BadFrame("legacy_envelope", event_type)
+    data = obj.get("data", {})
+    if not isinstance(data, dict):
+        raise BadFrame("bad_shape", f"data is a {type(data).__name__}, not an object")
+    seq, version, aggregate_id = _parse_durable(obj)
+    session_id = data.get("sessionID")
+    if not isinstance(session_id, str):
+        session_id = aggregate_id
+    return Envelope(
+        id=event_id,
+        type=event_type,
+        seq=seq,
+        version=version,
+        aggregate_id=aggregate_id,
+        session_id=session_id,
+        data=data,
+        raw=obj,
+    )
+
+
+def _parse_durable(obj: dict[str, Any]) -> tuple[int | None, int | None, str | None]:
+    if "durable" not in obj:
+        return None, None, None
+    durable = obj["durable"]
+    if not isinstance(durable, dict):
+        raise BadFrame("bad_durable", f"durable is a {type(durable).__name__}, not an object")
+    seq = durable.get("seq")
+    if not is_int(seq) or seq < 0:
+        raise BadFrame("bad_durable", f"seq must be an integer >= 0, got {seq!r:.40}")
+    if seq > SEQ_MAX:
+        raise BadFrame("bad_durable", f"seq beyond the bigint range: {str(seq)[:40]}")
+    version = durable.get("version")
+    if version is not None and not is_int(version):
+        raise BadFrame("bad_durable", f"version must be an integer, got {version!r:.40}")
+    aggregate_id = durable.get("aggregateID")
+    if aggregate_id is not None and not isinstance(aggregate_id, str):
+        raise BadFrame("bad_durable", f"aggregateID must be a string, got {aggregate_id!r:.40}")
+    return seq, version, aggregate_id

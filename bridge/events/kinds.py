@@ -1,0 +1,116 @@
+"""The normalized kinds of upstream events: one `Kind` per upstream type (docs/upstream.md §9).
+
+`Kind` is a `StrEnum`: a kind compares equal to its string (`Kind.TEXT_END == "text:end"`), which is also
+what is stored in `chat_session_events.kind` and sent on the WebSocket.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    PROMPT_ADMITTED = "prompt:admitted"
+    PROMPT_STARTED = "prompt:started"
+    STEP_START = "step:start"
+    STEP_END = "step:end"
+    STEP_FAIL = "step:fail"
+    TEXT_START = "text:start"
+    TEXT_END = "text:end"
+    REASONING_START = "reasoning:start"
+    REASONING_END = "reasoning:end"
+    TOOL_INPUT_START = "tool:input-start"
+    TOOL_INPUT_END = "tool:input-end"
+    TOOL_START = "tool:start"
+    TOOL_SUCCESS = "tool:success"
+    TOOL_FAIL = "tool:fail"
+    AGENT_SWITCH = "agent:switch"
+    MODEL_SWITCH = "model:switch"
+    DELTA_TEXT = "delta:text"
+    DELTA_REASONING = "delta:reasoning"
+    DELTA_TOOL_INPUT = "delta:tool-input"
+    PERMISSION_ASKED = "permission:asked"
+    PERMISSION_REPLIED = "permission:replied"
+    SESSION_CREATED = "session:created"
+    SESSION_DELETED = "session:deleted"
+    SESSION_UPDATED = "session:updated"
+    SERVER_CONNECTED = "server:connected"
+    LEGACY_MESSAGE_UPDATED = "legacy:message-updated"
+    LEGACY_PART_UPDATED = "legacy:part-updated"
+    LEGACY_PART_DELTA = "legacy:part-delta"
+    LEGACY_SESSION_STATUS = "legacy:session-status"
+    LEGACY_SESSION_IDLE = "legacy:session-idle"
+    LEGACY_SESSION_ERROR = "legacy:session-error"
+    LEGACY_SESSION_DIFF = "legacy:session-diff"
+    SERVER_HEARTBEAT = "server:heartbeat"
+    NOISE = "noise"
+    UNKNOWN = "unknown"
+
+
+UNKNOWN = Kind.UNKNOWN
+NOISE = Kind.NOISE
+
+# The one type → kind table (docs/upstream.md §9). A type missing here is `unknown`.
+TYPE_KINDS: dict[str, Kind] = {
+    "session.next.prompt.admitted": Kind.PROMPT_ADMITTED,
+    "session.next.prompted": Kind.PROMPT_STARTED,
+    "session.next.step.started": Kind.STEP_START,
+    "session.next.step.ended": Kind.STEP_END,
+    "session.next.step.failed": Kind.STEP_FAIL,
+    "session.next.text.started": Kind.TEXT_START,
+    "session.next.text.ended": Kind.TEXT_END,
+    "session.next.reasoning.started": Kind.REASONING_START,
+    "session.next.reasoning.ended": Kind.REASONING_END,
+    "session.next.tool.input.started": Kind.TOOL_INPUT_START,
+    "session.next.tool.input.ended": Kind.TOOL_INPUT_END,
+    "session.next.tool.called": Kind.TOOL_START,
+    "session.next.tool.success": Kind.TOOL_SUCCESS,
+    "session.next.tool.failed": Kind.TOOL_FAIL,
+    "session.next.agent.switched": Kind.AGENT_SWITCH,
+    "session.next.model.switched": Kind.MODEL_SWITCH,
+    "session.next.text.delta": Kind.DELTA_TEXT,
+    "session.next.reasoning.delta": Kind.DELTA_REASONING,
+    "session.next.tool.input.delta": Kind.DELTA_TOOL_INPUT,
+    "permission.v2.asked": Kind.PERMISSION_ASKED,
+    "permission.v2.replied": Kind.PERMISSION_REPLIED,
+    "session.created": Kind.SESSION_CREATED,
+    "session.deleted": Kind.SESSION_DELETED,
+    "session.updated": Kind.SESSION_UPDATED,
+    "server.connected": Kind.SERVER_CONNECTED,
+    # Written by legacy-endpoint turns; they reach /api/event with durable seqs of the session but are
+    # never on the durable stream, which is why that stream has seq gaps (docs/upstream.md §3.1, §5).
+    "message.updated": Kind.LEGACY_MESSAGE_UPDATED,
+    "message.part.updated": Kind.LEGACY_PART_UPDATED,
+    # Only ever seen on the legacy /event stream and on /global/event (docs/upstream.md §9, §15, §16).
+    "message.part.delta": Kind.LEGACY_PART_DELTA,
+    "session.status": Kind.LEGACY_SESSION_STATUS,
+    "session.idle": Kind.LEGACY_SESSION_IDLE,
+    "session.error": Kind.LEGACY_SESSION_ERROR,
+    "session.diff": Kind.LEGACY_SESSION_DIFF,
+    "server.heartbeat": Kind.SERVER_HEARTBEAT,
+    # Process noise on /api/event (docs/upstream.md §5): kept visible, never acted upon.
+    "plugin.added": Kind.NOISE,
+    "catalog.updated": Kind.NOISE,
+    "reference.updated": Kind.NOISE,
+    "integration.updated": Kind.NOISE,
+    "file.watcher.updated": Kind.NOISE,
+}
+
+KINDS: frozenset[str] = frozenset(TYPE_KINDS.values()) | {UNKNOWN}
+
+_NOISE_TYPES = frozenset(t for t, k in TYPE_KINDS.items() if k == NOISE)
+DELTA_KINDS = frozenset({Kind.DELTA_TEXT, Kind.DELTA_REASONING, Kind.DELTA_TOOL_INPUT})
+PERMISSION_KINDS = frozenset({Kind.PERMISSION_ASKED, Kind.PERMISSION_REPLIED})
+
+
+def kind_of(event_type: str) -> Kind:
+    return TYPE_KINDS.get(event_type, UNKNOWN)
+
+
+def is_noise(event_type: str) -> bool:
+    return event_type in _NOISE_TYPES
+
+
+def is_delta(kind: str) -> bool:
+    """Deltas are live-only and ephemeral: never stored, never carry a seq (docs/upstream.md §3.5)."""
+    return kind.startswith("delta:")

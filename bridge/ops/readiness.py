@@ -1,0 +1,101 @@
+"""What `/readyz` checks and what feeds the systemd watchdog, built from the running parts.
+
+The database and the upstream are asked at most once a second whatever the probe rate
+(bridge.http.app.coalesced); the in-process facts (started/stopping, live stream, followers) are always
+fresh."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bridge.config import Settings
+from bridge.errors import Unauthorized, UpstreamError
+from bridge.http.app import ReadinessCheck, coalesced
+from bridge.http.security import token_holder
+from bridge.ops.health import HealthMonitor
+from bridge.ops.sdnotify import Notifier
+from bridge.ops.status import StatusSummary
+from bridge.sessions.supervisor import FollowerSupervisor
+from bridge.store.db import schema_is_at_head
+from bridge.upstream.client import UpstreamClient
+from bridge.upstream.live import LiveStream
+
+
+async def upstream_auth_check(client: UpstreamClient) -> dict[str, Any]:
+    """Reachable and authenticated: `/api/health` needs the basic-auth password too (docs/upstream.md §8)."""
+    try:
+        async with asyncio.timeout(3.0):
+            await client.health()
+    except Unauthorized as e:
+        return {"ok": False, "error": str(e)[:300], "authenticated": False}
+    except (UpstreamError, TimeoutError) as e:
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
+    return {"ok": True}
+
+
+def readiness_check(engine: AsyncEngine, client: UpstreamClient, live: LiveStream, sessions: FollowerSupervisor,
+                    started: Callable[[], bool]) -> ReadinessCheck:
+    async def dependencies() -> dict[str, Any]:
+        checks: dict[str, Any] = {}
+        try:
+            async with engine.connect() as conn:
+                await conn.execute(text("select 1"))
+            checks["database"] = {"ok": True}
+            checks["migrations"] = {"ok": await schema_is_at_head(engine)}
+        except Exception as e:
+            checks["database"] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
+        checks["upstream_auth"] = await upstream_auth_check(client)
+        return checks
+
+    shared_dependencies = coalesced(dependencies, 1.0)
+
+    async def readiness() -> dict[str, Any]:
+        checks: dict[str, Any] = {"started": {"ok": started()}}
+        checks.update(await shared_dependencies())
+        checks["upstream_live"] = {"ok": live.connected.is_set(), **live.outage.status()}
+        checks["followers"] = {"ok": sessions.running, "warm": len(sessions.warm_sessions())}
+        return checks
+
+    return readiness
+
+
+def readiness_detail(secret: str, settings: Settings) -> Callable[[web.Request], bool]:
+    """Who sees /readyz error texts (they name hosts and users): a valid token's holder; everyone when
+    auth is disabled (then only loopback hosts reach the bridge: docs/operations.md "Limits")."""
+    if settings.auth_disabled:
+        return lambda _request: True
+    return token_holder(secret, settings.upstream_name)
+
+
+def health_monitor(notifier: Notifier, engine: AsyncEngine, sessions: FollowerSupervisor) -> HealthMonitor:
+    async def database_probe() -> None:
+        async with engine.connect() as conn:
+            await conn.execute(text("select 1"))
+
+    def supervisor_alive() -> bool:
+        return sessions.running
+
+    def warm_count() -> int:
+        return len(sessions.warm_sessions())
+
+    # Ping at half of WatchdogSec; without a watchdog still tick for STATUS= and the loop-lag metric.
+    interval = notifier.watchdog_interval_s or 5.0
+    return HealthMonitor(
+        notifier,
+        database_probe=database_probe,
+        supervisor_alive=supervisor_alive,
+        status_line=StatusSummary(warm_count),
+        interval_s=interval,
+        max_loop_lag_s=min(1.0, interval),
+        probe_timeout_s=min(5.0, interval),
+    )
+
+
+def status_line(sessions: FollowerSupervisor) -> str:
+    return f"following {len(sessions.warm_sessions())} sessions"

@@ -1,0 +1,182 @@
+"""What the sessions we own are doing: one status machine each, fed in order, and the writes it causes.
+
+Inputs: batches committed by a session's follower (`committed`), observations of
+`GET /api/session/active` (`observe_active`, from bridge.sessions.poller), a deletion (`deleted`), a
+legacy-only seq seen on `/api/event` (`legacy_seq`). Outputs: status transitions, seq gaps and the
+incomplete flag, written to the database in the order they happened by one writer task (`run`), since
+the inputs come from synchronous callbacks. A status is written only while we hold the session's lease;
+the write sends `NOTIFY bridge_status`, which is how every process (this one too) tells its WebSocket
+subscribers (docs/websocket.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+
+from bridge import metrics
+from bridge.events import ChatEvent
+from bridge.sessions.gaps import find_gaps
+from bridge.sessions.status import Status, Transition, TurnTracker
+from bridge.store.leases import TurnState
+
+# Settle time before an open step is closed as interrupted (see bridge.sessions.status).
+TURN_SETTLE_S = 2.0
+
+
+class LifecycleStore(Protocol):
+    """The part of bridge.store.leases.LeaseStore this module needs (an in-memory twin in unit tests)."""
+
+    async def turn_state(self, session_id: str) -> TurnState: ...
+    async def set_status(self, session_id: str, owner: str, status: str, reason: str | None) -> bool: ...
+    async def record_gap(self, session_id: str, from_seq: int, to_seq: int) -> None: ...
+    async def legacy_seq_seen(self, session_id: str, seq: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Gap:
+    from_seq: int
+    to_seq: int
+
+
+@dataclass(frozen=True)
+class _LegacySeen:
+    seq: int
+
+
+_Write = Transition | _Gap | _LegacySeen
+
+
+class ActivityTracker:
+    def __init__(self, store: LifecycleStore, owner: str, stall_timeout_s: float, *,
+                 clock: Callable[[], float], upstream: str = "") -> None:
+        self._store = store
+        self._owner = owner
+        self._stall_timeout_s = stall_timeout_s
+        self._clock = clock
+        self._trackers: dict[str, TurnTracker] = {}
+        self._last_seq: dict[str, int] = {}
+        self._active: set[str] = set()
+        self._legacy_marked: set[str] = set()
+        self._writes: asyncio.Queue[tuple[str, _Write]] = asyncio.Queue()
+        self._turn_started = asyncio.Event()
+        self._log = structlog.get_logger("bridge.supervisor").bind(upstream=upstream, owner=owner)
+
+    # -- queries ----------------------------------------------------------------------------------
+    def status(self, session_id: str) -> Status | None:
+        t = self._trackers.get(session_id)
+        return None if t is None else t.status
+
+    def reason(self, session_id: str) -> str | None:
+        t = self._trackers.get(session_id)
+        return None if t is None else t.reason
+
+    def is_active(self, session_id: str) -> bool:
+        """Listed by the latest `/api/session/active`."""
+        return session_id in self._active
+
+    @property
+    def wants_polling(self) -> bool:
+        return any(t.wants_polling for t in self._trackers.values())
+
+    def clear_wake(self) -> None:
+        """The poller is about to look: only a turn starting after this wakes `wait_for_turn`."""
+        self._turn_started.clear()
+
+    async def wait_for_turn(self, timeout_s: float) -> bool:
+        """Wait until a session turns `running` (True) or `timeout_s` passed (False)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self._turn_started.wait()
+                return True
+        return False
+
+    # -- inputs -----------------------------------------------------------------------------------
+    async def resume(self, session_id: str, cursor: int) -> None:
+        """A session was claimed: continue its status machine from what is stored (a turn the previous
+        owner saw start is still open for us and may end idle, stalled or interrupted)."""
+        tracker = TurnTracker(self._stall_timeout_s, TURN_SETTLE_S)
+        state = await self._store.turn_state(session_id)
+        if state.status == Status.RUNNING.value:
+            tracker.on_events(state.tail_kinds, self._clock())
+            # Running without stored turn events (seen only in /api/session/active): still running, so
+            # that the next "not active" observation settles it instead of leaving it running forever.
+            tracker.status, tracker.reason = Status.RUNNING, None
+            self._turn_started.set()
+        elif state.status == Status.PARKED.value:
+            self._emit(session_id, Transition(Status.IDLE, None))  # following again: no longer parked
+        elif state.status in Status.__members__.values():
+            tracker.status, tracker.reason = Status(state.status), state.reason
+        self._trackers[session_id] = tracker
+        self._last_seq[session_id] = cursor
+
+    def forget(self, session_id: str) -> None:
+        """Its follower stopped: we no longer speak for it."""
+        self._trackers.pop(session_id, None)
+        self._last_seq.pop(session_id, None)
+
+    def committed(self, session_id: str, events: Sequence[ChatEvent]) -> None:
+        seqs = [e.seq for e in events if e.seq is not None]
+        last = self._last_seq.get(session_id, 0)
+        for a, b in find_gaps(last, seqs):
+            self._writes.put_nowait((session_id, _Gap(a, b)))
+        if seqs:
+            self._last_seq[session_id] = max(last, *seqs)
+        t = self._trackers.get(session_id)
+        if t is not None:
+            self._emit(session_id, t.on_events([e.kind for e in events], self._clock()))
+
+    def observe_active(self, active: Iterable[str], observed_at: float) -> None:
+        """`observed_at`: when the `/api/session/active` request started."""
+        now = self._clock()
+        self._active = set(active)
+        for sid, t in list(self._trackers.items()):
+            self._emit(sid, t.on_active(sid in self._active, observed_at, now))
+
+    def deleted(self, session_id: str) -> None:
+        """Recorded by the store already (terminal, NOTIFY sent): only logged and counted here."""
+        self.forget(session_id)
+        self._emit(session_id, Transition(Status.DELETED, "deleted upstream"))
+
+    def legacy_seq(self, session_id: str, seq: int) -> None:
+        """A legacy-only seq on /api/event will never reach the durable stream (docs/upstream.md §3.1): the
+        session is marked incomplete now (the gap itself is recorded when the next v2 event arrives)."""
+        if session_id not in self._legacy_marked:
+            self._legacy_marked.add(session_id)
+            self._writes.put_nowait((session_id, _LegacySeen(seq)))
+
+    def _emit(self, session_id: str, tr: Transition | None) -> None:
+        if tr is None:
+            return
+        if tr.status is Status.RUNNING:
+            self._turn_started.set()
+        self._writes.put_nowait((session_id, tr))
+
+    # -- the writer ---------------------------------------------------------------------------------
+    async def run(self) -> None:
+        while True:
+            sid, item = await self._writes.get()
+            try:
+                await self._write(sid, item)
+            except Exception as e:
+                self._log.warning("lifecycle_write_failed", session_id=sid, error=f"{type(e).__name__}: {e}")
+
+    async def _write(self, sid: str, item: _Write) -> None:
+        if isinstance(item, _Gap):
+            await self._store.record_gap(sid, item.from_seq, item.to_seq)
+            metrics.SESSION_GAPS.inc()
+            self._log.warning("seq_gap_recorded", session_id=sid, from_seq=item.from_seq, to_seq=item.to_seq)
+        elif isinstance(item, _LegacySeen):
+            await self._store.legacy_seq_seen(sid, item.seq)
+            self._log.warning("legacy_turn_seen", session_id=sid, seq=item.seq)
+        else:
+            if item.status is not Status.DELETED and not await self._store.set_status(
+                    sid, self._owner, item.status.value, item.reason):
+                return  # not ours any more: the new owner speaks for it
+            self._log.info("session_status", session_id=sid, status=item.status.value, reason=item.reason)
+            metrics.SESSION_STATUS.labels(status=item.status.value).inc()

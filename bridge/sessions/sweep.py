@@ -1,0 +1,90 @@
+"""The sweep, every `sweep_interval_s`: adopt orphans, release idle sessions (docs/lifecycle.md).
+
+Adoption warms sessions held by incarnations whose lease expired or that are known dead, and free
+sessions last known running (bridge.sessions.lease.adoption_reason). Idle release stops our following of
+a warm session nothing needs (bridge.sessions.gc.release_reason): cursor and history stay, and the
+upstream session is never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Protocol
+
+import structlog
+
+from bridge import metrics
+from bridge.ops.outage import OutageLog
+from bridge.sessions.gc import WarmFacts, release_reason
+from bridge.sessions.lease import adoption_reason
+from bridge.sessions.registry import WarmSession
+from bridge.sessions.status import Status
+from bridge.store.leases import Candidate
+
+
+class Orphans(Protocol):
+    async def adoption_candidates(self, me: str) -> list[Candidate]: ...
+
+
+class Warm(Protocol):
+    """The part of bridge.sessions.registry.WarmRegistry the sweep needs."""
+
+    def get(self, session_id: str) -> WarmSession | None: ...
+    def is_deleted(self, session_id: str) -> bool: ...
+    def owned(self) -> list[tuple[str, WarmSession]]: ...
+    def subscribers(self, session_id: str) -> int: ...
+    def warm(self, session_id: str, directory: str | None = None, reason: str = "") -> bool: ...
+    async def release(self, session_id: str, reason: str = "request") -> None: ...
+
+
+class Activity(Protocol):
+    def status(self, session_id: str) -> Status | None: ...
+    def is_active(self, session_id: str) -> bool: ...
+
+
+class Sweep:
+    def __init__(self, leases: Orphans, registry: Warm, activity: Activity, owner: str, *,
+                 holder_dead: Callable[[str], bool], idle_ttl_s: float, interval_s: float,
+                 clock: Callable[[], float], upstream: str = "", outage: OutageLog | None = None) -> None:
+        self._leases = leases
+        self._registry = registry
+        self._activity = activity
+        self._owner = owner
+        self._holder_dead = holder_dead
+        self._idle_ttl_s = idle_ttl_s
+        self._interval_s = interval_s
+        self._clock = clock
+        self._log = structlog.get_logger("bridge.supervisor").bind(upstream=upstream, owner=owner)
+        self._outage = outage or OutageLog(self._log, "database", clock=clock)
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.adopt_orphans()
+                await self.release_idle()
+            except Exception as e:
+                self._outage.failed(f"lease_sweep_failed: {type(e).__name__}: {e}")
+            await asyncio.sleep(self._interval_s)
+
+    async def adopt_orphans(self) -> None:
+        for c in await self._leases.adoption_candidates(self._owner):
+            if self._registry.get(c.session_id) is not None or self._registry.is_deleted(c.session_id):
+                continue
+            reason = adoption_reason(c.owner, c.expired, self._holder_dead)
+            if reason is not None:
+                self._registry.warm(c.session_id, c.directory, reason=reason)
+
+    async def release_idle(self) -> None:
+        now = self._clock()
+        for sid, w in self._registry.owned():
+            status = self._activity.status(sid)
+            if status is None:
+                continue  # claimed, status machine not resumed yet
+            facts = WarmFacts(now, w.last_activity, status, self._activity.is_active(sid),
+                              self._registry.subscribers(sid))
+            reason = release_reason(facts, self._idle_ttl_s)
+            if reason is not None:
+                self._log.info("session_idle_release", session_id=sid, why=reason)
+                metrics.SESSION_RELEASES.labels(reason="idle").inc()
+                await self._registry.release(sid, reason="idle")

@@ -1,0 +1,168 @@
+"""A session whose follower keeps failing is parked with a reason instead of retried forever; the others
+keep flowing; a failure of the environment never parks; an explicit warm un-parks; `/v1/sessions` and
+`doctor` show it. Against the fake upstream and a real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import pytest_asyncio
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bridge import metrics
+from bridge.config import Settings
+from bridge.ops.doctor import run_doctor
+from bridge.sessions.parking import FailureStreak
+from bridge.sessions.supervisor import FollowerSupervisor
+from bridge.store.audit import AuditReader, SessionFilter
+from bridge.store.events_store import EventStore
+from bridge.upstream.client import UpstreamClient
+from tests.support.fake_upstream import FakeUpstream
+from tests.support.waiting import wait_until
+
+UPSTREAM = "fake:parking"
+FAST = Settings(upstream_name=UPSTREAM, reconnect_min_s=0.01, reconnect_max_s=0.05, lease_ttl_s=1.0,
+                heartbeat_interval_s=0.2, sweep_interval_s=0.2, idle_ttl_s=3600.0, active_poll_s=0.05,
+                active_poll_idle_s=0.2)
+LIMIT = 3
+
+
+class FailingClaims(EventStore):
+    """Claims of the sessions in `failing` raise `error` after the real claim (so the lease is ours when it
+    fails, the hardest case: parking must give it back)."""
+
+    def __init__(self, engine: AsyncEngine, error: Exception) -> None:
+        super().__init__(engine, UPSTREAM)
+        self.error = error
+        self.failing: set[str] = set()
+        self.failures = 0
+
+    async def claim(self, session_id: str, owner: str, directory: str | None = None, **kw: Any) -> tuple[int, int]:
+        taken = await super().claim(session_id, owner, directory, **kw)
+        if session_id in self.failing:
+            self.failures += 1
+            raise self.error
+        return taken
+
+
+async def turn(fake: FakeUpstream, sid: str) -> None:
+    fake.add_session(sid)
+    await fake.append(sid, "session.next.prompt.admitted", {"messageID": "m", "prompt": {"text": "hi"}})
+    await fake.append(sid, "session.next.text.ended", {"assistantMessageID": "a", "textID": "t", "text": "x"})
+
+
+async def mirrored(store: EventStore, fake: FakeUpstream, sid: str) -> bool:
+    return await store.stored_ids(sid) == [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events]
+
+
+@contextlib.asynccontextmanager
+async def running(store: EventStore, client: UpstreamClient, **settings: Any) -> AsyncIterator[FollowerSupervisor]:
+    sup = FollowerSupervisor(store, client, replace(FAST, **settings), "host:1:park",
+                             failure_streak=lambda: FailureStreak(LIMIT, 60.0))
+    async with sup.started():
+        yield sup
+
+
+@pytest_asyncio.fixture
+async def failing(engine: AsyncEngine) -> FailingClaims:
+    return FailingClaims(engine, ValueError("claim exploded (test)"))
+
+
+async def test_a_session_whose_claim_always_fails_is_parked_with_its_reason_and_others_keep_flowing(
+    fake: FakeUpstream, fake_client: UpstreamClient, failing: FailingClaims, engine: AsyncEngine
+) -> None:
+    await turn(fake, "ses_bad")
+    await turn(fake, "ses_ok")
+    failing.failing.add("ses_bad")
+    parked_before = metrics.SESSIONS_PARKED._value.get()
+    async with running(failing, fake_client) as sup:
+        assert sup.warm("ses_bad", reason="listed")
+        assert sup.warm("ses_ok", reason="listed")
+        await wait_until(lambda: "ses_bad" in sup.parked(), 10, 0.02, message="parked")
+        assert failing.failures == LIMIT and not sup.is_warm("ses_bad")
+        await wait_until(lambda: mirrored(failing, fake, "ses_ok"), 10, 0.05, message="the other one flows")
+
+        row = await failing.get_session("ses_bad")
+        assert row is not None and row.status == "parked" and row.lease_owner is None  # lease given back
+        assert "ValueError: claim exploded (test)" in (row.status_reason or "")
+        assert metrics.SESSIONS_PARKED._value.get() == parked_before + 1
+        # Visible where operators look: /v1/sessions?status=parked and doctor.
+        listed = await AuditReader(engine, UPSTREAM).sessions(SessionFilter(status="parked"))
+        assert [(r["session_id"], r["status_reason"]) for r in listed] == [("ses_bad", row.status_reason)]
+
+        # Hints, the poller and the sweep leave it alone: no further attempt.
+        assert not sup.warm("ses_bad", reason="session.next.text.delta")
+        assert not sup.warm("ses_bad", reason="active")
+        await asyncio.sleep(3 * FAST.sweep_interval_s)  # several sweeps: a span of time, not a condition
+        assert failing.failures == LIMIT
+
+        # Fixed, then asked for explicitly (a subscriber, a request): followed again, status back to idle.
+        failing.failing.clear()
+        assert sup.warm("ses_bad", reason="subscriber")
+        await wait_until(lambda: mirrored(failing, fake, "ses_bad"), 10, 0.05, message="un-parked and mirrored")
+        assert "ses_bad" not in sup.parked()
+
+        async def not_parked() -> bool:
+            r = await failing.get_session("ses_bad")
+            return r is not None and r.status != "parked"
+
+        await wait_until(not_parked, 10, 0.05, message="status no longer parked")
+
+
+async def test_doctor_reports_parked_sessions(database_url: str, failing: FailingClaims,
+                                              fake_client: UpstreamClient, fake: FakeUpstream) -> None:
+    await turn(fake, "ses_bad")
+    failing.failing.add("ses_bad")
+    async with running(failing, fake_client) as sup:
+        sup.warm("ses_bad", reason="listed")
+        await wait_until(lambda: "ses_bad" in sup.parked(), 10, 0.02, message="parked")
+    checks = {c.name: c for c in await run_doctor(replace(FAST, upstream_url=fake.url), database_url)}
+    parked = checks["parked sessions"]
+    assert not parked.ok and "ses_bad" in parked.detail and "claim exploded" in parked.detail and parked.fix
+
+
+async def test_a_parked_session_stays_parked_after_a_restart(
+    fake: FakeUpstream, fake_client: UpstreamClient, failing: FailingClaims
+) -> None:
+    await turn(fake, "ses_bad")
+    failing.failing.add("ses_bad")
+    async with running(failing, fake_client) as sup:
+        sup.warm("ses_bad", reason="listed")
+        await wait_until(lambda: "ses_bad" in sup.parked(), 10, 0.02, message="parked")
+    failing.failing.clear()
+    async with running(failing, fake_client) as again:
+        assert "ses_bad" in again.parked()
+        assert not again.warm("ses_bad", reason="new_events")  # discovery would find it: still left alone
+
+
+async def test_an_id_the_database_cannot_hold_is_parked_not_retried_forever(
+    fake: FakeUpstream, fake_client: UpstreamClient, engine: AsyncEngine
+) -> None:
+    store = EventStore(engine, UPSTREAM)
+    await turn(fake, "ses_ok")
+    crashes = metrics.FOLLOWER_CRASHES._value.get()
+    async with running(store, fake_client) as sup:
+        assert sup.warm("ses_\x00nul", reason="subscriber")  # NUL: PostgreSQL text cannot hold it
+        sup.warm("ses_ok", reason="listed")
+        await wait_until(lambda: "ses_\x00nul" in sup.parked(), 10, 0.02, message="parked")
+        await wait_until(lambda: mirrored(store, fake, "ses_ok"), 10, 0.05, message="the other one flows")
+        assert metrics.FOLLOWER_CRASHES._value.get() - crashes == LIMIT
+        assert not sup.is_warm("ses_\x00nul")
+
+
+async def test_a_database_outage_is_retried_with_backoff_and_never_parks(
+    fake: FakeUpstream, fake_client: UpstreamClient, engine: AsyncEngine
+) -> None:
+    outage = FailingClaims(engine, ConnectionRefusedError("database away (test)"))
+    await turn(fake, "ses_A")
+    outage.failing.add("ses_A")
+    async with running(outage, fake_client) as sup:
+        sup.warm("ses_A", reason="listed")
+        await wait_until(lambda: outage.failures >= 3 * LIMIT, 10, 0.02, message="failing past the ceiling")
+        assert sup.is_warm("ses_A") and not sup.parked()
+        outage.failing.clear()
+        await wait_until(lambda: mirrored(outage, fake, "ses_A"), 10, 0.05, message="mirrored after the outage")

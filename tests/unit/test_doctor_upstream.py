@@ -1,0 +1,62 @@
+"""`doctor`'s upstream checks through the upstream client, on an in-memory transport."""
+
+from __future__ import annotations
+
+import base64
+from email.utils import formatdate
+
+from bridge.config import Secret, Settings
+from bridge.ops.doctor import Check, check_upstream, render
+from bridge.upstream.transport import MockTransport, Request, Response
+from tests.support.memory_upstream import json_response
+
+NOW = 1_796_000_000.0
+
+
+def serve(password: str | None = None, model: str = "mock/mock-1") -> MockTransport:
+    async def handler(request: Request) -> Response:
+        if password is not None:
+            sent = request.headers.get("Authorization", "")
+            if base64.b64decode(sent.removeprefix("Basic ") or "Og==").decode().split(":", 1)[-1] != password:
+                return json_response(401, {"_tag": "Unauthorized", "message": "no"})
+        if request.path == "/global/health":
+            return json_response(200, {"healthy": True, "version": "1.18.33"}, {"Date": formatdate(NOW + 2)})
+        if request.path == "/config":
+            return json_response(200, {"model": model})
+        if request.path == "/api/provider":
+            return json_response(200, {"data": [{"id": "mock"}]})
+        return json_response(404, {})
+
+    return MockTransport(handler)
+
+
+async def run(settings: Settings, transport: MockTransport) -> tuple[list[Check], float | None]:
+    checks: list[Check] = []
+    skew = await check_upstream(settings, checks, lambda: NOW, transport=transport)
+    return checks, skew
+
+
+async def test_a_healthy_upstream_passes_every_check_and_reports_its_clock() -> None:
+    checks, skew = await run(Settings(upstream_url="http://serve.test:4096"), serve())
+    assert all(c.ok for c in checks), render(checks)
+    assert {c.name for c in checks} == {"upstream", "upstream auth", "upstream version", "default model"}
+    assert skew == 2.0
+
+
+async def test_the_password_is_sent_by_the_client_and_a_wrong_one_is_a_failed_auth_check() -> None:
+    checks, _ = await run(Settings(upstream_url="http://serve.test", upstream_password=Secret("right")),
+                          serve("right"))
+    assert all(c.ok for c in checks)
+    checks, _ = await run(Settings(upstream_url="http://serve.test", upstream_password=Secret("wrong")),
+                          serve("right"))
+    auth = next(c for c in checks if c.name == "upstream auth")
+    assert not auth.ok and "refused our username/password" in auth.detail
+
+
+async def test_credentials_in_the_url_authenticate_and_never_appear_in_the_report() -> None:
+    transport = serve("hunter2")
+    checks, _ = await run(Settings(upstream_url="http://opencode:hunter2@serve.test:4096"), transport)
+    text = render(checks)
+    assert all(c.ok for c in checks), text
+    assert "hunter2" not in text and "http://serve.test:4096" in text
+    assert all("hunter2" not in r.url for r in transport.requests)
