@@ -102,3 +102,30 @@ def test_the_token_command_mints_the_asked_scope(tmp_path: Path, monkeypatch: py
     assert scopes == ["read", "prompt", "control"]
     with pytest.raises(SystemExit):
         main(["token", "--scope", "admin"])
+
+
+async def test_upstream_command_calls_send_json_with_the_location_and_quoted_paths() -> None:
+    import json
+
+    from bridge.errors import SessionNotFound
+    from bridge.upstream.client import UpstreamClient
+    from bridge.upstream.commands import UpstreamCommands
+    from bridge.upstream.transport import MockTransport, Request, Response
+    from tests.support.memory_upstream import json_response
+
+    async def handler(request: Request) -> Response:
+        if "reply" in request.path and "per%2F" in request.path:
+            return json_response(404, {"_tag": "PermissionNotFoundError", "message": "Permission request not found"})
+        return json_response(200, {"data": {"admittedSeq": 3, "id": "msg_1"}})
+
+    transport = MockTransport(handler)
+    async with UpstreamClient("http://up", transport=transport) as client:
+        up = UpstreamCommands(client)
+        assert await up.prompt(SID, "/srv/é dir", "msg_1", "hi", "queue") == (200, {"admittedSeq": 3, "id": "msg_1"})
+        with pytest.raises(SessionNotFound):
+            await up.reply_legacy("/srv/p", "per/../x", "once")
+    sent = transport.requests[0]
+    assert sent.method == "POST" and sent.path.startswith(f"/api/session/{SID}/prompt?location%5Bdirectory%5D=")
+    assert sent.headers["Content-Type"] == "application/json" and sent.body is not None
+    assert json.loads(sent.body) == {"id": "msg_1", "prompt": {"text": "hi"}, "delivery": "queue"}
+    assert transport.requests[1].path.startswith("/permission/per%2F..%2Fx/reply?")
