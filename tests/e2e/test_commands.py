@@ -215,6 +215,15 @@ async def test_a_permission_answered_through_the_bridge_lets_the_tool_run(
     assert success["data"]["callID"] == request["source"]["callID"]
     assert (opencode.project_dir / "perm-test.txt").exists()
 
+    async def audited() -> list[Any]:  # the tool-call audit says who asked for the turn
+        async with bridge.http.get(f"{bridge.proc.url}/v1/audit/tool-calls", params={"session": sid},
+                                   headers={"Authorization": f"Bearer {token('read')}"}) as r:
+            rows = (await r.json())["data"] if r.status == 200 else []
+        return [(c["call_id"], c["outcome"], c["asked_by"]) for c in rows if c["outcome"] == "success"]
+
+    got = await wait_until(audited, 30, 0.2, message="tool call mirrored")
+    assert got == [(request["source"]["callID"], "success", "web")]
+
 
 async def test_the_same_command_id_twice_and_after_a_crash_admits_once(
     opencode: OpencodeServe, bridge_factory: Callable[..., Any], db: AsyncEngine
