@@ -136,9 +136,7 @@ def parse_command(name: str, body: object, session_id: str | None = None,
         if not directory.startswith("/"):
             raise _bad("directory must be an absolute path")
         args["directory"] = directory
-        provider, model = _name(body, "provider_id", required=False), _name(body, "model_id", required=False)
-        if (provider is None) != (model is None):
-            raise _bad("provider_id and model_id go together")
+        provider, model = _create_model(body)
         if provider is not None:
             args.update(provider_id=provider, model_id=model)
         agent = _name(body, "agent", required=False)
@@ -156,6 +154,21 @@ def parse_command(name: str, body: object, session_id: str | None = None,
         rid = _name({"request_id": request_id}, "request_id")
         args.update(request_id=rid, reply=_choice(body, "reply", REPLIES))
     return Command(name, command_id, sid, args)
+
+
+def _create_model(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """`model` as `"provider/model"` or `{provider_id, model_id}`, or `provider_id` + `model_id` at the top."""
+    raw = body.get("model")
+    if isinstance(raw, str) and "/" in raw:
+        provider_s, _, model_s = raw.partition("/")
+        raw = {"provider_id": provider_s, "model_id": model_s}
+    source = raw if isinstance(raw, dict) else body
+    if raw is not None and source is body:
+        raise _bad("model is 'provider/model' or {provider_id, model_id}")
+    provider, model = _name(source, "provider_id", required=False), _name(source, "model_id", required=False)
+    if (provider is None) != (model is None):
+        raise _bad("provider_id and model_id go together")
+    return provider, model
 
 
 # --- ids derived from a command (docs/commands.md, "Exactly once") ----------------------------------------

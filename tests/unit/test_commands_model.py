@@ -129,3 +129,17 @@ async def test_upstream_command_calls_send_json_with_the_location_and_quoted_pat
     assert sent.headers["Content-Type"] == "application/json" and sent.body is not None
     assert json.loads(sent.body) == {"id": "msg_1", "prompt": {"text": "hi"}, "delivery": "queue"}
     assert transport.requests[1].path.startswith("/permission/per%2F..%2Fx/reply?")
+
+
+@pytest.mark.parametrize("extra", [{"model": "mock/mock-1"}, {"model": {"provider_id": "mock", "model_id": "mock-1"}},
+                                   {"provider_id": "mock", "model_id": "mock-1"}])
+def test_create_session_takes_the_model_in_any_documented_form(extra: dict[str, object]) -> None:
+    cmd = parse_command("create_session", {"command_id": "c", "directory": "/srv/p", **extra})
+    assert cmd.args == {"directory": "/srv/p", "provider_id": "mock", "model_id": "mock-1"}
+
+
+@pytest.mark.parametrize("extra", [{"model": "mock"}, {"model": 3}, {"provider_id": "mock"},
+                                   {"model": {"provider_id": "a/b", "model_id": "m"}}])
+def test_create_session_refuses_a_malformed_model(extra: dict[str, object]) -> None:
+    with pytest.raises(CommandError):
+        parse_command("create_session", {"command_id": "c", "directory": "/srv/p", **extra})
