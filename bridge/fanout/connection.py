@@ -152,7 +152,13 @@ class Connection:
         elif self.expired():
             self._send(p.error_message(p.ERR_TOKEN_EXPIRED, "token expired", op.ref))
         else:
-            out = await self._svc.commands(self.claims, op.command, op.body, op.session, op.request_id)
+            try:
+                out = await self._svc.commands(self.claims, op.command, op.body, op.session, op.request_id)
+            except Exception as e:  # keep the connection, as for the other ops
+                self._log.error("ws_command_failed", command=op.command, error=f"{type(e).__name__}: {e}"[:300])
+                self._send(p.error_message(p.ERR_INTERNAL, "command failed, retry with the same command_id",
+                                           op.ref))
+                return
             self._send(p.command_result_message(op.command, out.status, out.body, op.ref))
 
     async def _exists(self, sid: str) -> bool:
