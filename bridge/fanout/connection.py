@@ -13,13 +13,13 @@ import structlog
 from bridge.auth import Claims, verify_token
 from bridge.commands.service import Outcome
 from bridge.errors import AuthError, ProtocolError
-from bridge.events import stored_permission
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.hub import Client, Hub, Subscription
 from bridge.fanout.queue import QueueLimits
 from bridge.http.hosts import LOOPBACK_TRUSTED
 from bridge.store.fanout import FanoutStore
+from bridge.stored import stored_permission
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """SQL of the audit (docs/audit.md): the hash chain at write time, and the read-only audit queries (API, CLI, export).
 
-Views for auditors (`audit_prompts`, `audit_tool_calls`, `audit_texts`) are created by migration 0004;
-`VIEWS` below is their one definition, which the migration executes.
+Views for auditors (`audit_prompts`, `audit_tool_calls`, `audit_texts`, `audit_steps`) cover both runtimes
+since migration 0008 (`migrations/versions/0008_views_both_runtimes.py` holds their definition, docs/audit.md).
+`VIEWS` below is what migration 0004 created from it, kept unchanged for that migration.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ _ASKED_BY = """(
     ORDER BY p.seq DESC LIMIT 1
 )"""
 
-# --- views (executed by migrations/versions/0004_audit.py) --------------------------------------------
+# --- views as of migration 0004 (executed by migrations/versions/0004_audit.py; 0008 replaces them) ----
 
 VIEWS: dict[str, str] = {
     "audit_prompts": """
@@ -300,7 +301,7 @@ class AuditReader:
             params["scope"] = sorted(f.sessions)
         sql = (
             "SELECT session_id, call_id, tool, input, assistant_message_id, called_seq, called_at, outcome, "
-            "output_text, output, structured, error_type, error_message, finished_seq, finished_at, "
+            "output_text, output, structured, error_type, error_message, finished_seq, finished_at, duration_ms, "
             f"{_ASKED_BY} AS asked_by "
             f"FROM audit_tool_calls t WHERE {' AND '.join(conds)} ORDER BY session_id, called_seq LIMIT :limit"
         )

@@ -1,4 +1,5 @@
-"""deploy/opencode-bridge.service passes `systemd-analyze verify` and keeps the hardening docs/operations.md describes."""
+"""deploy/opencode-bridge.service passes `systemd-analyze verify` and keeps the hardening that
+docs/operations.md describes."""
 
 from __future__ import annotations
 

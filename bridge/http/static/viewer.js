@@ -469,6 +469,7 @@ class SessionView {
         const model = [f.provider_id, f.model_id].filter(Boolean).join("/");
         s.headEl.textContent = [f.agent || "assistant", model].filter(Boolean).join(" · ");
         t = s.turn;
+        if (t.user) t.user.classList.remove("queued"); // taken: a legacy turn has no prompt:started
         if (t.state === "queued") this.setTurn(t, "running");
         break;
       }
@@ -487,7 +488,7 @@ class SessionView {
       case "tool:start": {
         const c = this.tool(asst, f.call_id, f.tool_name);
         if (f.tool_name) c.nameEl.textContent = f.tool_name;
-        c.inputEl.textContent = pretty(d.input ?? {});
+        c.inputEl.textContent = pretty(f.input ?? d.input ?? {}); // fields: either runtime (docs/websocket.md)
         c.start = f.timestamp_ms ?? null;
         this.toolState(c, "running");
         break;
@@ -499,8 +500,10 @@ class SessionView {
         this.toolState(c, ok ? "success" : "failed");
         c.outLabel.textContent = ok ? "output" : "error";
         c.outputEl.className = ok ? "tool-output" : "tool-output tool-error";
-        c.outputEl.textContent = ok ? outputText(d) : (f.error_type ? f.error_type + ": " : "") + (f.error_message || "failed");
-        if (c.start !== null && f.timestamp_ms) c.durEl.textContent = duration(f.timestamp_ms - c.start);
+        if (ok) c.outputEl.textContent = outputText(d) || f.output_text || "";
+        else c.outputEl.textContent = (f.error_type ? f.error_type + ": " : "") + (f.error_message || "failed");
+        if (typeof f.duration_ms === "number") c.durEl.textContent = duration(f.duration_ms);
+        else if (c.start !== null && f.timestamp_ms) c.durEl.textContent = duration(f.timestamp_ms - c.start);
         break;
       }
       case "step:end": {
@@ -555,17 +558,18 @@ class SessionView {
       if (c) host.insertBefore(box, c.el.nextSibling); else host.appendChild(box);
       this.perms.set(m.request_id, box);
     }
-    const what = (m.action || (m.data && m.data.action) || "") + " " + ((m.data && m.data.resources) || []).join(", ");
+    let what = ((m.action || (m.data && m.data.action) || "") + " " + (m.resources || (m.data && m.data.resources) || []).join(", ")).trim();
+    if (what) box.dataset.what = what; else what = box.dataset.what || ""; // a reply names only the request
     const t = c ? this.turnOfCard(c) : this.current();
     if (m.state === "asked") {
       box.className = "msg permission pending";
-      box.textContent = "Permission requested: " + what.trim() + " — waiting for an answer";
+      box.textContent = "Permission requested: " + what + " — waiting for an answer";
       if (!(controls() && controls().permissionButtons(box, this.sid, m.request_id))) box.append(" in opencode");
       if (c) { c.el.classList.add("asking"); c.outputEl.textContent = "waiting for permission…"; }
       if (t) this.setTurn(t, "waiting");
     } else {
       box.className = "msg permission replied";
-      box.textContent = "Permission " + (m.reply || "answered") + ": " + what.trim();
+      box.textContent = "Permission " + (m.reply || "answered") + ": " + what;
       if (c) c.el.classList.remove("asking");
       if (t && t.state === "waiting") this.setTurn(t, "running");
     }
