@@ -126,7 +126,10 @@ class Daemon:
             await stack.enter_async_context(_background("discovery", discovery.run))
             await stack.enter_async_context(_background("live", live.run))
             notifier = Notifier.from_env()
-            await stack.enter_async_context(_background("health", health_monitor(notifier, engine, sessions).run))
+            # The watchdog's database probe shares the heartbeats' pool: a burst of write batches on the
+            # main pool must not withhold the watchdog (and have systemd restart a busy bridge).
+            health = health_monitor(notifier, liveness_engine, sessions)
+            await stack.enter_async_context(_background("health", health.run))
 
             self._started = True
             self._log.info("bridge_started", warm=len(sessions.warm_sessions()))
