@@ -195,7 +195,12 @@ class TranscriptBuilder:
 
     def add(self, row: Mapping[str, Any]) -> None:
         kind = str(row["kind"])
-        self._b.add(int(row["seq"]), kind, stored_event(row.get("payload"), kind))
+        ev = stored_event(row.get("payload"), kind)
+        self._b.add(int(row["seq"]), kind, ev)
+        if row.get("asked_by") is not None:  # a prompt sent through the bridge: its token's subject
+            entry = self._b.prompts.get(str(ev.message_id))
+            if entry is not None:
+                entry["asked_by"] = row["asked_by"]
 
     @property
     def entries(self) -> list[Entry]:

@@ -64,7 +64,19 @@ class ListSessions:
     cursor: str | None = None  # the `next` of the previous page
 
 
-ClientOp = Subscribe | Unsubscribe | Ping | ListSessions
+@dataclass(frozen=True)
+class CommandOp:
+    """A command (docs/commands.md) over the socket: the HTTP body's fields sit in the frame itself."""
+
+    command: str
+    session: str | None
+    request_id: str | None
+    body: dict[str, Any]
+    ref: object = None
+
+
+ClientOp = Subscribe | Unsubscribe | Ping | ListSessions | CommandOp
+_COMMAND_FRAME_KEYS = frozenset({"op", "id", "command", "session", "request_id"})
 
 
 def _is_int(v: object) -> bool:
@@ -125,7 +137,21 @@ def parse_client_message(text: str) -> ClientOp:
         if cursor is not None and not (isinstance(cursor, str) and len(cursor) <= 200 and _encodable(cursor)):
             raise ProtocolError(ERR_BAD_MESSAGE, "next must be the `next` of a previous sessions reply", ref)
         return ListSessions(ref, limit, cursor)
+    if op == "command":
+        return _command(obj, ref)
     raise ProtocolError(ERR_BAD_MESSAGE, f"unknown op {str(op)[:40]!r}", ref)
+
+
+def _command(obj: dict[str, Any], ref: object) -> CommandOp:
+    command = obj.get("command")
+    if not isinstance(command, str) or not 1 <= len(command) <= 40:
+        raise ProtocolError(ERR_BAD_MESSAGE, "command must name a command", ref)
+    session = _session(obj, ref) if obj.get("session") is not None else None
+    request_id = obj.get("request_id")
+    if request_id is not None and not isinstance(request_id, str):
+        raise ProtocolError(ERR_BAD_MESSAGE, "request_id must be a string", ref)
+    body = {k: v for k, v in obj.items() if k not in _COMMAND_FRAME_KEYS}
+    return CommandOp(command, session, request_id, body, ref)
 
 
 # --- server messages ------------------------------------------------------------------------------------
@@ -252,9 +278,20 @@ def pong_message(ref: object) -> dict[str, Any]:
     return _with_ref({"type": "pong"}, ref)
 
 
-def hello_message(upstream: str, sessions: list[str] | None, expires_at: float | None) -> dict[str, Any]:
+def hello_message(upstream: str, sessions: list[str] | None, expires_at: float | None,
+                  scope: str = "read") -> dict[str, Any]:
     return {"type": "hello", "upstream": upstream, "sessions": sessions, "expires_at": expires_at,
-            "max_subscriptions": MAX_SUBSCRIPTIONS, "max_message_bytes": MAX_CLIENT_MESSAGE_BYTES}
+            "max_subscriptions": MAX_SUBSCRIPTIONS, "max_message_bytes": MAX_CLIENT_MESSAGE_BYTES, "scope": scope}
+
+
+def command_result_message(command: str, status: int, body: dict[str, Any], ref: object) -> dict[str, Any]:
+    """The answer to a `command` op: the HTTP route's status, and its body as `result` or as `error`."""
+    msg: dict[str, Any] = {"type": "command_result", "command": command, "status": status}
+    if status < 300:
+        msg["result"] = body
+    else:
+        msg.update(error=body.get("error"), message=body.get("message"))
+    return _with_ref(msg, ref)
 
 
 def error_message(code: str, message: str, ref: object = None, session: str | None = None,

@@ -133,6 +133,6 @@ chat_event_rejects = Table(
     Index("ix_chat_event_rejects_session", "upstream", "session_id"),
 )
 
-# Tables of the lifecycle, fan-out and audit features live in their own modules on this same metadata;
-# importing them here makes `metadata` complete for Alembic and the migration test.
-from bridge.store import schema_audit, schema_fanout, schema_lifecycle  # noqa: E402, F401
+# Tables of the lifecycle, fan-out, audit and command features live in their own modules on this same
+# metadata; importing them here makes `metadata` complete for Alembic and the migration test.
+from bridge.store import schema_audit, schema_commands, schema_fanout, schema_lifecycle  # noqa: E402, F401

@@ -102,6 +102,9 @@ $("token").addEventListener("change", () => {
 $("refresh").addEventListener("click", () => { loadSessions(); send({ op: "sessions" }); });
 $("filter").addEventListener("input", renderSessions);
 
+// The controls of composer.js (loaded after this file; absent or hidden for a `read` token).
+function controls() { return typeof composer !== "undefined" ? composer : null; }
+
 function send(op) {
   if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify(op));
 }
@@ -140,6 +143,7 @@ function handle(m) {
   switch (m.type) {
     case "hello":
       $("upstream").textContent = m.upstream || "";
+      if (controls()) controls().hello(m);
       send({ op: "sessions" });
       if (state.selected) subscribe(state.selected, true);
       break;
@@ -158,6 +162,7 @@ function handle(m) {
       if (mine) state.view.status(m);
       break;
     }
+    case "command_result": if (controls()) controls().result(m); break;
     case "error":
       if (mine || !m.session) notice("bridge error " + m.code + ": " + m.message);
       break;
@@ -265,6 +270,7 @@ function select(sid) {
   state.selected = sid;
   delete state.lastSeq[sid];
   state.view = new SessionView(sid);
+  if (controls()) controls().select(sid);
   for (const li of $("sessions").children) li.classList.toggle("selected", li.dataset.session === sid);
   subscribe(sid, false);
 }
@@ -557,7 +563,8 @@ class SessionView {
     const t = c ? this.turnOfCard(c) : this.current();
     if (m.state === "asked") {
       box.className = "msg permission pending";
-      box.textContent = "Permission requested: " + what + " — waiting for an answer in opencode";
+      box.textContent = "Permission requested: " + what + " — waiting for an answer";
+      if (!(controls() && controls().permissionButtons(box, this.sid, m.request_id))) box.append(" in opencode");
       if (c) { c.el.classList.add("asking"); c.outputEl.textContent = "waiting for permission…"; }
       if (t) this.setTurn(t, "waiting");
     } else {
