@@ -38,6 +38,14 @@ COMMIT_SECONDS = Histogram(
     "bridge_commit_duration_seconds", "Duration of one write transaction", registry=REGISTRY,
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
 )
+GROUP_WRITES = Histogram(
+    "bridge_group_commit_writes", "Sessions' batches per group-commit transaction", registry=REGISTRY,
+    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
+)
+GROUP_SECONDS = Histogram(
+    "bridge_group_commit_duration_seconds", "Duration of one group-commit transaction", registry=REGISTRY,
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
 UPSTREAM_TO_COMMIT = Histogram(
     "bridge_upstream_to_commit_seconds", "From the upstream event timestamp to our commit",
     registry=REGISTRY, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),

@@ -16,12 +16,14 @@ session by session, so one bad batch fails only its own follower.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.exc import DBAPIError
 
+from bridge import metrics
 from bridge.store.write import BatchResult, Fenced, SessionWrite
 
 Commit = Callable[[Sequence[SessionWrite]], Awaitable[list[BatchResult | Fenced]]]
@@ -126,6 +128,7 @@ class GroupCommitter:
                 self._changed.notify_all()
 
     async def _resolve(self, group: list[_Pending]) -> None:
+        t0 = time.perf_counter()
         try:
             results = await self._commit([p.write for p in group])
         except Exception as e:
@@ -139,6 +142,8 @@ class GroupCommitter:
             return
         self.groups += 1
         self.writes += len(group)
+        metrics.GROUP_WRITES.observe(len(group))
+        metrics.GROUP_SECONDS.observe(time.perf_counter() - t0)
         for p, r in zip(group, results, strict=True):
             if not p.done.done():
                 p.done.set_result(r)
