@@ -1,4 +1,6 @@
-"""The batch writer and the session/lease rows, for one upstream. SQL lives in `bridge.store.queries`.
+"""The store of one upstream: batches (`write_batch`, through the group committer while `group_commit()`
+runs; the transaction itself is `bridge.store.write`), rejects, and the session/lease rows
+(`bridge.store.queries`).
 
 Connection-level failures (PostgreSQL restarted, connection killed) propagate as
 `sqlalchemy.exc.DBAPIError`; the transaction is then rolled back by PostgreSQL, so neither events nor the
