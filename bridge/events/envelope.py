@@ -42,6 +42,10 @@ def _finite_float(text: str) -> float:
     return value
 
 
+# Built once: json.loads with hooks would build a new decoder on every call (the ingest hot path).
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def is_int(value: object) -> TypeGuard[int]:
     # bool is a subclass of int in Python; JSON true/false must never pass for a number.
     return isinstance(value, int) and not isinstance(value, bool)
@@ -50,7 +54,7 @@ def is_int(value: object) -> TypeGuard[int]:
 def parse_frame(data: str) -> Envelope:
     """Parse the `data:` text of one SSE event into a v2 envelope, or raise `BadFrame`."""
     try:
-        obj = json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
+        obj = _DECODER.decode(data)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; deep nesting recurses
         raise BadFrame("bad_json", str(exc)[:200]) from None
     return parse_envelope(obj)

@@ -34,7 +34,8 @@ def _int(value: object) -> int | None:
 
 def _number(value: object) -> float | None:
     if is_int(value):
-        return float(value)
+        # An integer beyond a double's range (JSON allows any size) is no usable number, not an error.
+        return float(value) if abs(value) < 2**1023 else None
     if isinstance(value, float) and math.isfinite(value):
         return value
     return None

@@ -431,6 +431,14 @@ def test_float_cost_is_kept() -> None:
     assert ev("session.next.step.ended", {"cost": 0.0123}).cost == 0.0123
 
 
+def test_an_integer_beyond_a_double_is_no_number_not_a_crash() -> None:
+    # JSON integers have no size limit; float(10**400) raises OverflowError, which is no BadFrame.
+    # (Integer columns beyond bigint are stored as NULL by the store: bridge.store.rows.)
+    assert ev("session.next.step.ended", {"cost": 10**400}).cost is None
+    assert ev("session.next.step.ended", {"cost": -(10**400)}).cost is None
+    assert ev("session.next.step.ended", {"cost": 2**1022}).cost == float(2**1022)
+
+
 def test_wrong_shaped_ids_and_texts_yield_none() -> None:
     e = ev(
         "session.next.text.ended",
