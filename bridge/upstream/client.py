@@ -301,3 +301,29 @@ class UpstreamClient:
     def open_live_events(self) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
         """The global live stream `GET /api/event`."""
         return self.open_stream("/api/event")
+
+    # -- the sync protocol (docs/upstream.md §14, §15) ------------------------------------------------
+
+    async def sync_history(self, session_id: str, after: int) -> list[Any]:
+        """The session's persisted log after `after` (exclusive), legacy and v2 events in one gap-free
+        seq order: `POST /sync/history {"<sid>": after}` (a JSON array of sync items, docs/upstream.md
+        §14). The body is bounded like every JSON body (`BodyTooLarge`)."""
+        self.session_path(session_id)  # the id check; the id goes into the body, not the URL
+        what = "POST /sync/history"
+        req = self._request("POST", "/sync/history", None, stream=False)
+        body = json.dumps({session_id: after}, separators=(",", ":")).encode()
+        req = Request(req.method, req.url, {**req.headers, "Content-Type": "application/json",
+                                            "Accept": "application/json"},
+                      req.timeout_s, req.connect_timeout_s, body)
+        async with self.transport.send(req) as resp:
+            if resp.status != 200:
+                raise _error_for(resp.status, await _error_body(resp), what)
+            data = _decode(await _read_bounded(resp, self._max_body_bytes, what))
+        if not isinstance(data, list):
+            raise UpstreamError(f"{what}: answer is not a JSON array")
+        return data
+
+    def open_global_events(self) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
+        """`GET /global/event`: every directory, both runtimes, persisted events with their sync twins
+        (docs/upstream.md §15)."""
+        return self.open_stream("/global/event")

@@ -33,6 +33,7 @@ class Request:
     # None: no total/read timeout (SSE streams, docs/upstream.md §3.3, §3.4); only the connect phase is timed.
     timeout_s: float | None = None
     connect_timeout_s: float = 10.0
+    body: bytes | None = None  # a request body (JSON), sent as is
 
     @property
     def path(self) -> str:
@@ -88,7 +89,8 @@ class AiohttpTransport:
         try:
             # encoded=True: the client quoted every segment; yarl must neither re-quote nor normalize.
             async with self._session.request(request.method, yarl.URL(request.url, encoded=True),
-                                             headers=dict(request.headers), timeout=timeout) as resp:
+                                             headers=dict(request.headers), data=request.body,
+                                             timeout=timeout) as resp:
                 yield Response(resp.status, resp.headers, _chunks(resp, request))
         except aiohttp.ClientError as e:
             raise _unavailable(request, e) from e
