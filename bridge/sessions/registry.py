@@ -21,6 +21,7 @@ from bridge import metrics
 from bridge.config import Settings
 from bridge.errors import LeaseHeld
 from bridge.events import ChatEvent
+from bridge.legacy import SEED_KINDS
 from bridge.sessions.activity import ActivityTracker
 from bridge.sessions.parking import FailureStreak, is_transient
 from bridge.sessions.sink import StoreSink
@@ -240,6 +241,7 @@ class WarmRegistry:
             batch_max_events=s.batch_max_events, reconnect_min_s=s.reconnect_min_s,
             reconnect_max_s=s.reconnect_max_s, stall_s=s.durable_stall_s, upstream=s.upstream_name,
             on_committed=self._on_committed(session_id, w),
+            seed=lambda: self._store.seed_rows(session_id, sorted(SEED_KINDS)),
         )
         return await w.follower.run(), w.follower.cursor
 

@@ -288,6 +288,14 @@ class EventStore:
             return [(int(r.seq), str(r.event_id)) for r in result]
 
 
+    async def seed_rows(self, session_id: str, kinds: Sequence[str]) -> list[dict[str, Any]]:
+        """`event_id, kind, part_id, message_id, assistant_message_id` of the session's rows of these kinds,
+        in seq order (a follower rebuilds its legacy turn state from them, bridge.legacy.SEED_KINDS)."""
+        async with self._engine.connect() as conn:
+            result = await conn.execute(q.select_seed_rows(self._upstream, session_id, kinds))
+            return [dict(r._mapping) for r in result]
+
+
 def _stored(row: Row[Any]) -> dict[str, Any]:
     return {
         "session_id": row.session_id,
