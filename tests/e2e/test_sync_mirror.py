@@ -192,6 +192,13 @@ async def test_a_global_event_cut_mid_turn_is_repaired(
         await assert_complete(db, sid)
         await wait_until(lambda: proxy.open_matching(b"GET /global/event") == 1, 20, 0.05,
                          message="/global/event reconnected")
+        text_ = await bridge_metrics(bridge)
+        repairs = metric_sum(text_, 'bridge_sync_repairs_total{cause="live_reconnect"}')
+        twins = metric_sum(text_, "bridge_twin_events_total")
+        log = await opencode.sync_history(sid, 0)
+        print(f"\n/global/event cut mid legacy turn: {len(log)} events, {twins:.0f} from twins, "
+              f"{repairs:.0f} sync-log read(s) after the reconnect")
+        assert repairs >= 1
     finally:
         await proxy.stop()
 
@@ -208,13 +215,17 @@ async def test_repairs_after_a_reconnect_are_few(
     await opencode.wait_legacy_idle(sid, 1)
     await wait_synced(db, opencode, sid)
     metrics_text = await bridge_metrics(bridge)
-    repairs = sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
-                  if line.startswith("bridge_sync_repairs_total{"))
-    twins = next(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
-                 if line.startswith("bridge_twin_events_total "))
+    repairs = metric_sum(metrics_text, "bridge_sync_repairs_total{")
+    twins = metric_sum(metrics_text, "bridge_twin_events_total")
     log = await opencode.sync_history(sid, 0)
     print(f"\nlegacy tool turn: {len(log)} events, {twins:.0f} stored from twins, {repairs:.0f} sync-log reads")
     assert twins > 0 and repairs <= 6
+
+
+def metric_sum(metrics_text: str, prefix: str) -> float:
+    """The sum of the samples whose line starts with `prefix` (labels included or not)."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
+               if line.startswith(prefix) and not line.startswith("#"))
 
 
 async def bridge_metrics(bridge: BridgeProcess) -> str:

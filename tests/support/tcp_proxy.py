@@ -8,10 +8,12 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 
+_METHODS = (b"GET ", b"POST ", b"PUT ", b"DELETE ", b"PATCH ", b"HEAD ", b"OPTIONS ")
+
 
 @dataclass(eq=False)  # identity: kept in a set
 class _Conn:
-    head: bytearray = field(default_factory=bytearray)  # the first bytes the client sent
+    head: bytearray = field(default_factory=bytearray)  # the start of the latest request the client sent
     writers: list[asyncio.StreamWriter] = field(default_factory=list)
 
 
@@ -72,8 +74,8 @@ class TcpProxy:
     async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: _Conn | None) -> None:
         try:
             while data := await reader.read(65536):
-                if conn is not None and len(conn.head) < 64:
-                    conn.head += data[:64]
+                if conn is not None and data.startswith(_METHODS):
+                    conn.head[:] = data[:64]  # the latest request on this (kept-alive) connection
                 writer.write(data)
                 await writer.drain()
         except (ConnectionError, OSError):
