@@ -70,9 +70,10 @@ async def sessions_to_warm(client: UpstreamClient, store: EventStore, *, concurr
                 return WarmCandidate(sid, directory, "new_events")  # cannot tell: follow to be safe
             if not page.events:
                 try:
-                    page_events = await client.sync_history(sid, row.cursor_seq if row else 0)
+                    logged = await client.sync_history(sid, row.cursor_seq if row else 0)
+                    page_events = [i for i in logged if isinstance(i, dict) and i.get("aggregate_id") == sid]
                 except UpstreamError:
-                    page_events = [None]  # cannot tell (e.g. over the body bound): follow to be safe
+                    page_events = [{}]  # cannot tell (e.g. over the body bound): follow to be safe
                 if not page_events:
                     return None
         return WarmCandidate(sid, directory, "new_events")

@@ -185,9 +185,7 @@ class SyncRepair:
                 await self._reject(e.reason, _json_text(item), received_at, None, str(e))
                 continue
             if env.aggregate_id != self._sid:
-                await self._reject("wrong_session", _json_text(item), received_at, env.seq,
-                                   f"aggregate_id {env.aggregate_id}")
-                continue
+                continue  # the log of an aggregate the request could not leave out (§14): not ours
             if env.seq is not None and env.seq > cursor:
                 by_seq.setdefault(env.seq, env)
         return [by_seq[s] for s in sorted(by_seq)]

@@ -91,9 +91,9 @@ class MemoryUpstream:
         if url.raw_path == "/sync/history" and request.body is not None:
             if "sync" in self.status:
                 return json_response(self.status["sync"], {"_tag": "Injected", "message": "sync"})
-            asked = json.loads(request.body)
-            return json_response(200, [item for sid, after in asked.items() for item in self.sync.get(sid, [])
-                                       if item["seq"] > after])
+            asked = json.loads(request.body)  # like the real server: unnamed aggregates from the start
+            return json_response(200, [item for sid, log in self.sync.items() for item in log
+                                       if item["seq"] > asked.get(sid, -1)])
         if len(parts) == 5 and parts[:3] == ["", "api", "session"]:
             sid, route = unquote(parts[3]), parts[4]
             if route in self.status:

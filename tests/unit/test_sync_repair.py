@@ -139,15 +139,21 @@ async def test_a_hole_the_sync_log_lacks_is_stored_around_and_counted() -> None:
     assert metrics.SYNC_LOG_HOLES._value.get() > holes
 
 
-async def test_a_log_item_of_another_session_or_broken_is_rejected_not_stored() -> None:
-    bad = [legacy(1), {**legacy(2), "aggregate_id": "ses_B"}, {"seq": 3}, legacy(3)]
-    up = MemoryUpstream(history={SID: []}, sync={SID: bad})
+async def test_a_broken_log_item_is_rejected_and_other_sessions_are_left_out() -> None:
+    bad = [legacy(1), {"seq": 3}, legacy(3)]
+    other = [{**legacy(s), "aggregate_id": "ses_B", "id": f"evt_B{s}"} for s in (0, 1, 2)]
+    up = MemoryUpstream(history={SID: []}, sync={SID: bad, "ses_B": other})
     sink = MemorySink()
     f = follower(up, sink)
     async with running(f):
         await wait_until(lambda: sink.cursor == 3, 5, 0.001, message="stored")
-    assert sorted(sink.events) == [1, 3]
-    assert {r for r, _ in sink.rejects} >= {"wrong_session", "bad_shape"}
+        assert sorted(sink.events) == [1, 3]
+        assert [r for r, _ in sink.rejects] == ["bad_shape"]  # ses_B's log is not ours, not a reject
+        # the client learnt ses_B from the answer: the next read names it with the largest cutoff
+        f.request_repair("test")
+        await wait_until(lambda: sum(p == "/sync/history" for p in up.paths) == 2, 5, 0.001)
+    asked = json.loads([r for r in up.transport.requests if r.path == "/sync/history"][-1].body or b"")
+    assert asked == {SID: 3, "ses_B": 2**53 - 1}
 
 
 async def test_a_sync_log_over_the_body_bound_falls_back_to_history_and_leaves_a_gap() -> None:
