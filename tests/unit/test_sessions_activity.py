@@ -1,6 +1,7 @@
 """ActivityTracker: committed batches, `session.status` of /global/event and /api/session/active
-observations → status machine → status, gap and title writes, in the order of their causes; only the holder's writes count. The store is an in-memory twin
-of the lease store's lifecycle statements; the clock is a variable."""
+observations → status machine → status, gap and title writes, in the order of their causes; only the
+holder's writes count. The store is an in-memory twin of the lease store's lifecycle statements; the clock
+is a variable."""
 
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ async def test_an_upstream_retry_is_a_visible_retrying_status_until_the_turn_goe
 
 
 async def test_upstream_idle_wakes_the_poller_but_the_active_list_ends_the_turn(parts: Any) -> None:
-    tracker, store, clock = parts
+    tracker, _store, clock = parts
     await tracker.resume("ses_A", 0)
     tracker.upstream_status("ses_A", SessionStatus("busy"))
     assert tracker.status("ses_A") is Status.RUNNING
