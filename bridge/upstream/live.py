@@ -7,7 +7,8 @@ gone, so after every (re)connect the handler re-syncs (each warm session repairs
 discovery runs). We reconnect at once after a clean EOF, and when no byte (not even the `server.heartbeat`
 event) arrived within `heartbeat_timeout_s`.
 
-Each frame becomes one `ChatEvent` for the handler, with the frame's directory: a twin is normalized
+Each frame becomes one `ChatEvent` for the handler, with the frame's directory (a bus event's envelope
+`raw` is rewritten to the live shape `{id, type, data, location}` that the relay stores): a twin is normalized
 without state (the follower maps what it stores itself, bridge.legacy); a bus event of a session through a
 per-session `LegacyTurnState` of this reader, so a legacy `message.part.delta` of a part announced as text
 or reasoning is a `delta:text` / `delta:reasoning` like a v2 delta (docs/legacy.md).
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Protocol
 
 import structlog
@@ -141,6 +143,11 @@ class LiveStream:
 
     def _map(self, frame: GlobalFrame) -> ChatEvent:
         env = frame.envelope
+        if not frame.twin:
+            # A bus event is handed on in the live envelope shape the relay stores and replays
+            # (`{id, type, data, location}`, docs/upstream.md §2); it is never stored as an event row.
+            where = {"location": {"directory": frame.directory}} if frame.directory else {}
+            env = replace(env, raw={"id": env.id, "type": env.type, "data": env.data, **where})
         sid = env.session_id
         if frame.twin or sid is None:
             return normalize(env) if frame.twin else normalize_legacy(env, LegacyTurnState())
