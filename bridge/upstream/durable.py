@@ -1,9 +1,9 @@
-"""One session's durable follower: `/history` catch-up, then `/event?after=<cursor>` forever.
+"""One session's durable follower: sync-log and `/history` catch-up, then `/event?after=<cursor>` forever.
 
 Traps handled (docs/upstream.md):
 - §3.3 no headers until the first event → no header/read timeout; only the connect phase is timed.
 - §3.4 no keepalive, never ends → TCP keepalive on the socket; a *stall* watchdog restarts the stream
-  when `/api/event` announced a seq we have not received within `durable_stall_s`.
+  when `/global/event` announced a v2 seq we have not received within `durable_stall_s`.
 - §3.1 seq gaps (legacy turns) → the durable stream is only the v2 subset of the session's sync log (§14):
   a batch starting above cursor + 1 is repaired from the log first (`bridge.upstream.repair`, one cursor
   for both sources, docs/mirror.md), and every (re)connect starts with a repair.
@@ -109,7 +109,7 @@ class DurableFollower:
         self._max_stuck = max_stuck_passes
         self._stuck_passes = 0
         self._log = structlog.get_logger("bridge.durable").bind(upstream=upstream, session_id=session_id)
-        self._hint_seq = 0  # highest seq announced by /api/event
+        self._hint_seq = 0  # highest v2 seq announced by /global/event (its sync twins)
         self._timeout: asyncio.Timeout | None = None
         self.connected = asyncio.Event()  # set while the stream is open with headers received
         self.last_event_monotonic: float | None = None
@@ -122,7 +122,7 @@ class DurableFollower:
 
     # -- hints from the live stream -------------------------------------------------------------
     def notify_seen(self, seq: int) -> None:
-        """/api/event showed this durable seq; if it does not arrive soon, the stream is stuck."""
+        """/global/event showed this v2 seq; if it does not arrive soon, the stream is stuck."""
         if seq <= self._hint_seq:
             return
         self._hint_seq = seq
