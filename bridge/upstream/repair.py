@@ -120,7 +120,8 @@ class SyncRepair:
         try:
             async with self.lock:
                 self._wanted = None
-                await self.repair_locked(cause)
+                if await self.repair_locked(cause) < 0:
+                    await self._twins_over_a_hole()
                 cursor = self._cursor()
                 for seq in [s for s in self._twins if s <= cursor]:
                     del self._twins[seq]
@@ -130,6 +131,16 @@ class SyncRepair:
             self._log.warning("sync_repair_failed", cause=cause, error=str(e))
             await asyncio.sleep(self._retry_s)
             self.request(cause)
+
+    async def _twins_over_a_hole(self) -> None:
+        """The log could not be read (over the body bound): store the waiting twins as they are, so the
+        hole before them becomes a recorded gap instead of a repair retried on every twin."""
+        cursor = self._cursor()
+        waiting = [self._twins.pop(s) for s in sorted(self._twins) if s > cursor]
+        self._twins.clear()
+        if waiting:
+            metrics.TWINS_WRITTEN.inc(len(waiting))
+            await self._commit([self.map(e) for e in waiting], datetime.now(UTC), "twin")
 
     # -- writes -----------------------------------------------------------------------------------------
     async def write(self, events: Sequence[ChatEvent], received_at: datetime, source: str) -> None:
@@ -149,8 +160,8 @@ class SyncRepair:
 
     async def repair_locked(self, cause: str) -> int:
         """Read the sync log after the cursor and store it (the caller holds `lock`); returns the number
-        of events stored. A log over the client's body bound is not read: the caller's events are then
-        stored with a hole, which is recorded as a gap (docs/mirror.md)."""
+        of events stored, or -1 when the log is over the client's body bound and was not read: the
+        caller's events are then stored with a hole, which is recorded as a gap (docs/mirror.md)."""
         cursor = self._cursor()
         self.repairs += 1
         metrics.SYNC_REPAIRS.labels(cause=cause).inc()
@@ -159,7 +170,7 @@ class SyncRepair:
         except BodyTooLarge as e:
             metrics.REJECTS.labels(reason="sync_log_too_large").inc()
             self._log.error("sync_log_too_large", cursor_seq=cursor, error=str(e))
-            return 0
+            return -1
         received_at = datetime.now(UTC)
         envs = await self._accepted(items, cursor, received_at)
         run = contiguous_run(cursor, envs)

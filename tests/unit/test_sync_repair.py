@@ -178,3 +178,20 @@ async def test_client_sync_history_posts_the_cursor_and_checks_the_id() -> None:
     async with up.client(max_body_bytes=10) as client:
         with pytest.raises(BodyTooLarge):
             await client.sync_history(SID, 0)
+
+
+async def test_twins_above_a_log_over_the_body_bound_are_stored_over_the_hole_once() -> None:
+    log = [legacy(1, text="x" * 5000), legacy(2), legacy(3)]
+    up = MemoryUpstream(history={SID: []}, sync={SID: []})
+    sink = MemorySink()
+    f = DurableFollower(SID, up.client(max_body_bytes=4000), sink, 0, reconnect_min_s=0.001,
+                        reconnect_max_s=0.01)
+    async with running(f):
+        await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
+        up.sync[SID] = log
+        f.offer_twin(parse_sync_item(legacy(2)))  # 1 was lost and the log is too large to read
+        f.offer_twin(parse_sync_item(legacy(3)))
+        await wait_until(lambda: sink.cursor == 3, 5, 0.001, message="twins stored over the hole")
+        reads = sync_reads(up)
+        f.offer_twin(parse_sync_item(legacy(3)))
+    assert sorted(sink.events) == [2, 3] and sync_reads(up) == reads
