@@ -108,8 +108,11 @@ class WarmRegistry:
 
     # -- start and stop ---------------------------------------------------------------------------
     async def load_known(self) -> None:
-        """Deleted sessions are never warmed again; parked ones stay parked across restarts."""
-        for row in await self._store.sessions(include_deleted=True):
+        """Deleted sessions are never warmed again; parked ones stay parked across restarts. Every known
+        session is left out of other sessions' sync-log reads from the start (docs/upstream.md §14)."""
+        rows = await self._store.sessions(include_deleted=True)
+        self._client.learn_aggregates(r.session_id for r in rows)
+        for row in rows:
             if row.deleted:
                 self._marks.deleted.add(row.session_id)
             elif row.status == "parked":
