@@ -73,10 +73,11 @@ test-e2e: $(STAMP) $(OPENCODE_BIN) chromium
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra tests/e2e $(PYTEST_ARGS)
 
 # Benchmarks (not part of `make test`): numbers for BENCHMARKS.md.
-bench: $(STAMP)
+bench: $(STAMP) $(OPENCODE_BIN)
 	$(BIN)/python -m bench.ingest --events 5000 --sessions 20
 	$(BIN)/pytest -q -s tests/integration/test_fanout_latency.py
 	$(BIN)/pytest -q -s tests/hostile/test_load.py
+	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.commands --prompts 20
 
 # Long fault soak against the real opencode serve (not part of `make test`): SOAK_MINUTES=10 by default.
 SOAK_MINUTES ?= 10

@@ -21,6 +21,7 @@ from bridge.errors import AuthError, SecretFileError
 
 ALGORITHM = "HS256"
 ISSUER = "opencode-bridge"
+SCOPES = ("read", "prompt", "control")  # each grants what the one before does, and more (docs/commands.md)
 MAX_TTL_S = 30 * 86400.0  # `opencode-bridge token --ttl`: a leaked token stops working within a month
 
 
@@ -30,6 +31,8 @@ class Claims:
     sessions: frozenset[str] | None  # None: every session of the upstream
     expires_at: float
     subject: str = ""
+    # read | prompt | control (docs/commands.md); a token minted before scopes existed is `read`.
+    scope: str = "read"
 
     def allows(self, session_id: str) -> bool:
         return self.sessions is None or session_id in self.sessions
@@ -40,15 +43,19 @@ class Claims:
 
 
 def mint_token(secret: str, upstream: str, sessions: Iterable[str] | None = None, ttl_s: float = 3600,
-               subject: str = "", now: float | None = None) -> str:
+               subject: str = "", now: float | None = None, scope: str = "read") -> str:
     if not 0 < ttl_s <= MAX_TTL_S:  # also refuses nan
         raise ValueError(f"ttl must be more than 0 and at most {MAX_TTL_S:.0f} seconds")
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {', '.join(SCOPES)}")
     t = time.time() if now is None else now
     payload: dict[str, object] = {"iss": ISSUER, "upstream": upstream, "iat": int(t), "exp": int(t + ttl_s)}
     if sessions is not None:
         payload["sessions"] = sorted(set(sessions))
     if subject:
         payload["sub"] = subject
+    if scope != "read":
+        payload["scope"] = scope
     return jwt.encode(payload, secret, algorithm=ALGORITHM)
 
 
@@ -76,8 +83,11 @@ def verify_token(token: str | None, secret: str, upstream: str, now: float | Non
             raise AuthError("invalid", "invalid token: sessions is not a list of ids")
         sessions = frozenset(raw)
     sub = payload.get("sub")
+    scope = payload.get("scope", "read")
+    if scope not in SCOPES:
+        raise AuthError("invalid", "invalid token: unknown scope")
     return Claims(upstream=upstream, sessions=sessions, expires_at=float(exp),
-                  subject=sub if isinstance(sub, str) else "")
+                  subject=sub if isinstance(sub, str) else "", scope=scope)
 
 
 def bearer_token(headers: Mapping[str, str], query: Mapping[str, str] | None = None) -> str | None:

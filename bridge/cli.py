@@ -29,6 +29,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="grant this session (repeatable); none: every session of the upstream")
     t.add_argument("--ttl", type=float, default=3600.0, metavar="SECONDS", help="lifetime (default 3600)")
     t.add_argument("--subject", default="", help="who the token is for (kept in the token, logged on use)")
+    t.add_argument("--scope", choices=("read", "prompt", "control"), default="read",
+                   help="read (default): watch and audit; prompt: also send prompts and answer permissions; "
+                        "control: also interrupt, switch model or agent, create sessions (docs/commands.md)")
     sub.add_parser("doctor", help="check database, migrations, upstream, credentials and clock; explain fixes")
     from bridge.audit.commands import add_parsers as add_audit_parsers
 
@@ -55,7 +58,7 @@ async def _run(settings: Settings, url: str) -> int:
     return await daemon.run()
 
 
-def _token(settings: Settings, sessions: list[str] | None, ttl: float, subject: str) -> int:
+def _token(settings: Settings, sessions: list[str] | None, ttl: float, subject: str, scope: str = "read") -> int:
     from bridge.auth import MAX_TTL_S, load_or_create_secret, mint_token
     from bridge.ids import SESSION_ID_RULE, valid_session_id
 
@@ -68,7 +71,7 @@ def _token(settings: Settings, sessions: list[str] | None, ttl: float, subject: 
               file=sys.stderr)
         return 2
     secret = load_or_create_secret(settings.auth_secret.value, settings.state_dir)
-    print(mint_token(secret, settings.upstream_name, sessions, ttl, subject))
+    print(mint_token(secret, settings.upstream_name, sessions, ttl, subject, scope=scope))
     return 0
 
 
@@ -105,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.command == "token":
-            return _token(settings, args.session, args.ttl, args.subject)
+            return _token(settings, args.session, args.ttl, args.subject, args.scope)
         return _main(args, settings)
     except ConfigError as e:  # e.g. an unusable auth_secret file (bridge.auth.SecretFileError)
         print(f"opencode-bridge: configuration error: {e}", file=sys.stderr)

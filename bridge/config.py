@@ -99,8 +99,8 @@ class Settings:
         return out
 
 
-# env var -> (field, parser)
-_ENV: dict[str, str] = {
+# Every setting: environment variable -> Settings field (public: the unit-file test checks each is documented).
+ENV_VARS: dict[str, str] = {
     "BRIDGE_UPSTREAM_URL": "upstream_url",
     "BRIDGE_UPSTREAM_USERNAME": "upstream_username",
     "BRIDGE_UPSTREAM_PASSWORD": "upstream_password",
@@ -134,7 +134,7 @@ _ENV: dict[str, str] = {
     "BRIDGE_LOG_FORMAT": "log_format",
     "BRIDGE_LOG_LEVEL": "log_level",
 }
-_TOML_KEYS = {v: k for k, v in _ENV.items()}
+_TOML_KEYS = {v: k for k, v in ENV_VARS.items()}
 
 
 def _parse(name: str, fname: str, raw: str) -> Any:
@@ -219,7 +219,7 @@ def load_settings(env: Mapping[str, str] | None = None, toml_path: str | None = 
             if key not in _TOML_KEYS:
                 raise ConfigError(f"BRIDGE_CONFIG: unknown key {key!r}")
             values[key] = _parse(f"{toml_path}:{key}", key, str(raw))
-    for name, fname in _ENV.items():
+    for name, fname in ENV_VARS.items():
         raw = env.get(name)
         if raw is not None and raw != "":
             values[fname] = _parse(name, fname, raw)

@@ -35,6 +35,7 @@ from bridge.dispatch import LiveDispatch
 from bridge.fanout.service import Fanout, auth_secret
 from bridge.http.app import build_app, serving
 from bridge.http.audit import AuditContext
+from bridge.http.commands import mount_commands
 from bridge.ops.readiness import health_monitor, readiness_check, readiness_detail, status_line
 from bridge.ops.sdnotify import Notifier
 from bridge.sessions.discovery import Discovery
@@ -115,6 +116,7 @@ class Daemon:
                             audit=AuditContext(AuditReader(read_engine, s.upstream_name), secret, s.auth_disabled),
                             detail=readiness_detail(secret, s),
                             trusted_hosts=fanout.service.trusted_hosts if s.auth_disabled else None)
+            mount_commands(app, s, engine, client, fanout.service, secret)  # docs/commands.md
 
             await stack.enter_async_context(serving(app, s.http_host, s.http_port,
                                                     max_connections=s.http_max_connections))
@@ -124,7 +126,10 @@ class Daemon:
             await stack.enter_async_context(_background("discovery", discovery.run))
             await stack.enter_async_context(_background("live", live.run))
             notifier = Notifier.from_env()
-            await stack.enter_async_context(_background("health", health_monitor(notifier, engine, sessions).run))
+            # The watchdog's database probe shares the heartbeats' pool: a burst of write batches on the
+            # main pool must not withhold the watchdog (and have systemd restart a busy bridge).
+            health = health_monitor(notifier, liveness_engine, sessions)
+            await stack.enter_async_context(_background("health", health.run))
 
             self._started = True
             self._log.info("bridge_started", warm=len(sessions.warm_sessions()))

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.events import NOISE, UNKNOWN, ChatEvent, Envelope, Kind, error_fallback, kind_of, normalize
+from bridge.legacy_shapes import LegacyChatEvent
 
 # The kinds' type (the `Kind` enum compares equal to its strings).
 KindName = Kind
@@ -329,4 +330,4 @@ def normalize_legacy(env: Envelope, state: LegacyTurnState) -> ChatEvent:
     if mapper is None:
         return ChatEvent(envelope=env, kind=NOISE) if env.type in EXTRA_NOISE else normalize(env)
     kind, values = mapper(env, state)
-    return ChatEvent(envelope=env, kind=kind, **{k: v for k, v in values.items() if v is not None})
+    return LegacyChatEvent(envelope=env, kind=kind, **{k: v for k, v in values.items() if v is not None})

@@ -22,7 +22,8 @@ def render_transcript(entries: list[dict[str, Any]]) -> str:
         t = e["type"]
         if t == "user":
             started = "taken" if e.get("started_seq") is not None else "not taken yet"
-            out.append(f"[{e['seq']}] USER ({e.get('delivery') or 'steer'}, {started}):")
+            how = f"{e['delivery']}, " if e.get("delivery") else ""  # a legacy prompt has no delivery mode
+            out.append(f"[{e['seq']}] USER ({how}{started}):")
             out.append(_indent(str(e.get("text") or "")))
         elif t == "assistant":
             model = e.get("model") or {}

@@ -13,7 +13,11 @@ an `export` file. Entries, in seq order:
 Interrupts have no event of their own upstream (docs/upstream.md §4.2): a step or tool that failed with the
 upstream's interrupt message is flagged `interrupted`; the error itself is kept verbatim either way.
 A step that never ended (killed server, cut stream) has `complete: false`. Upstream fields are read
-through the mapping layer (`bridge.events.ChatEvent`), never by name here.
+through the mapping layer (`bridge.stored.stored_event`), never by name here, so a turn driven through the
+legacy API (docs/legacy.md) gives the same entries as a v2 turn: its prompt is taken when its first step
+starts, its tool calls carry their input from whichever event first shows it, and its re-sent updates add
+nothing. A tool's `duration_ms` is the time it ran, from the event that reports it (a legacy part) or
+from the timestamps of its start and end.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from bridge.events import ChatEvent, Kind, normalize_stored
+from bridge.events import ChatEvent, Kind
+from bridge.stored import stored_event
 
 Entry = dict[str, Any]
 
@@ -66,6 +71,9 @@ class _Builder:
     def _step_start(self, seq: int, ev: ChatEvent) -> None:
         entry = self.step(ev.assistant_message_id, seq)
         entry.update(agent=ev.agent, model=ev.model, time_ms=ev.timestamp_ms)
+        prompt = self.prompts.get(str(ev.message_id)) if ev.message_id is not None else None
+        if prompt is not None and prompt["started_seq"] is None:  # a legacy turn has no prompt:started
+            prompt["started_seq"] = seq
 
     def _step_end(self, seq: int, ev: ChatEvent) -> None:
         entry = self.step(ev.assistant_message_id, seq)
@@ -103,7 +111,8 @@ class _Builder:
         if tool is None:
             tool = {"type": "tool", "call_id": ev.call_id, "tool": ev.tool_name,
                     "input": None, "input_text": None, "status": "pending", "output": None,
-                    "output_text": None, "structured": None, "error": None, "interrupted": False}
+                    "output_text": None, "structured": None, "error": None, "interrupted": False,
+                    "started_ms": None, "ended_ms": None, "duration_ms": None}
             self.tools[call_id] = tool
             self.step(ev.assistant_message_id, seq)["parts"].append(tool)
         return tool
@@ -117,14 +126,23 @@ class _Builder:
     def _tool_start(self, seq: int, ev: ChatEvent) -> None:
         tool = self._tool(seq, ev)
         tool.update(tool=ev.tool_name or tool["tool"], input=ev.tool_input, status="running")
+        _timed(tool, ev, start=True)
+
+    def _tool_end(self, seq: int, ev: ChatEvent) -> Entry:
+        tool = self._tool(seq, ev)
+        if tool["input"] is None:  # a call first seen ended (legacy) still shows its input
+            tool["input"] = ev.tool_input
+        tool["tool"] = tool["tool"] or ev.tool_name
+        _timed(tool, ev, start=False)
+        return tool
 
     def _tool_success(self, seq: int, ev: ChatEvent) -> None:
-        self._tool(seq, ev).update(status="success", output=ev.tool_content, output_text=ev.tool_output_text,
-                                   structured=ev.tool_structured)
+        self._tool_end(seq, ev).update(status="success", output=ev.tool_content, output_text=ev.tool_output_text,
+                                       structured=ev.tool_structured)
 
     def _tool_fail(self, seq: int, ev: ChatEvent) -> None:
-        self._tool(seq, ev).update(status="failed", error=ev.error, interrupted=ev.interrupted,
-                                   output=ev.tool_result)
+        self._tool_end(seq, ev).update(status="failed", error=ev.error, interrupted=ev.interrupted,
+                                       output=ev.tool_result)
         if ev.interrupted:
             self.step(ev.assistant_message_id, seq)["interrupted"] = True
 
@@ -133,6 +151,19 @@ class _Builder:
 
     def _model_switch(self, seq: int, ev: ChatEvent) -> None:
         self.entries.append({"type": "model_switch", "seq": seq, "model": ev.switched_model})
+
+
+def _timed(tool: Entry, ev: ChatEvent, *, start: bool) -> None:
+    span = ev.tool_span_ms
+    if span is not None:
+        tool["started_ms"] = span[0] if span[0] is not None else tool["started_ms"]
+        tool["ended_ms"] = span[1] if span[1] is not None else tool["ended_ms"]
+    elif start:
+        tool["started_ms"] = ev.timestamp_ms
+    else:
+        tool["ended_ms"] = ev.timestamp_ms
+    begun, ended = tool["started_ms"], tool["ended_ms"]
+    tool["duration_ms"] = ended - begun if begun is not None and ended is not None and ended >= begun else None
 
 
 _HANDLERS: dict[str, Callable[[_Builder, int, ChatEvent], None]] = {
@@ -163,7 +194,13 @@ class TranscriptBuilder:
         self._b = _Builder()
 
     def add(self, row: Mapping[str, Any]) -> None:
-        self._b.add(int(row["seq"]), str(row["kind"]), normalize_stored(row.get("payload")))
+        kind = str(row["kind"])
+        ev = stored_event(row.get("payload"), kind)
+        self._b.add(int(row["seq"]), kind, ev)
+        if row.get("asked_by") is not None:  # a prompt sent through the bridge: its token's subject
+            entry = self._b.prompts.get(str(ev.message_id))
+            if entry is not None:
+                entry["asked_by"] = row["asked_by"]
 
     @property
     def entries(self) -> list[Entry]:

@@ -31,6 +31,7 @@ from bridge.events.normalize import normalize, normalize_stored, to_json
 from bridge.events.permission import (
     PermissionUpdate,
     pending_request,
+    permission_of,
     permission_update,
     resolved_while_away,
     stored_permission,
@@ -62,6 +63,7 @@ __all__ = [
     "parse_envelope",
     "parse_frame",
     "pending_request",
+    "permission_of",
     "permission_update",
     "resolved_while_away",
     "stored_permission",

@@ -136,6 +136,27 @@ class ChatEvent:
             return str(structured["content"])
         return joined if isinstance(content, list) else None
 
+    def data_without_text(self, text: object) -> dict[str, Any]:
+        """`data`, except a text another field already carries: `data.text` (text, reasoning and tool-input
+        ends) and `data.prompt.text` (prompts) are left out rather than sent twice."""
+        if text is None:
+            return self.data
+        out = {k: v for k, v in self.data.items() if not (k == "text" and v == text)}
+        prompt = out.get("prompt")
+        if isinstance(prompt, dict) and prompt.get("text") == text:
+            out["prompt"] = {k: v for k, v in prompt.items() if k != "text"}
+        return out
+
+    @property
+    def tool_span_ms(self) -> tuple[int | None, int | None] | None:
+        """When the tool ran, if the event says so itself (legacy parts do; v2 events time each event)."""
+        return None
+
+    @property
+    def runtime(self) -> str:
+        """Which upstream runtime wrote the event: `v2` or `legacy` (docs/legacy.md)."""
+        return "v2"
+
 
 def location_directory(obj: object) -> str | None:
     """`location.directory` of an envelope or of a `GET /api/session` item: a string without NUL (which

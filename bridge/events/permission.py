@@ -32,6 +32,8 @@ class PermissionUpdate:
     assistant_message_id: str | None = None
     call_id: str | None = None
     reply: str | None = None
+    runtime: str = "v2"  # which runtime asked: `v2` or `legacy` (answered on different endpoints, §16, §17)
+    resources: list[Any] | None = None  # what it asks for (v2 `resources`, legacy `patterns`)
 
 
 def permission_update(ev: ChatEvent) -> PermissionUpdate | None:
@@ -39,8 +41,16 @@ def permission_update(ev: ChatEvent) -> PermissionUpdate | None:
     without a request id or a session."""
     if ev.kind not in (Kind.PERMISSION_ASKED, Kind.PERMISSION_REPLIED) or not ev.request_id or not ev.session_id:
         return None
-    return PermissionUpdate(ev.session_id, ev.request_id, ev.kind == Kind.PERMISSION_REPLIED, ev.data,
-                            ev.envelope.raw, ev.action, ev.assistant_message_id, ev.call_id, ev.reply)
+    return permission_of(ev.session_id, ev)
+
+
+def permission_of(session_id: str, ev: ChatEvent) -> PermissionUpdate:
+    """The update of a permission event (`ev.request_id` set) of either runtime, for `session_id`."""
+    assert ev.request_id is not None
+    resources = ev.data.get("resources" if ev.runtime == "v2" else "patterns")
+    return PermissionUpdate(session_id, ev.request_id, ev.kind == Kind.PERMISSION_REPLIED, ev.data,
+                            ev.envelope.raw, ev.action, ev.assistant_message_id, ev.call_id, ev.reply,
+                            runtime=ev.runtime, resources=resources if isinstance(resources, list) else None)
 
 
 def pending_request(session_id: str, item: dict[str, Any]) -> PermissionUpdate | None:
@@ -51,8 +61,9 @@ def pending_request(session_id: str, item: dict[str, Any]) -> PermissionUpdate |
         return None
     data = {**item, "sessionID": session_id}
     record = {"id": f"bridge_resync_asked_{rid}", "type": "permission.v2.asked", "data": data}
+    resources = item.get("resources")
     return PermissionUpdate(session_id, rid, False, data, record, f["action"], f["assistant_message_id"],
-                            f["call_id"])
+                            f["call_id"], resources=resources if isinstance(resources, list) else None)
 
 
 def resolved_while_away(session_id: str, request_id: str, note: str) -> PermissionUpdate:
@@ -71,5 +82,4 @@ def stored_permission(session_id: str, record: object) -> PermissionUpdate | Non
         return None
     if ev.kind not in (Kind.PERMISSION_ASKED, Kind.PERMISSION_REPLIED) or not ev.request_id:
         return None
-    return PermissionUpdate(session_id, ev.request_id, ev.kind == Kind.PERMISSION_REPLIED, ev.data,
-                            ev.envelope.raw, ev.action, ev.assistant_message_id, ev.call_id, ev.reply)
+    return permission_of(session_id, ev)

@@ -11,14 +11,15 @@ from dataclasses import dataclass, field
 import structlog
 
 from bridge.auth import Claims, verify_token
+from bridge.commands.service import Outcome
 from bridge.errors import AuthError, ProtocolError
-from bridge.events import stored_permission
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.hub import Client, Hub, Subscription
 from bridge.fanout.queue import QueueLimits
 from bridge.http.hosts import LOOPBACK_TRUSTED
 from bridge.store.fanout import FanoutStore
+from bridge.stored import stored_permission
 
 
 @dataclass
@@ -40,6 +41,8 @@ class FanoutService:
     # upstream to ask (tests of the fan-out alone) — every well-formed id is taken.
     confirm: Callable[[str], Awaitable[bool]] | None = None
     now: Callable[[], float] = time.time
+    # The `command` op (docs/commands.md): bridge.http.commands.CommandsContext.run; None: not offered.
+    commands: Callable[..., Awaitable[Outcome]] | None = None
 
     def authenticate(self, token: str | None) -> Claims:
         if self.auth_disabled:
@@ -60,7 +63,7 @@ class Connection:
     def hello(self) -> None:
         c = self.claims
         self._send(p.hello_message(self._svc.upstream, sorted(c.sessions) if c.sessions is not None else None,
-                                   None if math.isinf(c.expires_at) else c.expires_at))
+                                   None if math.isinf(c.expires_at) else c.expires_at, c.scope))
 
     def expired(self) -> bool:
         return self.claims.expires_at <= self._svc.now()
@@ -85,6 +88,8 @@ class Connection:
                 self._send(p.error_message(p.ERR_INTERNAL, "listing failed, retry later", op.ref))
                 return
             self._send(p.sessions_message(listed, op.ref, nxt))
+        elif isinstance(op, p.CommandOp):
+            await self._command(op)
         elif isinstance(op, p.Unsubscribe):
             if op.session not in self.client.subscriptions:
                 self._send(p.error_message(p.ERR_NOT_SUBSCRIBED, "not subscribed", op.ref, op.session))
@@ -140,6 +145,21 @@ class Connection:
             update = stored_permission(sid, record)
             if update is not None:
                 self._send(p.permission_message(sid, update))
+
+    async def _command(self, op: p.CommandOp) -> None:
+        if self._svc.commands is None:
+            self._send(p.error_message(p.ERR_BAD_MESSAGE, "commands are not offered here", op.ref))
+        elif self.expired():
+            self._send(p.error_message(p.ERR_TOKEN_EXPIRED, "token expired", op.ref))
+        else:
+            try:
+                out = await self._svc.commands(self.claims, op.command, op.body, op.session, op.request_id)
+            except Exception as e:  # keep the connection, as for the other ops
+                self._log.error("ws_command_failed", command=op.command, error=f"{type(e).__name__}: {e}"[:300])
+                self._send(p.error_message(p.ERR_INTERNAL, "command failed, retry with the same command_id",
+                                           op.ref))
+                return
+            self._send(p.command_result_message(op.command, out.status, out.body, op.ref))
 
     async def _exists(self, sid: str) -> bool:
         """Stored here already, or confirmed by the upstream (docs/websocket.md, `unknown_session`)."""

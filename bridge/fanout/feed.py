@@ -1,7 +1,7 @@
 """From "a batch of session S committed up to seq N" to `event` messages for the live subscribers.
 
-Wake-ups come from this process's own writer (`on_committed`) and from every process's writer through
-PostgreSQL `LISTEN/NOTIFY` (`CommitListener`). Either way the feed reads the committed rows back by seq
+Wake-ups come from every process's writer, this one's included, through PostgreSQL `LISTEN/NOTIFY`
+(`CommitListener`; the NOTIFY is sent in the writing transaction). The feed reads the committed rows back by seq
 (`seq > last published`), so what it publishes is exactly what is stored, in seq order, whichever process
 wrote it. Wake-ups coalesce: one read per session covers any number of notifications.
 

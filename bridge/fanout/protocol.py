@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.errors import ProtocolError
-from bridge.events import ChatEvent, Kind, PermissionUpdate, normalize_stored, to_json
+from bridge.events import ChatEvent, Kind, PermissionUpdate, to_json
 from bridge.ids import SESSION_ID_RULE, valid_session_id
+from bridge.stored import stored_event
 
 # --- close codes (documented in docs/websocket.md) -----------------------------------------------------
 CLOSE_GOING_AWAY = 1001  # the bridge is shutting down: reconnect (to any replica) and resume
@@ -63,7 +64,19 @@ class ListSessions:
     cursor: str | None = None  # the `next` of the previous page
 
 
-ClientOp = Subscribe | Unsubscribe | Ping | ListSessions
+@dataclass(frozen=True)
+class CommandOp:
+    """A command (docs/commands.md) over the socket: the HTTP body's fields sit in the frame itself."""
+
+    command: str
+    session: str | None
+    request_id: str | None
+    body: dict[str, Any]
+    ref: object = None
+
+
+ClientOp = Subscribe | Unsubscribe | Ping | ListSessions | CommandOp
+_COMMAND_FRAME_KEYS = frozenset({"op", "id", "command", "session", "request_id"})
 
 
 def _is_int(v: object) -> bool:
@@ -124,7 +137,21 @@ def parse_client_message(text: str) -> ClientOp:
         if cursor is not None and not (isinstance(cursor, str) and len(cursor) <= 200 and _encodable(cursor)):
             raise ProtocolError(ERR_BAD_MESSAGE, "next must be the `next` of a previous sessions reply", ref)
         return ListSessions(ref, limit, cursor)
+    if op == "command":
+        return _command(obj, ref)
     raise ProtocolError(ERR_BAD_MESSAGE, f"unknown op {str(op)[:40]!r}", ref)
+
+
+def _command(obj: dict[str, Any], ref: object) -> CommandOp:
+    command = obj.get("command")
+    if not isinstance(command, str) or not 1 <= len(command) <= 40:
+        raise ProtocolError(ERR_BAD_MESSAGE, "command must name a command", ref)
+    session = _session(obj, ref) if obj.get("session") is not None else None
+    request_id = obj.get("request_id")
+    if request_id is not None and not isinstance(request_id, str):
+        raise ProtocolError(ERR_BAD_MESSAGE, "request_id must be a string", ref)
+    body = {k: v for k, v in obj.items() if k not in _COMMAND_FRAME_KEYS}
+    return CommandOp(command, session, request_id, body, ref)
 
 
 # --- server messages ------------------------------------------------------------------------------------
@@ -142,33 +169,40 @@ def _with_ref(msg: dict[str, Any], ref: object) -> dict[str, Any]:
 
 _NOT_FIELDS = ("kind", "seq", "event_id", "type", "session_id")
 
+# A stored row as the feed and the replay read it: (seq, payload, kind column).
+StoredRow = tuple[int, dict[str, Any], str | None]
 
-def event_message(session_id: str, seq: int, envelope: dict[str, Any]) -> dict[str, Any]:
-    """A stored durable event. `fields` is the normalized view, `data` the upstream `data` untouched."""
-    ev = normalize_stored(envelope)  # stored rows are valid envelopes; an odd one maps to `unknown`
+
+def event_message(session_id: str, seq: int, envelope: dict[str, Any], kind: str | None = None) -> dict[str, Any]:
+    """A stored durable event of either runtime (`kind`: the row's stored kind, which a legacy row needs).
+    `fields` is the normalized view, the same for both runtimes; `data` the upstream `data` untouched but
+    for a text `fields.text` already carries."""
+    ev = stored_event(envelope, kind)  # stored rows are valid envelopes; an odd one maps to `unknown`
     fields = {k: v for k, v in to_json(ev).items() if k not in _NOT_FIELDS}
+    fields.update(_tool_fields(ev))
     return {"type": "event", "session": session_id, "seq": seq, "event_id": ev.event_id, "event_type": ev.type,
-            "kind": ev.kind, "fields": fields, "data": _without_text(ev.data, fields.get("text"))}
+            "kind": ev.kind, "fields": fields, "data": ev.data_without_text(fields.get("text"))}
 
 
-def event_frames(session_id: str, rows: Iterable[tuple[int, dict[str, Any]]]) -> list[tuple[int, str]]:
-    """Stored rows `(seq, envelope)` → `(seq, event frame text)`: the one path from rows to frames, for
-    the live feed and for a subscription's replay alike."""
-    return [(seq, dumps(event_message(session_id, seq, envelope))) for seq, envelope in rows]
-
-
-def _without_text(data: object, text: object) -> dict[str, Any]:
-    """The upstream `data`, except a text that `fields.text` already carries: `data.text` (text, reasoning
-    and tool-input ends) and `data.prompt.text` (prompts) are left out rather than sent twice."""
-    if not isinstance(data, dict):
+def _tool_fields(ev: ChatEvent) -> dict[str, Any]:
+    """A tool call's input and output text, whichever runtime's payload holds them (docs/websocket.md)."""
+    if ev.kind not in (Kind.TOOL_START, Kind.TOOL_SUCCESS, Kind.TOOL_FAIL):
         return {}
-    if text is None:
-        return data
-    out = {k: v for k, v in data.items() if not (k == "text" and v == text)}
-    prompt = out.get("prompt")
-    if isinstance(prompt, dict) and prompt.get("text") == text:
-        out["prompt"] = {k: v for k, v in prompt.items() if k != "text"}
+    out: dict[str, Any] = {}
+    if ev.tool_input is not None:
+        out["input"] = ev.tool_input
+    if ev.kind == Kind.TOOL_SUCCESS and ev.tool_output_text is not None:
+        out["output_text"] = ev.tool_output_text
+    span = ev.tool_span_ms
+    if span is not None and span[0] is not None and span[1] is not None and ev.kind != Kind.TOOL_START:
+        out["duration_ms"] = span[1] - span[0]
     return out
+
+
+def event_frames(session_id: str, rows: Iterable[StoredRow]) -> list[tuple[int, str]]:
+    """Stored rows `(seq, envelope, kind)` → `(seq, event frame text)`: the one path from rows to frames, for
+    the live feed and for a subscription's replay alike."""
+    return [(seq, dumps(event_message(session_id, seq, envelope, kind))) for seq, envelope, kind in rows]
 
 
 def truncated_event(frame: str) -> str:
@@ -200,12 +234,14 @@ def permission_message(session_id: str, update: PermissionUpdate) -> dict[str, A
         "session": session_id,
         "state": "replied" if update.replied else "asked",
         "request_id": update.request_id,
+        "runtime": update.runtime,
         "data": update.data,
     }
     if update.replied:
         msg["reply"] = update.reply
     else:
-        msg.update(action=update.action, assistant_message_id=update.assistant_message_id, call_id=update.call_id)
+        msg.update(action=update.action, assistant_message_id=update.assistant_message_id, call_id=update.call_id,
+                   resources=update.resources)
     return msg
 
 
@@ -235,9 +271,20 @@ def pong_message(ref: object) -> dict[str, Any]:
     return _with_ref({"type": "pong"}, ref)
 
 
-def hello_message(upstream: str, sessions: list[str] | None, expires_at: float | None) -> dict[str, Any]:
+def hello_message(upstream: str, sessions: list[str] | None, expires_at: float | None,
+                  scope: str = "read") -> dict[str, Any]:
     return {"type": "hello", "upstream": upstream, "sessions": sessions, "expires_at": expires_at,
-            "max_subscriptions": MAX_SUBSCRIPTIONS, "max_message_bytes": MAX_CLIENT_MESSAGE_BYTES}
+            "max_subscriptions": MAX_SUBSCRIPTIONS, "max_message_bytes": MAX_CLIENT_MESSAGE_BYTES, "scope": scope}
+
+
+def command_result_message(command: str, status: int, body: dict[str, Any], ref: object) -> dict[str, Any]:
+    """The answer to a `command` op: the HTTP route's status, and its body as `result` or as `error`."""
+    msg: dict[str, Any] = {"type": "command_result", "command": command, "status": status}
+    if status < 300:
+        msg["result"] = body
+    else:
+        msg.update(error=body.get("error"), message=body.get("message"))
+    return _with_ref(msg, ref)
 
 
 def error_message(code: str, message: str, ref: object = None, session: str | None = None,

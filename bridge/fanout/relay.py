@@ -1,6 +1,8 @@
-"""What the fan-out takes from the global `/api/event` reader: deltas (ephemeral, straight to the hub)
-and permission requests (live-only upstream, docs/upstream.md §4.4: stored in our own table first, so a page
-opened later still sees a pending one, then pushed).
+"""What the fan-out takes from the live reader: deltas (ephemeral, straight to the hub) and permission
+requests (live-only upstream, docs/upstream.md §4.4: stored in our own table first, so a page opened later
+still sees a pending one, then pushed), of both runtimes alike: a legacy `message.part.delta` is the same
+`delta:text` / `delta:reasoning` as a v2 `*.delta`, a legacy `permission.asked` / `.replied` the same
+`permission:asked` / `:replied` as `permission.v2.*` (docs/legacy.md), recorded with the runtime that asked.
 
 `/api/event` is lossy, so after every (re)connect `PermissionResync` asks upstream for the pending
 requests of the sessions that have local subscribers: one never seen is recorded as asked, one still
@@ -55,7 +57,7 @@ class LiveRelay:
                 await self._store.permission_replied(sid, update.request_id, update.record, now, update.reply)
             else:
                 await self._store.permission_asked(sid, update.request_id, update.record, now, update.action,
-                                                   update.assistant_message_id, update.call_id)
+                                                   update.assistant_message_id, update.call_id, update.runtime)
         except Exception as e:  # still tell the live subscribers; only a later page would miss it
             self._log.error("permission_store_failed", session_id=sid, request_id=update.request_id,
                             error=f"{type(e).__name__}: {e}")
@@ -92,8 +94,9 @@ class PermissionResync:
             self.passes += 1
 
     async def sync(self, sid: str) -> None:
-        # Read our table before asking upstream: a request asked live after this read is not judged.
-        stored = await self._store.permission_replies(sid)
+        # Read our table before asking upstream: a request asked live after this read is not judged. Only
+        # v2 requests: the per-session list upstream has no legacy ones (docs/upstream.md §16).
+        stored = await self._store.permission_replies(sid, runtime="v2")
         try:
             pending = await self._client.pending_permissions(sid)
         except UpstreamError as e:

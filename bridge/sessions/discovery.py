@@ -134,9 +134,9 @@ class Discovery:
     async def once(self) -> bool:
         try:
             found = await sessions_to_warm(self._client, self._store)
-        except UpstreamError as e:
+        except Exception as e:  # the upstream or the database away: retried with backoff, never fatal
             metrics.DISCOVERY_FAILURES.inc()
-            self._outage.failed(str(e))
+            self._outage.failed(f"{type(e).__name__}: {e}")
             return False
         self._outage.succeeded()
         for c in found:

@@ -1,9 +1,10 @@
 """Lease decisions (pure): may this incarnation take a session's lease, and is a lease orphaned?
 
 A lease is `(owner, epoch, expires_at)` on the session row. The owner renews `expires_at` with its
-heartbeat; the epoch is the fencing token every write batch presents (docs/lifecycle.md, "Ownership: incarnations, leases, fencing"). Taking a lease always
-moves the epoch on — even when we already hold it — so that an older follower of the same session, in
-this process or another, is fenced off the moment the new one starts (the supersede race).
+heartbeat; the epoch is the fencing token every write batch presents (docs/lifecycle.md, "Ownership:
+incarnations, leases, fencing"). Taking a lease always moves the epoch on — even when we already hold
+it — so that an older follower of the same session, in this process or another, is fenced off the
+moment the new one starts (the supersede race).
 
 Time comes in as an argument (the database's `now()`, one clock for every replica), never read here.
 """

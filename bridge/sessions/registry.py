@@ -10,7 +10,6 @@ crash restarts it after a backoff; one that keeps crashing parks the session (br
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -21,6 +20,7 @@ from bridge import metrics
 from bridge.config import Settings
 from bridge.errors import LeaseHeld
 from bridge.events import ChatEvent
+from bridge.ids import valid_session_id
 from bridge.legacy import SEED_KINDS
 from bridge.sessions.activity import ActivityTracker
 from bridge.sessions.parking import FailureStreak, is_transient
@@ -120,6 +120,8 @@ class WarmRegistry:
 
     def attach(self, tg: asyncio.TaskGroup) -> None:
         self._tg = tg
+        for session_id in list(self._marks.subscribers):  # subscribed before we accepted warming
+            self.warm(session_id, reason="subscriber")
 
     def stop_all(self, mode: StopMode) -> None:
         """No new warming; every follower stops (the task group they run in waits for them)."""
@@ -133,6 +135,9 @@ class WarmRegistry:
         """Start following a session (see the module doc). Warming an already warm session counts as
         activity (it delays idle GC)."""
         if self._tg is None or session_id in self._marks.deleted:
+            return False
+        if not valid_session_id(session_id):  # the one entry point: no claim, no row, no URL (bridge.ids)
+            metrics.BAD_SESSION_IDS.labels(surface="warm").inc()
             return False
         now = self._clock()
         w = self._warm.get(session_id)
@@ -181,8 +186,9 @@ class WarmRegistry:
         if reason != "idle":
             metrics.SESSION_RELEASES.labels(reason=reason if reason in ("deleted", "request") else "other").inc()
         w.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await w.task
+        # Wait for the follower without taking on its outcome; our own cancellation still reaches us
+        # (suppressing CancelledError here would swallow a shutdown that arrives while we wait).
+        await asyncio.wait({w.task})
 
     async def deleted(self, session_id: str) -> None:
         """The upstream deleted the session (live `session.deleted`): stop following, keep its history."""
@@ -289,6 +295,10 @@ class WarmRegistry:
             await self._tombstone(session_id)
         elif outcome is FollowerExit.LEASE_LOST:
             self.cool_down(session_id)  # fenced: a peer (or a newer follower of ours) writes now
+        elif outcome in (FollowerExit.STUCK, FollowerExit.BAD_CURSOR):
+            # Retrying cannot help (the upstream refuses our cursor, or no pass can move it): warming it
+            # again at its next live event would be a retry storm. Parked until an explicit warm.
+            await self._park(session_id, w, f"follower stopped: {outcome.value} at cursor {cursor}")
         else:
             await self._release_if_claimed(session_id, w)
 

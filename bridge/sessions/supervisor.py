@@ -80,7 +80,7 @@ class FollowerSupervisor:
                                    outage=self.database_outage)
         self._sweep = Sweep(leases, self.registry, self.activity, owner, holder_dead=holder_dead,
                             idle_ttl_s=s.idle_ttl_s, interval_s=s.sweep_interval_s, clock=clock,
-                            upstream=s.upstream_name, outage=self.database_outage)
+                            upstream=s.upstream_name)  # its own outage log: it uses the main pool
         self._poller = ActivePoller(client, self.activity, self.registry, poll_s=s.active_poll_s,
                                     idle_poll_s=s.active_poll_idle_s, clock=clock)
         self._stop = asyncio.Event()

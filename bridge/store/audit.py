@@ -1,7 +1,8 @@
 """SQL of the audit (docs/audit.md): the hash chain at write time, and the read-only audit queries (API, CLI, export).
 
-Views for auditors (`audit_prompts`, `audit_tool_calls`, `audit_texts`) are created by migration 0004;
-`VIEWS` below is their one definition, which the migration executes.
+Views for auditors (`audit_prompts`, `audit_tool_calls`, `audit_texts`, `audit_steps`) cover both runtimes
+since migration 0008 (`migrations/versions/0008_views_both_runtimes.py` holds their definition, docs/audit.md).
+`VIEWS` below is what migration 0004 created from it, kept unchanged for that migration.
 """
 
 from __future__ import annotations
@@ -17,11 +18,25 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.audit.chain import GENESIS, ChainRow
 from bridge.store.schema import chat_session_events, chat_sessions
+from bridge.store.schema_commands import chat_commands
 
 E = chat_session_events.c
 S = chat_sessions.c
+C = chat_commands.c
 
-# --- views (executed by migrations/versions/0004_audit.py) --------------------------------------------
+# Who asked for the turn a tool call belongs to: the subject of the bridge command behind the newest prompt
+# taken into the loop before the call (NULL when that prompt did not come through the bridge;
+# docs/commands.md). chat_commands.upstream_id is the prompt's message id.
+_ASKED_BY = """(
+    SELECT c.subject FROM chat_session_events p
+    LEFT JOIN chat_commands c ON c.upstream = p.upstream AND c.session_id = p.session_id
+        AND c.command = 'prompt' AND c.upstream_id = p.message_id
+    WHERE p.upstream = t.upstream AND p.session_id = t.session_id AND p.kind = 'prompt:started'
+      AND p.seq < t.called_seq
+    ORDER BY p.seq DESC LIMIT 1
+)"""
+
+# --- views as of migration 0004 (executed by migrations/versions/0004_audit.py; 0008 replaces them) ----
 
 VIEWS: dict[str, str] = {
     "audit_prompts": """
@@ -225,8 +240,12 @@ class AuditReader:
         at a time (one short statement each: no connection is held between pages)."""
         left = limit
         while left > 0:
+            # Prompts sent through the bridge carry who sent them (chat_commands, docs/commands.md).
+            asked = and_(C.upstream == E.upstream, C.session_id == E.session_id, C.admitted_seq == E.seq,
+                         C.command == "prompt", E.kind == "prompt:admitted")
             stmt = (
-                select(E.seq, E.kind, E.payload)
+                select(E.seq, E.kind, E.payload, C.subject.label("asked_by"))
+                .select_from(chat_session_events.outerjoin(chat_commands, asked))
                 .where(E.upstream == self.upstream, E.session_id == session_id, E.seq > after)
                 .order_by(E.seq)
                 .limit(min(page, left))
@@ -282,8 +301,9 @@ class AuditReader:
             params["scope"] = sorted(f.sessions)
         sql = (
             "SELECT session_id, call_id, tool, input, assistant_message_id, called_seq, called_at, outcome, "
-            "output_text, output, structured, error_type, error_message, finished_seq, finished_at "
-            f"FROM audit_tool_calls WHERE {' AND '.join(conds)} ORDER BY session_id, called_seq LIMIT :limit"
+            "output_text, output, structured, error_type, error_message, finished_seq, finished_at, duration_ms, "
+            f"{_ASKED_BY} AS asked_by "
+            f"FROM audit_tool_calls t WHERE {' AND '.join(conds)} ORDER BY session_id, called_seq LIMIT :limit"
         )
         async with self._engine.connect() as conn:
             return [_dict(r) for r in await conn.execute(text(sql), params)]

@@ -105,7 +105,7 @@ def notify_status(upstream: str, session_id: str, status: str, reason: str | Non
 
 def select_events_after(upstream: str, session_id: str, after: int, limit: int) -> Select[Any]:
     return (
-        select(E.seq, E.payload)
+        select(E.seq, E.payload, E.kind)
         .where(E.upstream == upstream, E.session_id == session_id, E.seq > after)
         .order_by(E.seq)
         .limit(limit)
@@ -194,8 +194,9 @@ def select_pending_permissions(upstream: str, session_id: str) -> Select[Any]:
     )
 
 
-def select_session_permissions(upstream: str, session_id: str) -> Select[Any]:
-    return select(P.request_id, P.reply).where(P.upstream == upstream, P.session_id == session_id)
+def select_session_permissions(upstream: str, session_id: str, runtime: str | None = None) -> Select[Any]:
+    stmt = select(P.request_id, P.reply).where(P.upstream == upstream, P.session_id == session_id)
+    return stmt if runtime is None else stmt.where(P.runtime == runtime)
 
 
 # --- the store ---------------------------------------------------------------------------------------
@@ -221,11 +222,13 @@ class FanoutStore:
         self._read = read_engine or engine
         self.upstream = upstream
 
-    async def events_after(self, session_id: str, after: int, limit: int) -> list[tuple[int, dict[str, Any]]]:
-        """Stored envelopes with seq > after, in seq order, at most `limit`."""
+    async def events_after(self, session_id: str, after: int,
+                           limit: int) -> list[tuple[int, dict[str, Any], str | None]]:
+        """Stored rows `(seq, envelope, kind)` with seq > after, in seq order, at most `limit` (the kind of a
+        legacy row is not in its payload: docs/legacy.md)."""
         async with self._read.connect() as conn:
             rows = await conn.execute(select_events_after(self.upstream, session_id, after, limit))
-            return [(int(r.seq), r.payload) for r in rows]
+            return [(int(r.seq), r.payload, r.kind) for r in rows]
 
     async def head(self, session_id: str) -> SessionHead:
         async with self._read.connect() as conn:
@@ -250,10 +253,11 @@ class FanoutStore:
 
     async def permission_asked(self, session_id: str, request_id: str, envelope: dict[str, Any],
                                at: datetime, action: str | None, assistant_message_id: str | None,
-                               call_id: str | None) -> None:
+                               call_id: str | None, runtime: str = "v2") -> None:
+        """Record a request as asked; `runtime` (`v2` | `legacy`) says which endpoint answers it."""
         row = {"upstream": self.upstream, "request_id": request_id, "session_id": session_id,
                "asked": storable_json(envelope).value, "asked_at": at, "action": action,
-               "assistant_message_id": assistant_message_id, "call_id": call_id}
+               "assistant_message_id": assistant_message_id, "call_id": call_id, "runtime": runtime}
         async with self._engine.begin() as conn:
             await conn.execute(upsert_permission_asked(row))
 
@@ -270,8 +274,9 @@ class FanoutStore:
             rows = await conn.execute(select_pending_permissions(self.upstream, session_id))
             return [r.asked for r in rows]
 
-    async def permission_replies(self, session_id: str) -> dict[str, str | None]:
-        """Every stored request of the session: request id -> its reply (None while pending)."""
+    async def permission_replies(self, session_id: str, runtime: str | None = None) -> dict[str, str | None]:
+        """Every stored request of the session (of one runtime if given): request id -> its reply (None
+        while pending)."""
         async with self._read.connect() as conn:
-            rows = await conn.execute(select_session_permissions(self.upstream, session_id))
+            rows = await conn.execute(select_session_permissions(self.upstream, session_id, runtime))
             return {r.request_id: r.reply for r in rows}

@@ -4,8 +4,8 @@ PostgreSQL `text` and `jsonb` cannot hold some values that valid JSON (and Pytho
 - U+0000 (`"\\u0000"` in JSON) in any string, object keys included;
 - lone UTF-16 surrogates (`"\\ud800"`), which are not encodable as UTF-8;
 - NaN / Infinity (Python's `json.loads` accepts them; `jsonb` does not).
-Bad input must never wedge a session (docs/mirror.md, "Bad input"): such a payload is stored with the offending characters
-replaced by U+FFFD (non-finite numbers by null) and flagged lossy, and the exact JSON text is kept
+Bad input must never wedge a session (docs/mirror.md, "Bad input"): such a payload is stored with the
+offending characters replaced by U+FFFD (non-finite numbers by null) and flagged lossy, and the exact JSON text is kept
 elsewhere (`chat_event_rejects`, reason `lossy_payload`).
 """
 

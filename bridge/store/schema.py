@@ -48,7 +48,7 @@ chat_sessions = Table(
     Column("deleted_at", TIMESTAMPTZ, nullable=True),
     # Set when history before the stored cursor is known to be missing (legacy gaps, docs/lifecycle.md).
     Column("incomplete", Boolean, nullable=False, server_default=false()),
-    # The session's title as upstream last announced it (session.created / session.updated; 0009).
+    # The session's title as upstream last announced it (session.created / session.updated; 0010).
     Column("title", Text, nullable=True),
     # Lease with fencing token: every write batch must present the current lease_epoch.
     Column("lease_owner", Text, nullable=True),
@@ -135,6 +135,6 @@ chat_event_rejects = Table(
     Index("ix_chat_event_rejects_session", "upstream", "session_id"),
 )
 
-# Tables of the lifecycle, fan-out and audit features live in their own modules on this same metadata; importing them here makes
-# `metadata` complete for Alembic and the migration test.
-from bridge.store import schema_audit, schema_fanout, schema_lifecycle  # noqa: E402, F401
+# Tables of the lifecycle, fan-out, audit and command features live in their own modules on this same
+# metadata; importing them here makes `metadata` complete for Alembic and the migration test.
+from bridge.store import schema_audit, schema_commands, schema_fanout, schema_lifecycle  # noqa: E402, F401

@@ -1,4 +1,5 @@
-"""Tables of the audit (docs/audit.md: audit views and the per-session hash chain), on the shared metadata of `bridge.store.schema`."""
+"""Tables of the audit (docs/audit.md: audit views and the per-session hash chain), on the shared
+metadata of `bridge.store.schema`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tables of the WebSocket fan-out (docs/websocket.md: permission requests), on the shared metadata of `bridge.store.schema`.
+"""Tables of the WebSocket fan-out (docs/websocket.md: permission requests), on the shared metadata of
+`bridge.store.schema`.
 
 `chat_permission_requests`: permission requests are live-only upstream (`permission.v2.*` on `/api/event`
 only, docs/upstream.md §4.4), so the bridge keeps them itself; a page opened later still sees a pending one.
@@ -21,7 +22,10 @@ chat_permission_requests = Table(
     Column("action", Text, nullable=True),
     Column("assistant_message_id", Text, nullable=True),
     Column("call_id", Text, nullable=True),
-    # The `permission.v2.asked` envelope exactly as received (resources, save, source …).
+    # Which runtime asked (0008): `v2` (`permission.v2.asked`, answered on the v2 endpoint) or `legacy`
+    # (`permission.asked`, answered on `/permission/{id}/reply`; docs/upstream.md §16, §17).
+    Column("runtime", Text, nullable=False, server_default=text("'v2'")),
+    # The asking envelope exactly as received (v2: resources, save, source …; legacy: the bus event).
     Column("asked", JSONB, nullable=True),
     Column("asked_at", TIMESTAMPTZ, nullable=True),
     # once | always | reject; unknown: answered while /api/event was down (found by the re-sync); NULL: pending

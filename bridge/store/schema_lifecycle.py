@@ -1,4 +1,5 @@
-"""Tables of the warm-session lifecycle (incarnations, legacy gaps; docs/lifecycle.md) on the metadata of `bridge.store.schema`.
+"""Tables of the warm-session lifecycle (incarnations, legacy gaps; docs/lifecycle.md) on the metadata of
+`bridge.store.schema`.
 
 Leases themselves live on `chat_sessions` (lease_owner, lease_epoch, lease_expires_at); the session
 status is `chat_sessions.status` / `status_reason`. See docs/lifecycle.md.

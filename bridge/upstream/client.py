@@ -17,7 +17,7 @@ import base64
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -348,3 +348,21 @@ class UpstreamClient:
         """`GET /global/event`: every directory, both runtimes, persisted events with their sync twins
         (docs/upstream.md §15)."""
         return self.open_stream("/global/event")
+
+    # -- commands (docs/commands.md) ------------------------------------------------------------------
+
+    async def send_json(self, method: str, path: str, body: Any = None, *, directory: str | None = None,
+                        ok: tuple[int, ...] = (200, 201, 204)) -> tuple[int, Any]:
+        """One command call: `path` already encoded, `body` sent as JSON, `directory` as the location
+        (`?location[directory]=`, docs/upstream.md §6: legacy and location-scoped routes need it). The
+        status and the decoded answer (None when empty)."""
+        request = self._request(method, path, {"location[directory]": directory} if directory else None,
+                                stream=False)
+        if body is not None:
+            request = replace(request, headers={**request.headers, "Content-Type": "application/json"},
+                              body=json.dumps(body).encode())
+        what = f"{method} {path}"
+        async with self.transport.send(request) as resp:
+            if resp.status not in ok:
+                raise _error_for(resp.status, await _error_body(resp), what)
+            return resp.status, _decode(await _read_bounded(resp, self._max_body_bytes, what))

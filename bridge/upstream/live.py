@@ -7,7 +7,7 @@ gone, so after every (re)connect the handler re-syncs (each warm session repairs
 discovery runs). We reconnect at once after a clean EOF, and when no byte (not even the `server.heartbeat`
 event) arrived within `heartbeat_timeout_s`.
 
-Each frame becomes one `ChatEvent` for the handler, with the frame's directory (a bus event's envelope
+Each frame becomes one `ChatEvent` for the handler, with the frame's directory (a v2 bus event's envelope
 `raw` is rewritten to the live shape `{id, type, data, location}` that the relay stores): a twin is normalized
 without state (the follower maps what it stores itself, bridge.legacy); a bus event of a session through a
 per-session `LegacyTurnState` of this reader, so a legacy `message.part.delta` of a part announced as text
@@ -30,7 +30,7 @@ from bridge import metrics
 from bridge.errors import BadFrame, FrameTooLarge, UpstreamError
 from bridge.events import ChatEvent, Kind, normalize
 from bridge.ids import valid_session_id
-from bridge.legacy import LegacyTurnState, normalize_legacy
+from bridge.legacy import LEGACY_TYPES, LegacyTurnState, normalize_legacy
 from bridge.ops.outage import OutageLog
 from bridge.syncframes import GlobalFrame, parse_global_frame
 from bridge.upstream.backoff import Backoff
@@ -143,9 +143,10 @@ class LiveStream:
 
     def _map(self, frame: GlobalFrame) -> ChatEvent:
         env = frame.envelope
-        if not frame.twin:
-            # A bus event is handed on in the live envelope shape the relay stores and replays
-            # (`{id, type, data, location}`, docs/upstream.md §2); it is never stored as an event row.
+        if not frame.twin and env.type not in LEGACY_TYPES:
+            # A v2 bus event is handed on in the live envelope shape the relay stores and replays
+            # (`{id, type, data, location}`, docs/upstream.md §2); a legacy one stays the bus event
+            # `{id, type, properties}` (how a legacy permission record is kept, docs/legacy.md).
             where = {"location": {"directory": frame.directory}} if frame.directory else {}
             env = replace(env, raw={"id": env.id, "type": env.type, "data": env.data, **where})
         sid = env.session_id

@@ -33,7 +33,7 @@ class Request:
     # None: no total/read timeout (SSE streams, docs/upstream.md §3.3, §3.4); only the connect phase is timed.
     timeout_s: float | None = None
     connect_timeout_s: float = 10.0
-    body: bytes | None = None  # a request body (JSON), sent as is
+    body: bytes | None = None  # a command's JSON body (docs/commands.md)
 
     @property
     def path(self) -> str:

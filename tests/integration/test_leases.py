@@ -1,4 +1,5 @@
-"""One writer per session: the lease epoch fences every write batch (docs/lifecycle.md, "Ownership: incarnations, leases, fencing")."""
+"""One writer per session: the lease epoch fences every write batch (docs/lifecycle.md, "Ownership:
+incarnations, leases, fencing")."""
 
 from __future__ import annotations
 

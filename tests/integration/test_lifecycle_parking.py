@@ -139,19 +139,21 @@ async def test_a_parked_session_stays_parked_after_a_restart(
         assert not again.warm("ses_bad", reason="new_events")  # discovery would find it: still left alone
 
 
-async def test_an_id_the_database_cannot_hold_is_parked_not_retried_forever(
+async def test_an_id_of_the_wrong_shape_is_never_warmed_so_nothing_is_claimed_or_retried(
     fake: FakeUpstream, fake_client: UpstreamClient, engine: AsyncEngine
 ) -> None:
+    # NUL (PostgreSQL text cannot hold it), a path, a wrong prefix: refused at warm(), the one entry point
+    # of every trigger (subscriber, active poll, discovery, live hint), before any claim or URL.
     store = EventStore(engine, UPSTREAM)
     await turn(fake, "ses_ok")
     crashes = metrics.FOLLOWER_CRASHES._value.get()
     async with running(store, fake_client) as sup:
-        assert sup.warm("ses_\x00nul", reason="subscriber")  # NUL: PostgreSQL text cannot hold it
+        for bad in ("ses_\x00nul", "x/../ses_ok", "msg_notasession"):
+            assert not sup.warm(bad, reason="subscriber")
         sup.warm("ses_ok", reason="listed")
-        await wait_until(lambda: "ses_\x00nul" in sup.parked(), 10, 0.02, message="parked")
         await wait_until(lambda: mirrored(store, fake, "ses_ok"), 10, 0.05, message="the other one flows")
-        assert metrics.FOLLOWER_CRASHES._value.get() - crashes == LIMIT
-        assert not sup.is_warm("ses_\x00nul")
+        assert metrics.FOLLOWER_CRASHES._value.get() == crashes and not sup.parked()
+        assert [row.session_id for row in await store.sessions(include_deleted=True)] == ["ses_ok"]
 
 
 async def test_a_database_outage_is_retried_with_backoff_and_never_parks(
@@ -166,3 +168,18 @@ async def test_a_database_outage_is_retried_with_backoff_and_never_parks(
         assert sup.is_warm("ses_A") and not sup.parked()
         outage.failing.clear()
         await wait_until(lambda: mirrored(outage, fake, "ses_A"), 10, 0.05, message="mirrored after the outage")
+
+
+async def test_a_cursor_the_upstream_refuses_parks_the_session_instead_of_rewarming_it_on_every_hint(
+    fake: FakeUpstream, fake_client: UpstreamClient, engine: AsyncEngine
+) -> None:
+    store = EventStore(engine, UPSTREAM)
+    await turn(fake, "ses_A")
+    fake.fail_status["history"] = 400  # the upstream refuses our cursor: retrying cannot help
+    async with running(store, fake_client) as sup:
+        assert sup.warm("ses_A", reason="listed")
+        await wait_until(lambda: "ses_A" in sup.parked(), 10, 0.02, message="parked")
+        assert "bad_cursor" in sup.parked()["ses_A"]
+        assert not sup.warm("ses_A", reason="session.next.text.delta")  # the next live hint: left alone
+        row = await store.get_session("ses_A")
+        assert row is not None and row.status == "parked" and row.lease_owner is None

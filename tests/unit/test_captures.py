@@ -1,7 +1,8 @@
 """The SSE parser and the event mapping over every captured opencode 1.18.33 stream (fixtures/).
 
-Naming of the captures (docs/upstream.md, top; fixtures/opencode-1.18.33/README.md): `durable*.sse` and the j-errors `probe-*.sse` bodies are the
-per-session durable stream, `live*.sse` is `/api/event`, `legacy*.sse` is the legacy `/event` stream.
+Naming of the captures (docs/upstream.md, top; fixtures/opencode-1.18.33/README.md): `durable*.sse` and
+the j-errors `probe-*.sse` bodies are the per-session durable stream, `live*.sse` is `/api/event`,
+`legacy*.sse` is the legacy `/event` stream.
 Each scenario's `scenario.md` has its timeline; the exceptions below cite it.
 """
 

@@ -38,7 +38,7 @@ def test_event_message_has_normalized_fields_and_raw_data() -> None:
            "data": {"sessionID": "ses_A", "callID": "call_1", "tool": "bash", "input": {"command": "echo hi"}}}
     msg = p.event_message("ses_A", 6, env)
     assert msg["kind"] == "tool:start" and msg["seq"] == 6 and msg["event_id"] == "evt_1"
-    assert msg["fields"] == {"call_id": "call_1", "tool_name": "bash"}
+    assert msg["fields"] == {"call_id": "call_1", "tool_name": "bash", "input": {"command": "echo hi"}}
     assert msg["data"]["input"] == {"command": "echo hi"}
 
 

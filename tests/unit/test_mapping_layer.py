@@ -59,7 +59,7 @@ def test_a_pending_item_without_an_id_is_no_update() -> None:
 def test_rows_become_the_same_frames_for_the_live_feed_and_the_replay() -> None:
     env = {"id": "evt_1", "type": "session.next.text.ended", "durable": {"aggregateID": "ses_A", "seq": 3},
            "data": {"sessionID": "ses_A", "textID": "t", "text": "Hi"}}
-    frames = p.event_frames("ses_A", [(3, env)])
+    frames = p.event_frames("ses_A", [(3, env, None)])
     assert frames == [(3, p.dumps(p.event_message("ses_A", 3, env)))]
     msg = json.loads(frames[0][1])
     assert msg["kind"] == "text:end" and msg["fields"]["text"] == "Hi"

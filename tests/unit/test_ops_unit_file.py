@@ -1,4 +1,5 @@
-"""deploy/opencode-bridge.service passes `systemd-analyze verify` and keeps the hardening docs/operations.md describes."""
+"""deploy/opencode-bridge.service passes `systemd-analyze verify` and keeps the hardening that
+docs/operations.md describes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.config import _ENV
+from bridge.config import ENV_VARS
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "deploy" / "opencode-bridge.service"
@@ -72,7 +73,7 @@ def test_unit_has_notify_watchdog_restart_and_hardening() -> None:
 
 def test_env_example_documents_every_setting() -> None:
     text = ENV_EXAMPLE.read_text()
-    missing = [name for name in _ENV if name not in text]
+    missing = [name for name in ENV_VARS if name not in text]
     assert missing == []
     parser = configparser.ConfigParser()
     parser.read_string("[x]\n" + text)  # plain KEY=VALUE lines only

@@ -102,6 +102,9 @@ $("token").addEventListener("change", () => {
 $("refresh").addEventListener("click", () => { loadSessions(); send({ op: "sessions" }); });
 $("filter").addEventListener("input", renderSessions);
 
+// The controls of composer.js (loaded after this file; absent or hidden for a `read` token).
+function controls() { return typeof composer !== "undefined" ? composer : null; }
+
 function send(op) {
   if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify(op));
 }
@@ -140,6 +143,7 @@ function handle(m) {
   switch (m.type) {
     case "hello":
       $("upstream").textContent = m.upstream || "";
+      if (controls()) controls().hello(m);
       send({ op: "sessions" });
       if (state.selected) subscribe(state.selected, true);
       break;
@@ -158,6 +162,7 @@ function handle(m) {
       if (mine) state.view.status(m);
       break;
     }
+    case "command_result": if (controls()) controls().result(m); break;
     case "error":
       if (mine || !m.session) notice("bridge error " + m.code + ": " + m.message);
       break;
@@ -265,6 +270,7 @@ function select(sid) {
   state.selected = sid;
   delete state.lastSeq[sid];
   state.view = new SessionView(sid);
+  if (controls()) controls().select(sid);
   for (const li of $("sessions").children) li.classList.toggle("selected", li.dataset.session === sid);
   subscribe(sid, false);
 }
@@ -463,6 +469,7 @@ class SessionView {
         const model = [f.provider_id, f.model_id].filter(Boolean).join("/");
         s.headEl.textContent = [f.agent || "assistant", model].filter(Boolean).join(" · ");
         t = s.turn;
+        if (t.user) t.user.classList.remove("queued"); // taken: a legacy turn has no prompt:started
         if (t.state === "queued") this.setTurn(t, "running");
         break;
       }
@@ -481,7 +488,7 @@ class SessionView {
       case "tool:start": {
         const c = this.tool(asst, f.call_id, f.tool_name);
         if (f.tool_name) c.nameEl.textContent = f.tool_name;
-        c.inputEl.textContent = pretty(d.input ?? {});
+        c.inputEl.textContent = pretty(f.input ?? d.input ?? {}); // fields: either runtime (docs/websocket.md)
         c.start = f.timestamp_ms ?? null;
         this.toolState(c, "running");
         break;
@@ -493,8 +500,10 @@ class SessionView {
         this.toolState(c, ok ? "success" : "failed");
         c.outLabel.textContent = ok ? "output" : "error";
         c.outputEl.className = ok ? "tool-output" : "tool-output tool-error";
-        c.outputEl.textContent = ok ? outputText(d) : (f.error_type ? f.error_type + ": " : "") + (f.error_message || "failed");
-        if (c.start !== null && f.timestamp_ms) c.durEl.textContent = duration(f.timestamp_ms - c.start);
+        if (ok) c.outputEl.textContent = outputText(d) || f.output_text || "";
+        else c.outputEl.textContent = (f.error_type ? f.error_type + ": " : "") + (f.error_message || "failed");
+        if (typeof f.duration_ms === "number") c.durEl.textContent = duration(f.duration_ms);
+        else if (c.start !== null && f.timestamp_ms) c.durEl.textContent = duration(f.timestamp_ms - c.start);
         break;
       }
       case "step:end": {
@@ -549,16 +558,18 @@ class SessionView {
       if (c) host.insertBefore(box, c.el.nextSibling); else host.appendChild(box);
       this.perms.set(m.request_id, box);
     }
-    const what = (m.action || (m.data && m.data.action) || "") + " " + ((m.data && m.data.resources) || []).join(", ");
+    let what = ((m.action || (m.data && m.data.action) || "") + " " + (m.resources || (m.data && m.data.resources) || []).join(", ")).trim();
+    if (what) box.dataset.what = what; else what = box.dataset.what || ""; // a reply names only the request
     const t = c ? this.turnOfCard(c) : this.current();
     if (m.state === "asked") {
       box.className = "msg permission pending";
-      box.textContent = "Permission requested: " + what.trim() + " — waiting for an answer in opencode";
+      box.textContent = "Permission requested: " + what + " — waiting for an answer";
+      if (!(controls() && controls().permissionButtons(box, this.sid, m.request_id))) box.append(" in opencode");
       if (c) { c.el.classList.add("asking"); c.outputEl.textContent = "waiting for permission…"; }
       if (t) this.setTurn(t, "waiting");
     } else {
       box.className = "msg permission replied";
-      box.textContent = "Permission " + (m.reply || "answered") + ": " + what.trim();
+      box.textContent = "Permission " + (m.reply || "answered") + ": " + what;
       if (c) c.el.classList.remove("asking");
       if (t && t.state === "waiting") this.setTurn(t, "running");
     }

@@ -2,8 +2,8 @@
 `session.updated`, docs/upstream.md §15). The `retrying` status needs no column: its attempt, next time
 and message are in `status_reason` (docs/lifecycle.md).
 
-Revision ID: 0009
-Revises: 0006
+Revision ID: 0010
+Revises: 0009
 Create Date: 2026-12-01
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0009"
-down_revision: str | None = "0006"
+revision: str = "0010"
+down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

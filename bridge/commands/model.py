@@ -1,0 +1,197 @@
+"""Commands a client sends through the bridge (docs/commands.md), pure: body validation, the scope
+matrix, the fingerprint that tells a retry from a reuse, and the upstream ids derived from a command.
+
+No I/O and no clock of its own: the caller passes the time where an id needs one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bridge.auth import SCOPES
+from bridge.errors import BridgeError
+from bridge.ids import SESSION_ID_RULE, valid_session_id
+
+# --- bounds (docs/operations.md, "Limits") -------------------------------------------------------------
+MAX_BODY_BYTES = 64 * 1024  # as a WebSocket client frame
+MAX_COMMAND_ID = 100
+MAX_TEXT_CHARS = 32_000
+MAX_DIRECTORY_CHARS = 4096
+MAX_NAME_CHARS = 200  # provider, model, agent, permission request ids
+
+_RANK = {scope: n for n, scope in enumerate(SCOPES)}
+
+# Which scope each command needs: `prompt` may talk and answer permissions, `control` may also stop a
+# turn, switch model or agent and create sessions.
+REQUIRED_SCOPE: dict[str, str] = {
+    "prompt": "prompt",
+    "permission_reply": "prompt",
+    "interrupt": "control",
+    "model": "control",
+    "agent": "control",
+    "create_session": "control",
+}
+DELIVERIES = ("steer", "queue")
+REPLIES = ("once", "always", "reject")
+
+
+class CommandError(BridgeError):
+    """A refused command; `code` is the stable error code of docs/commands.md, `status` its HTTP status."""
+
+    STATUS = {"bad_request": 400, "unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,
+              "model_unavailable": 422, "rate_limited": 429, "upstream_unavailable": 503}
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    @property
+    def status(self) -> int:
+        return self.STATUS.get(self.code, 500)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A validated command. `args` is canonical (only the fields that mean something, typed), so the same
+    request always has the same fingerprint whatever extra keys or key order the client sent."""
+
+    name: str
+    command_id: str
+    session_id: str | None  # None only for create_session
+    args: Mapping[str, Any]
+
+    @property
+    def fingerprint(self) -> str:
+        canon = json.dumps({"c": self.name, "s": self.session_id, "a": dict(self.args)}, sort_keys=True,
+                           ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(canon.encode()).hexdigest()
+
+
+def scope_allows(scope: str, command: str) -> bool:
+    need = REQUIRED_SCOPE.get(command)
+    return need is not None and _RANK.get(scope, -1) >= _RANK[need]
+
+
+def _bad(message: str) -> CommandError:
+    return CommandError("bad_request", message)
+
+
+def _string(body: Mapping[str, Any], key: str, max_chars: int, *, required: bool = True) -> str | None:
+    v = body.get(key)
+    if v is None and not required:
+        return None
+    if not isinstance(v, str) or not 1 <= len(v) <= max_chars:
+        raise _bad(f"{key} must be a string of 1 to {max_chars} characters")
+    if "\x00" in v:  # PostgreSQL text cannot hold NUL
+        raise _bad(f"{key} must not contain NUL")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _bad(f"{key} must be UTF-8 text") from None
+    return v
+
+
+def _name(body: Mapping[str, Any], key: str, *, required: bool = True) -> str | None:
+    v = _string(body, key, MAX_NAME_CHARS, required=required)
+    # Names end up in upstream paths and logs: printable ASCII without separators or spaces.
+    if v is not None and not all(c.isascii() and c.isprintable() and c not in "/?#%\\ " for c in v):
+        raise _bad(f"{key} must be printable ASCII without '/', '?', '#', '%', '\\' or spaces")
+    return v
+
+
+def _choice(body: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> str:
+    v = body.get(key)
+    if v not in allowed:
+        # No default: the upstream silently takes `steer` when `delivery` is missing (docs/upstream.md §4.1).
+        raise _bad(f"{key} is required and must be one of {', '.join(allowed)}")
+    assert isinstance(v, str)
+    return v
+
+
+def _session(session_id: str | None) -> str:
+    if not valid_session_id(session_id):
+        raise _bad(SESSION_ID_RULE)
+    assert session_id is not None
+    return session_id
+
+
+def parse_command(name: str, body: object, session_id: str | None = None,
+                  request_id: str | None = None) -> Command:
+    """The command `name` from a decoded JSON body; `session_id`/`request_id` come from the path."""
+    if name not in REQUIRED_SCOPE:
+        raise _bad(f"unknown command {name[:40]!r}")
+    if not isinstance(body, dict):
+        raise _bad("the body is a JSON object")
+    command_id = _string(body, "command_id", MAX_COMMAND_ID)
+    assert command_id is not None
+    args: dict[str, Any] = {}
+    if name == "create_session":
+        directory = _string(body, "directory", MAX_DIRECTORY_CHARS)
+        assert directory is not None
+        if not directory.startswith("/"):
+            raise _bad("directory must be an absolute path")
+        args["directory"] = directory
+        provider, model = _create_model(body)
+        if provider is not None:
+            args.update(provider_id=provider, model_id=model)
+        agent = _name(body, "agent", required=False)
+        if agent is not None:
+            args["agent"] = agent
+        return Command(name, command_id, None, args)
+    sid = _session(session_id)
+    if name == "prompt":
+        args.update(text=_string(body, "text", MAX_TEXT_CHARS), delivery=_choice(body, "delivery", DELIVERIES))
+    elif name == "model":
+        args.update(provider_id=_name(body, "provider_id"), model_id=_name(body, "model_id"))
+    elif name == "agent":
+        args["agent"] = _name(body, "agent")
+    elif name == "permission_reply":
+        rid = _name({"request_id": request_id}, "request_id")
+        args.update(request_id=rid, reply=_choice(body, "reply", REPLIES))
+    return Command(name, command_id, sid, args)
+
+
+def _create_model(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """`model` as `"provider/model"` or `{provider_id, model_id}`, or `provider_id` + `model_id` at the top."""
+    raw = body.get("model")
+    if isinstance(raw, str) and "/" in raw:
+        provider_s, _, model_s = raw.partition("/")
+        raw = {"provider_id": provider_s, "model_id": model_s}
+    source = raw if isinstance(raw, dict) else body
+    if raw is not None and source is body:
+        raise _bad("model is 'provider/model' or {provider_id, model_id}")
+    provider, model = _name(source, "provider_id", required=False), _name(source, "model_id", required=False)
+    if (provider is None) != (model is None):
+        raise _bad("provider_id and model_id go together")
+    return provider, model
+
+
+# --- ids derived from a command (docs/commands.md, "Exactly once") ----------------------------------------
+
+_B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _digest62(upstream: str, scope: str, command_id: str, n: int = 14) -> str:
+    h = int.from_bytes(hashlib.sha256(f"{upstream}\x00{scope}\x00{command_id}".encode()).digest(), "big")
+    out = []
+    for _ in range(n):
+        h, r = divmod(h, 62)
+        out.append(_B62[r])
+    return "".join(out)
+
+
+def upstream_message_id(upstream: str, session_id: str, command_id: str, now_ms: int) -> str:
+    """`msg_` + 12 hex of opencode's ascending time stamp + 14 base62 of a hash of the command: the shape of
+    the serve's own ids (`msg_22a47d535001o65INCu84jsLQJ`), so messages keep sorting by time. The time is
+    the first attempt's: it is stored with the pending row, and every retry re-sends the stored id."""
+    return "msg_" + format((now_ms * 0x1000) % 2**48, "012x") + _digest62(upstream, session_id, command_id)
+
+
+def upstream_session_id(upstream: str, command_id: str, now_ms: int) -> str:
+    """`ses_` + opencode's descending time stamp (newest sorts first) + a hash of the command."""
+    return "ses_" + format(~(now_ms * 0x1000) % 2**48, "012x") + _digest62(upstream, "session", command_id)

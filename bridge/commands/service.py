@@ -1,0 +1,238 @@
+"""Runs a command exactly once (docs/commands.md): authorize, rate-limit, store the row as `pending`, call
+the upstream, store the result. A retry of the same `command_id` gets the stored result; a `pending` row
+(a crash or an upstream outage between the call and the commit) is sent again with the id derived at its
+first attempt, which the upstream dedupes for prompts and session creation (docs/upstream.md §17); the
+other commands are idempotent upstream (interrupt, model, agent) or checked first (permission replies)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from bridge.auth import Claims
+from bridge.commands.model import Command, CommandError, scope_allows, upstream_message_id, upstream_session_id
+from bridge.commands.ratelimit import RateLimiter
+from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
+from bridge.store.commands import CommandRow, CommandStore
+from bridge.upstream.commands import UpstreamCommands
+
+_log = structlog.get_logger("bridge.commands")
+
+# Test-only (docs/commands.md, "Testing the crash window"): the process exits right after the upstream
+# answered the command with this id, before the result is committed: a crash in the worst place.
+EXIT_AFTER_UPSTREAM_ENV = "BRIDGE_TEST_EXIT_AFTER_UPSTREAM_COMMAND"
+MODELS_TTL_S = 10.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Target:
+    sid: str
+    directory: str
+    info: dict[str, Any]  # GET /api/session/{id}, read once per command
+
+
+@dataclass(frozen=True)
+class _Done:
+    status: int
+    body: dict[str, Any]
+    upstream_status: int | None = None
+    admitted_seq: int | None = None
+
+
+def rate_key(claims: Claims) -> str:
+    """One bucket per token: what a token holds identifies it well enough (it has no id of its own)."""
+    sessions = ",".join(sorted(claims.sessions)) if claims.sessions is not None else "*"
+    return f"{claims.subject}|{claims.scope}|{claims.expires_at}|{sessions}"
+
+
+class CommandService:
+    def __init__(self, store: CommandStore, upstream: UpstreamCommands, limiter: RateLimiter | None = None,
+                 now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 clock: Callable[[], float] = time.monotonic, exit_after_upstream: str | None = None) -> None:
+        self.store = store
+        self.upstream = upstream
+        self.limiter = limiter or RateLimiter(clock=clock)
+        self._now_ms = now_ms
+        self._clock = clock
+        self._exit_after = exit_after_upstream if exit_after_upstream is not None \
+            else os.environ.get(EXIT_AFTER_UPSTREAM_ENV) or None
+        self._models: dict[str, tuple[float, tuple[str, str] | None, set[tuple[str, str]]]] = {}
+
+    def authorize(self, claims: Claims, cmd: Command) -> None:
+        if not scope_allows(claims.scope, cmd.name):
+            raise CommandError("forbidden", f"a {claims.scope} token may not {cmd.name.replace('_', ' ')}")
+        if cmd.session_id is not None and not claims.allows(cmd.session_id):
+            raise CommandError("forbidden", f"token does not grant session {cmd.session_id}")
+        if cmd.session_id is None and claims.sessions is not None:
+            raise CommandError("forbidden", "a token limited to sessions may not create sessions")
+
+    async def execute(self, claims: Claims, cmd: Command) -> Outcome:
+        self.authorize(claims, cmd)
+        wait = self.limiter.take(rate_key(claims))
+        if wait > 0:
+            raise CommandError("rate_limited", f"too many commands, retry in {wait:.1f} s")
+        upstream_id = self._derive_id(cmd)
+        sid = cmd.session_id if cmd.name != "create_session" else upstream_id
+        row, fresh = await self.store.claim(cmd, claims.subject, claims.scope, upstream_id, sid)
+        if not fresh:
+            if row.fingerprint != cmd.fingerprint:
+                raise CommandError("conflict", "command_id was already used for another command")
+            if row.state != "pending" and row.http_status is not None and row.result is not None:
+                return Outcome(row.http_status, row.result)
+        return await self._run_and_store(claims, cmd, row)
+
+    def _derive_id(self, cmd: Command) -> str | None:
+        upstream = self.store.upstream
+        if cmd.name == "prompt" and cmd.session_id is not None:
+            return upstream_message_id(upstream, cmd.session_id, cmd.command_id, self._now_ms())
+        if cmd.name == "create_session":
+            return upstream_session_id(upstream, cmd.command_id, self._now_ms())
+        return None
+
+    async def _run_and_store(self, claims: Claims, cmd: Command, row: CommandRow) -> Outcome:
+        log = _log.bind(command=cmd.name, command_id=cmd.command_id, session_id=row.session_id,
+                        subject=claims.subject)
+        try:
+            done = await self._run(cmd, row)
+        except CommandError as e:
+            log.info("command_failed", error=e.code)
+            if e.code != "upstream_unavailable":  # kept pending: a retry sends it again, idempotently
+                await self.store.complete(cmd.command_id, state="failed", http_status=e.status,
+                                          result={"error": e.code, "message": e.message})
+            raise
+        if self._exit_after is not None and self._exit_after == cmd.command_id:
+            os._exit(99)  # test hook, see EXIT_AFTER_UPSTREAM_ENV
+        await self.store.complete(cmd.command_id, state="done", http_status=done.status, result=done.body,
+                                  upstream_status=done.upstream_status, admitted_seq=done.admitted_seq)
+        log.info("command_done", status=done.status, upstream_status=done.upstream_status)
+        return Outcome(done.status, done.body)
+
+    async def _run(self, cmd: Command, row: CommandRow) -> _Done:
+        try:
+            if cmd.name == "create_session":
+                return await self._create(cmd, row)
+            assert cmd.session_id is not None
+            target = await self._target(cmd.session_id)
+            return await self._HANDLERS[cmd.name](self, cmd, target, row)
+        except SessionNotFound:
+            raise CommandError("not_found", "no such session upstream") from None
+        except InvalidRequest as e:
+            raise CommandError("bad_request", f"the upstream refused the command: {e}") from None
+        except UpstreamError as e:
+            if e.status == 409:
+                raise CommandError("conflict", "the upstream holds another message with this id") from None
+            raise CommandError("upstream_unavailable", f"the upstream did not take the command: {e}") from None
+
+    async def _target(self, session_id: str) -> _Target:
+        mirrored = await self.store.session(session_id)
+        if mirrored is not None and mirrored.deleted:
+            raise CommandError("not_found", "the session was deleted")
+        info = await self.upstream.session(session_id)  # 404 → not_found; also proves it exists now
+        loc = info.get("location")
+        directory = loc.get("directory") if isinstance(loc, dict) else None
+        if not (isinstance(directory, str) and directory) and mirrored is not None:
+            directory = mirrored.directory
+        if isinstance(directory, str) and directory:
+            return _Target(session_id, directory, info)
+        raise CommandError("upstream_unavailable", "the upstream did not say where the session lives")
+
+    async def _create(self, cmd: Command, row: CommandRow) -> _Done:
+        a = cmd.args
+        assert row.upstream_id is not None
+        model = {"providerID": a["provider_id"], "id": a["model_id"]} if "provider_id" in a else None
+        data = await self.upstream.create_session(row.upstream_id, a["directory"], model, a.get("agent"))
+        loc = data.get("location")
+        return _Done(201, {"command_id": cmd.command_id, "session_id": data.get("id", row.upstream_id),
+                           "directory": loc.get("directory") if isinstance(loc, dict) else a["directory"]}, 200)
+
+    async def _prompt(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
+        assert row.upstream_id is not None
+        await self._check_model(t)
+        status, data = await self.upstream.prompt(t.sid, t.directory, row.upstream_id, cmd.args["text"],
+                                                  cmd.args["delivery"])
+        seq = data.get("admittedSeq")
+        seq = seq if isinstance(seq, int) else None
+        return _Done(200, {"command_id": cmd.command_id, "message_id": data.get("id", row.upstream_id),
+                           "admitted_seq": seq, "delivery": cmd.args["delivery"]}, status, seq)
+
+    async def _check_model(self, t: _Target) -> None:
+        """Refuse before sending: the serve admits a prompt for a model without credentials and then
+        stays silent (docs/upstream.md §4, `n-switch-and-unavailable-model`)."""
+        m = t.info.get("model")
+        pair: tuple[str, str] | None = None
+        if isinstance(m, dict) and isinstance(m.get("providerID"), str) and isinstance(m.get("id"), str):
+            pair = (m["providerID"], m["id"])
+        default, connected = await self._location_models(t.directory)
+        pair = pair or default
+        if pair is not None and pair not in connected:
+            raise CommandError("model_unavailable",
+                               f"model {pair[0]}/{pair[1]} has no connected credential upstream: nothing sent")
+
+    async def _location_models(self, directory: str) -> tuple[tuple[str, str] | None, set[tuple[str, str]]]:
+        """(configured default model, connected models) of a location, kept MODELS_TTL_S: both change only
+        when the operator edits the serve's config or credentials, and `/api/model` is a large answer."""
+        cached = self._models.get(directory)
+        if cached is not None and cached[0] > self._clock():
+            return cached[1], cached[2]
+        default = await self.upstream.default_model(directory)
+        models = await self.upstream.connected_models(directory)
+        if len(self._models) > 100:
+            self._models.clear()
+        self._models[directory] = (self._clock() + MODELS_TTL_S, default, models)
+        return default, models
+
+    async def _interrupt(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
+        sid, directory = t.sid, t.directory
+        status = await self.upstream.interrupt(sid, directory)
+        # The v2 interrupt leaves a legacy-driven (TUI) turn running (checked on 1.18.33, docs/commands.md).
+        legacy = await self.upstream.legacy_busy(sid, directory)
+        if legacy:
+            await self.upstream.legacy_abort(sid, directory)
+        return _Done(200, {"command_id": cmd.command_id, "session_id": sid, "legacy_aborted": legacy}, status)
+
+    async def _model(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
+        a = cmd.args
+        status = await self.upstream.switch_model(t.sid, t.directory, a["provider_id"], a["model_id"])
+        return _Done(200, {"command_id": cmd.command_id, "session_id": t.sid, "provider_id": a["provider_id"],
+                           "model_id": a["model_id"]}, status)
+
+    async def _agent(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
+        status = await self.upstream.switch_agent(t.sid, t.directory, cmd.args["agent"])
+        return _Done(200, {"command_id": cmd.command_id, "session_id": t.sid, "agent": cmd.args["agent"]}, status)
+
+    async def _permission(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
+        """The runtime is where the request is pending upstream: the v2 per-session list, else the legacy
+        `GET /permission` (each lists only its own, docs/upstream.md §4.4, §16)."""
+        sid, directory = t.sid, t.directory
+        rid, reply = cmd.args["request_id"], cmd.args["reply"]
+        body = {"command_id": cmd.command_id, "session_id": sid, "request_id": rid, "reply": reply}
+        try:
+            if any(p.get("id") == rid for p in await self.upstream.v2_permissions(sid, directory)):
+                status = await self.upstream.reply_v2(sid, directory, rid, reply)
+                return _Done(200, {**body, "runtime": "v2", "applied": True}, status)
+            legacy = await self.upstream.legacy_permissions(directory)
+            if any(p.get("id") == rid and p.get("sessionID") == sid for p in legacy):
+                status = await self.upstream.reply_legacy(directory, rid, reply)
+                return _Done(200, {**body, "runtime": "legacy", "applied": True}, status)
+        except SessionNotFound:  # answered meanwhile (PermissionNotFoundError): report what is known
+            pass
+        known = await self.store.permission_reply(rid)
+        if known is not None and known[0] == sid and known[1] is not None:
+            return _Done(200, {**body, "reply": known[1], "applied": False})
+        raise CommandError("not_found", "no such pending permission request in this session")
+
+    _HANDLERS: dict[str, Callable[[CommandService, Command, _Target, CommandRow], Awaitable[_Done]]] = {
+        "prompt": _prompt, "interrupt": _interrupt, "model": _model, "agent": _agent,
+        "permission_reply": _permission,
+    }

@@ -1,0 +1,166 @@
+"""Command routes under `/v1` (docs/commands.md, `bridge/http/openapi.json`): prompt, interrupt, model,
+agent, permission replies, session creation, and the session's command list.
+
+Same tokens as the rest of `/v1`, as `Authorization: Bearer …` only, with the scope each command needs.
+Errors are `{"error": "<code>", "message": "…"}`. Bodies are read with a bound before they are parsed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+import structlog
+from aiohttp import web
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bridge.auth import Claims, bearer_token, verify_token
+from bridge.commands.model import MAX_BODY_BYTES, CommandError, parse_command
+from bridge.commands.service import CommandService, Outcome
+from bridge.config import Settings
+from bridge.errors import AuthError
+from bridge.fanout.connection import FanoutService
+from bridge.ids import SESSION_ID_RULE, valid_session_id
+from bridge.store.commands import CommandStore
+from bridge.upstream.client import UpstreamClient
+from bridge.upstream.commands import UpstreamCommands
+
+_log = structlog.get_logger("bridge.commands")
+MAX_LIST = 500
+
+
+class CommandsContext:
+    def __init__(self, service: CommandService, secret: str, auth_disabled: bool = False,
+                 now: Callable[[], float] = time.time) -> None:
+        self.service = service
+        self.secret = secret
+        self.auth_disabled = auth_disabled
+        self.now = now
+
+    def claims(self, token: str | None) -> Claims:
+        if self.auth_disabled:
+            return Claims(upstream=self.service.store.upstream, sessions=None, expires_at=math.inf,
+                          subject="auth-disabled", scope="control")
+        return verify_token(token, self.secret, self.service.store.upstream, now=self.now())
+
+    async def run(self, claims: Claims, name: str, body: object, session_id: str | None = None,
+                  request_id: str | None = None) -> Outcome:
+        """One command from any transport (HTTP here, the WebSocket `command` op): an Outcome, errors
+        included, never an exception for a refused command."""
+        try:
+            cmd = parse_command(name, body, session_id, request_id)
+            return await self.service.execute(claims, cmd)
+        except CommandError as e:
+            # Refused before or after its row was written; never the body (prompt text) or the token.
+            _log.info("command_refused", command=name, session_id=session_id, subject=claims.subject,
+                      scope=claims.scope, error=e.code)
+            return Outcome(e.status, {"error": e.code, "message": e.message})
+        except (SQLAlchemyError, OSError) as e:
+            _log.warning("command_store_failed", command=name, error=f"{type(e).__name__}: {e}"[:300])
+            return Outcome(503, {"error": "upstream_unavailable", "message": "the database did not answer, retry"})
+
+
+COMMANDS_KEY: web.AppKey[CommandsContext] = web.AppKey("commands", CommandsContext)
+
+
+def _default(o: object) -> Any:
+    if isinstance(o, datetime):
+        return o.isoformat()
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def _json(body: dict[str, Any], status: int) -> web.Response:
+    resp = web.Response(text=json.dumps(body, default=_default), status=status, content_type="application/json")
+    if status == 429:
+        resp.headers["Retry-After"] = "1"
+    return resp
+
+
+async def _body(request: web.Request) -> object:
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise CommandError("bad_request", f"the body is larger than {MAX_BODY_BYTES} bytes")
+    raw = bytearray()
+    while chunk := await request.content.readany():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise CommandError("bad_request", f"the body is larger than {MAX_BODY_BYTES} bytes")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise CommandError("bad_request", "the body is not JSON") from None
+
+
+def _authorized(request: web.Request, ctx: CommandsContext) -> Claims:
+    token = bearer_token(request.headers)
+    if token is None and "token" in request.query and not ctx.auth_disabled:
+        raise AuthError("missing", "?token= is accepted on /v1/ws only: send Authorization: Bearer <token>")
+    return ctx.claims(token)
+
+
+def _route(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handler(request: web.Request) -> web.Response:
+        ctx = request.app[COMMANDS_KEY]
+        sid = request.match_info.get("session_id")
+        try:
+            if sid is not None and not valid_session_id(sid):
+                raise CommandError("bad_request", SESSION_ID_RULE)
+            claims = _authorized(request, ctx)
+            body = await _body(request)
+        except AuthError as e:
+            return _json({"error": "forbidden" if e.code == "forbidden" else "unauthorized", "message": str(e)},
+                         403 if e.code == "forbidden" else 401)
+        except CommandError as e:
+            return _json({"error": e.code, "message": e.message}, e.status)
+        out = await ctx.run(claims, name, body, sid, request.match_info.get("request_id"))
+        return _json(out.body, out.status)
+
+    return handler
+
+
+async def list_commands(request: web.Request) -> web.Response:
+    ctx = request.app[COMMANDS_KEY]
+    sid = request.match_info["session_id"]
+    if not valid_session_id(sid):
+        return _json({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
+    try:
+        claims = _authorized(request, ctx)
+        claims.require(sid)
+    except AuthError as e:
+        return _json({"error": "forbidden" if e.code == "forbidden" else "unauthorized", "message": str(e)},
+                     403 if e.code == "forbidden" else 401)
+    raw = request.query.get("limit", "100")
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIST:
+        return _json({"error": "bad_request", "message": f"limit must be an integer from 1 to {MAX_LIST}"}, 400)
+    try:
+        rows = await ctx.service.store.for_session(sid, int(raw))
+    except (SQLAlchemyError, OSError):
+        return _json({"error": "upstream_unavailable", "message": "the database did not answer, retry"}, 503)
+    return _json({"data": rows}, 200)
+
+
+def add_command_routes(app: web.Application, ctx: CommandsContext) -> None:
+    app[COMMANDS_KEY] = ctx
+    app.router.add_post("/v1/sessions", _route("create_session"))
+    app.router.add_post("/v1/sessions/{session_id}/prompt", _route("prompt"))
+    app.router.add_post("/v1/sessions/{session_id}/interrupt", _route("interrupt"))
+    app.router.add_post("/v1/sessions/{session_id}/model", _route("model"))
+    app.router.add_post("/v1/sessions/{session_id}/agent", _route("agent"))
+    app.router.add_post("/v1/sessions/{session_id}/permissions/{request_id}/reply", _route("permission_reply"))
+    app.router.add_get("/v1/sessions/{session_id}/commands", list_commands)
+
+
+def mount_commands(app: web.Application, settings: Settings, engine: AsyncEngine, client: UpstreamClient,
+                   fanout: FanoutService | None, secret: str) -> CommandsContext:
+    """The command routes on `app` and, given the fan-out, the WebSocket `command` op (the daemon's wiring).
+    `engine` is the writers' pool: a command writes its row before and after the upstream call."""
+    service = CommandService(CommandStore(engine, settings.upstream_name), UpstreamCommands(client))
+    ctx = CommandsContext(service, secret, settings.auth_disabled)
+    add_command_routes(app, ctx)
+    if fanout is not None:
+        fanout.commands = ctx.run
+    return ctx

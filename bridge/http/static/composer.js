@@ -1,0 +1,85 @@
+"use strict";
+// The viewer's controls (docs/commands.md): a composer (Send now = steer, Queue = queue), a Stop button and
+// permission buttons, over the WebSocket `command` op. Shown only when the token's scope (from `hello`)
+// allows them. Text goes into the page with textContent only. A command not answered when the socket
+// drops is sent again with the same command_id after the reconnect: the bridge runs it at most once.
+
+const composer = (() => {
+  const RANK = { read: 0, prompt: 1, control: 2 };
+  const pending = new Map(); // frame id -> frame (until its command_result)
+  let scope = "read";
+  let granted = null; // the token's sessions (null: all), from `hello`
+  let session = state.selected; // viewer.js may have selected one before this file ran
+  let seq = 0;
+
+  function may(need) { return (RANK[scope] || 0) >= RANK[need]; }
+
+  function commandId() {
+    if (window.crypto && crypto.randomUUID) return "viewer-" + crypto.randomUUID();
+    return "viewer-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2);
+  }
+
+  function say(text) { $("composer-status").textContent = text; }
+
+  function run(command, fields, label) {
+    const frame = Object.assign({ op: "command", id: "cmd-" + (++seq), command: command, command_id: commandId() },
+      fields);
+    pending.set(frame.id, { frame: frame, label: label });
+    send(frame);
+    say(label + "…");
+  }
+
+  function prompt(delivery) {
+    const box = $("prompt-text");
+    const text = box.value.trim();
+    if (!text || !session) return;
+    run("prompt", { session: session, text: text, delivery: delivery }, delivery === "steer" ? "sending" : "queueing");
+    box.value = "";
+  }
+
+  function render() {
+    const mine = session && (granted === null || granted.includes(session));
+    $("composer").hidden = !(mine && may("prompt"));
+    $("stop").hidden = !may("control");
+  }
+
+  $("send-now").addEventListener("click", () => prompt("steer"));
+  $("send-queue").addEventListener("click", () => prompt("queue"));
+  $("stop").addEventListener("click", () => { if (session) run("interrupt", { session: session }, "stopping"); });
+  $("prompt-text").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); prompt(e.shiftKey ? "queue" : "steer"); }
+  });
+
+  render();
+  return {
+    hello(m) {
+      scope = m.scope || "read";
+      granted = Array.isArray(m.sessions) ? m.sessions : null;
+      render();
+      for (const p of pending.values()) send(p.frame); // same command_id: at most once
+    },
+    select(sid) { session = sid; say(""); render(); },
+    result(m) {
+      const p = pending.get(m.id);
+      if (!p) return;
+      pending.delete(m.id);
+      if (m.status < 300) say(p.label.replace(/ing$/, "") + ": done");
+      else say(p.label + " failed: " + (m.error || m.status) + (m.message ? " — " + m.message : ""));
+    },
+    // Buttons under a pending permission request, for tokens that may answer it.
+    permissionButtons(box, sid, requestId) {
+      if (!may("prompt")) return false;
+      const row = el("span", "perm-actions");
+      for (const reply of ["once", "always", "reject"]) {
+        const b = el("button", "perm-" + reply, reply === "once" ? "Allow once" : reply === "always" ? "Always" : "Reject");
+        b.addEventListener("click", () => {
+          for (const x of row.children) x.disabled = true;
+          run("permission_reply", { session: sid, request_id: requestId, reply: reply }, "answering");
+        });
+        row.appendChild(b);
+      }
+      box.appendChild(row);
+      return true;
+    },
+  };
+})();

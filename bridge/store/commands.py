@@ -1,0 +1,101 @@
+"""SQL of the commands (docs/commands.md): the `chat_commands` row written before the upstream call and
+completed after, the session's command list, and what the mirror knows of a session and a permission."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bridge.commands.model import Command
+from bridge.store.schema import chat_sessions
+from bridge.store.schema_commands import chat_commands
+from bridge.store.schema_fanout import chat_permission_requests
+
+C = chat_commands.c
+S = chat_sessions.c
+P = chat_permission_requests.c
+
+MAX_LIST = 500
+
+
+@dataclass(frozen=True)
+class CommandRow:
+    command_id: str
+    command: str
+    session_id: str | None
+    fingerprint: str
+    state: str  # pending | done | failed
+    upstream_id: str | None
+    http_status: int | None
+    result: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class MirroredSession:
+    directory: str | None
+    deleted: bool
+
+
+def _row(r: Any) -> CommandRow:
+    return CommandRow(command_id=r.command_id, command=r.command, session_id=r.session_id,
+                      fingerprint=r.fingerprint, state=r.state, upstream_id=r.upstream_id,
+                      http_status=r.http_status, result=r.result)
+
+
+class CommandStore:
+    def __init__(self, engine: AsyncEngine, upstream: str) -> None:
+        self._engine = engine
+        self.upstream = upstream
+
+    async def claim(self, cmd: Command, subject: str, scope: str, upstream_id: str | None,
+                    session_id: str | None) -> tuple[CommandRow, bool]:
+        """Insert the pending row; (row, True) if it is new, else (the existing row, False)."""
+        values = dict(upstream=self.upstream, command_id=cmd.command_id, command=cmd.name, session_id=session_id,
+                      subject=subject, scope=scope, fingerprint=cmd.fingerprint, body=dict(cmd.args),
+                      state="pending", upstream_id=upstream_id)
+        stmt = pg_insert(chat_commands).values(**values).on_conflict_do_nothing().returning(*chat_commands.c)
+        async with self._engine.begin() as conn:
+            got = (await conn.execute(stmt)).first()
+            if got is not None:
+                return _row(got), True
+            old = (await conn.execute(select(chat_commands).where(
+                and_(C.upstream == self.upstream, C.command_id == cmd.command_id)))).first()
+        assert old is not None  # rows are never deleted
+        return _row(old), False
+
+    async def complete(self, command_id: str, *, state: str, http_status: int, result: dict[str, Any],
+                       upstream_status: int | None = None, admitted_seq: int | None = None) -> None:
+        stmt = (chat_commands.update()
+                .where(and_(C.upstream == self.upstream, C.command_id == command_id, C.state == "pending"))
+                .values(state=state, http_status=http_status, result=result, upstream_status=upstream_status,
+                        admitted_seq=admitted_seq, completed_at=datetime.now().astimezone()))
+        async with self._engine.begin() as conn:
+            await conn.execute(stmt)
+
+    async def for_session(self, session_id: str, limit: int = 100) -> list[dict[str, Any]]:
+        """The session's commands, newest first (created sessions included)."""
+        q = (select(C.command_id, C.command, C.subject, C.scope, C.body, C.state, C.upstream_id,
+                    C.upstream_status, C.admitted_seq, C.http_status, C.result, C.created_at, C.completed_at)
+             .where(and_(C.upstream == self.upstream, C.session_id == session_id))
+             .order_by(C.created_at.desc(), C.command_id.desc()).limit(min(limit, MAX_LIST)))
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(q)).mappings().all()
+        return [dict(r) for r in rows]
+
+    async def session(self, session_id: str) -> MirroredSession | None:
+        q = select(S.directory, S.deleted).where(and_(S.upstream == self.upstream, S.session_id == session_id))
+        async with self._engine.connect() as conn:
+            r = (await conn.execute(q)).first()
+        return None if r is None else MirroredSession(r.directory, bool(r.deleted))
+
+    async def permission_reply(self, request_id: str) -> tuple[str, str | None] | None:
+        """(session_id, reply) of a permission request the mirror has seen; reply None while pending."""
+        q = select(P.session_id, P.reply).where(and_(P.upstream == self.upstream, P.request_id == request_id))
+        async with self._engine.connect() as conn:
+            r = (await conn.execute(q)).first()
+        return None if r is None else (r.session_id, r.reply)

@@ -1,0 +1,145 @@
+"""The pure core of the commands: derived upstream ids, fingerprints, the scope matrix, token scopes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bridge.auth import mint_token, verify_token
+from bridge.commands import CommandError, RateLimiter, parse_command, scope_allows
+from bridge.commands.model import upstream_message_id, upstream_session_id
+from bridge.errors import AuthError
+from bridge.ids import valid_session_id
+
+SID = "ses_dcf69c6a5ffeHQxvSA7FrlelcL"
+
+
+def test_message_id_has_the_serves_shape_and_depends_on_the_command() -> None:
+    # x6: the serve's ids look like msg_22a47d535001o65INCu84jsLQJ; the time part sorts with them.
+    mid = upstream_message_id("u", SID, "c-1", 1796005680438)
+    assert mid.startswith("msg_22a47d536") and len(mid) == len("msg_22a47d535001o65INCu84jsLQJ")
+    assert mid == upstream_message_id("u", SID, "c-1", 1796005680438)
+    assert mid[16:] != upstream_message_id("u", SID, "c-2", 1796005680438)[16:]
+    assert mid[16:] != upstream_message_id("u2", SID, "c-1", 1796005680438)[16:]
+
+
+def test_session_id_sorts_newest_first_and_passes_the_id_rule() -> None:
+    older, newer = (upstream_session_id("u", "c", t) for t in (1796005680120, 1796005690120))
+    assert valid_session_id(older) and newer < older
+
+
+def test_fingerprint_ignores_extra_keys_but_not_meaning() -> None:
+    a = parse_command("prompt", {"command_id": "c", "text": "hi", "delivery": "queue", "x": 1}, SID)
+    b = parse_command("prompt", {"delivery": "queue", "text": "hi", "command_id": "c"}, SID)
+    c = parse_command("prompt", {"command_id": "c", "text": "hi", "delivery": "steer"}, SID)
+    assert a.fingerprint == b.fingerprint != c.fingerprint
+
+
+def test_delivery_is_required() -> None:
+    with pytest.raises(CommandError) as e:
+        parse_command("prompt", {"command_id": "c", "text": "hi"}, SID)
+    assert e.value.status == 400
+
+
+@pytest.mark.parametrize(("scope", "allowed"), [
+    ("read", set()),
+    ("prompt", {"prompt", "permission_reply"}),
+    ("control", {"prompt", "permission_reply", "interrupt", "model", "agent", "create_session"}),
+])
+def test_scope_matrix(scope: str, allowed: set[str]) -> None:
+    names = {"prompt", "permission_reply", "interrupt", "model", "agent", "create_session"}
+    assert {n for n in names if scope_allows(scope, n)} == allowed
+
+
+def test_tokens_without_a_scope_are_read_and_unknown_scopes_are_refused() -> None:
+    secret = "s" * 40
+    assert verify_token(mint_token(secret, "u", ttl_s=60), secret, "u").scope == "read"
+    assert verify_token(mint_token(secret, "u", ttl_s=60, scope="control"), secret, "u").scope == "control"
+    import jwt
+    forged = jwt.encode({"iss": "opencode-bridge", "upstream": "u", "exp": 2**40, "scope": "root"}, secret)
+    with pytest.raises(AuthError):
+        verify_token(forged, secret, "u")
+
+
+def test_rate_limiter_bucket() -> None:
+    t = [0.0]
+    rl = RateLimiter(rate_per_s=2.0, burst=2, clock=lambda: t[0], max_keys=2)
+    assert [rl.take("a") for _ in range(3)] == [0.0, 0.0, 0.5]
+    t[0] += 0.5
+    assert rl.take("a") == 0.0
+    rl.take("b")
+    rl.take("c")  # evicts the stalest ("a"): memory stays bounded
+    assert rl.take("a") == 0.0
+
+
+def test_the_command_op_carries_the_http_body_in_the_frame() -> None:
+    import json
+
+    from bridge.fanout import protocol as p
+
+    op = p.parse_client_message(json.dumps({"op": "command", "id": 3, "command": "prompt", "session": SID,
+                                            "command_id": "c", "text": "hi", "delivery": "queue"}))
+    assert op == p.CommandOp("prompt", SID, None, {"command_id": "c", "text": "hi", "delivery": "queue"}, 3)
+    with pytest.raises(p.ProtocolError):
+        p.parse_client_message('{"op":"command","command":"prompt","session":"../x"}')
+    msg = p.command_result_message("prompt", 409, {"error": "conflict", "message": "m"}, "r")
+    assert msg == {"type": "command_result", "command": "prompt", "status": 409, "error": "conflict",
+                   "message": "m", "id": "r"}
+
+
+def test_the_token_command_mints_the_asked_scope(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from bridge.cli import main
+
+    monkeypatch.setenv("BRIDGE_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("BRIDGE_AUTH_SECRET", "t" * 40)
+    monkeypatch.setenv("BRIDGE_UPSTREAM_NAME", "u")
+    scopes = []
+    for argv in (["token"], ["token", "--scope", "prompt"], ["token", "--scope", "control", "--session", SID]):
+        assert main(argv) == 0
+        scopes.append(verify_token(capsys.readouterr().out.strip(), "t" * 40, "u").scope)
+    assert scopes == ["read", "prompt", "control"]
+    with pytest.raises(SystemExit):
+        main(["token", "--scope", "admin"])
+
+
+async def test_upstream_command_calls_send_json_with_the_location_and_quoted_paths() -> None:
+    import json
+
+    from bridge.errors import SessionNotFound
+    from bridge.upstream.client import UpstreamClient
+    from bridge.upstream.commands import UpstreamCommands
+    from bridge.upstream.transport import MockTransport, Request, Response
+    from tests.support.memory_upstream import json_response
+
+    async def handler(request: Request) -> Response:
+        if "reply" in request.path and "per%2F" in request.path:
+            return json_response(404, {"_tag": "PermissionNotFoundError", "message": "Permission request not found"})
+        return json_response(200, {"data": {"admittedSeq": 3, "id": "msg_1"}})
+
+    transport = MockTransport(handler)
+    async with UpstreamClient("http://up", transport=transport) as client:
+        up = UpstreamCommands(client)
+        assert await up.prompt(SID, "/srv/é dir", "msg_1", "hi", "queue") == (200, {"admittedSeq": 3, "id": "msg_1"})
+        with pytest.raises(SessionNotFound):
+            await up.reply_legacy("/srv/p", "per/../x", "once")
+    sent = transport.requests[0]
+    assert sent.method == "POST" and sent.path.startswith(f"/api/session/{SID}/prompt?location%5Bdirectory%5D=")
+    assert sent.headers["Content-Type"] == "application/json" and sent.body is not None
+    assert json.loads(sent.body) == {"id": "msg_1", "prompt": {"text": "hi"}, "delivery": "queue"}
+    assert transport.requests[1].path.startswith("/permission/per%2F..%2Fx/reply?")
+
+
+@pytest.mark.parametrize("extra", [{"model": "mock/mock-1"}, {"model": {"provider_id": "mock", "model_id": "mock-1"}},
+                                   {"provider_id": "mock", "model_id": "mock-1"}])
+def test_create_session_takes_the_model_in_any_documented_form(extra: dict[str, object]) -> None:
+    cmd = parse_command("create_session", {"command_id": "c", "directory": "/srv/p", **extra})
+    assert cmd.args == {"directory": "/srv/p", "provider_id": "mock", "model_id": "mock-1"}
+
+
+@pytest.mark.parametrize("extra", [{"model": "mock"}, {"model": 3}, {"provider_id": "mock"},
+                                   {"model": {"provider_id": "a/b", "model_id": "m"}}])
+def test_create_session_refuses_a_malformed_model(extra: dict[str, object]) -> None:
+    with pytest.raises(CommandError):
+        parse_command("create_session", {"command_id": "c", "directory": "/srv/p", **extra})
