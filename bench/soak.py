@@ -1,6 +1,7 @@
 """Soak: the real `opencode serve` 1.18.33 under a steady workload, two bridge replicas sharing one
 database, and a stream of real faults -- then the proof: every session's stored (seq, event_id) list equals
-the upstream's own /history, with no reject.
+the upstream's own sync log (`POST /sync/history {sid: 0}`: legacy and v2 events), with no reject and no
+recorded gap.
 
     make soak                                      # 10 minutes, seed from the clock
     .venv/bin/python -m bench.soak --minutes 3 --seed 7
@@ -8,8 +9,10 @@ the upstream's own /history, with no reject.
 Faults, one every 2-6 s (weights in FAULTS): SIGKILL of a replica (restarted 0-3 s later), SIGTERM of a
 replica (restarted at once), SIGTERM or SIGKILL of `opencode serve` (restarted on the same port and home),
 and every bridge connection to PostgreSQL terminated (`pg_terminate_backend`). The workload prompts random
-sessions with the mock provider's directives (text, tools, reasoning, slow streams); prompts that fail
-because the serve is down are counted, not fatal. Exit status 1 when the database and /history differ.
+sessions with the mock provider's directives (text, tools, reasoning, slow streams) through three runtimes
+(weights in RUNTIMES): the v2 API, legacy `prompt_async` (as the web app does) and OpenCode's own CLI
+(`opencode run --attach … --session …`), so most sessions mix both runtimes; prompts that fail because the
+serve is down are counted, not fatal. Exit status 1 when the database and the sync log differ.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from tests.support.waiting import WaitTimeout, wait_until
 REPO = Path(__file__).resolve().parents[1]
 UPSTREAM = "soak"
 DIRECTIVES = ["MOCK:text", "MOCK:tool", "MOCK:reason", "MOCK:slow:20:0.05", "MOCK:slowtool:1"]
+RUNTIMES = {"v2": 2, "prompt_async": 1, "cli": 1}
 FAULTS = {"kill9_bridge": 4, "sigterm_bridge": 2, "restart_opencode": 1, "kill9_opencode": 1, "drop_db": 2}
 
 
@@ -108,23 +112,44 @@ class Soak:
             if idle:
                 sid = self.rng.choice(idle)
                 self._busy.add(sid)
-                t = asyncio.create_task(self._turn(sid, self.rng.choice(DIRECTIVES)))
+                runtime = self.rng.choices(list(RUNTIMES), list(RUNTIMES.values()))[0]
+                t = asyncio.create_task(self._turn(sid, self.rng.choice(DIRECTIVES), runtime))
                 tasks.add(t)
                 t.add_done_callback(tasks.discard)
             await asyncio.sleep(self.rng.uniform(0.2, 1.0))
         if tasks:
             await asyncio.gather(*tasks)
 
-    async def _turn(self, sid: str, directive: str) -> None:
+    async def _turn(self, sid: str, directive: str, runtime: str) -> None:
         assert self.serve is not None
         try:
-            await self.serve.prompt(sid, f"{directive} soak turn")
-            await self.serve.wait_idle(sid, 90, require_step_end=False)
-            self.turns["ok"] += 1
+            if runtime == "cli":
+                await self.serve.run_cli(sid, f"{directive} soak turn")
+            elif runtime == "prompt_async":
+                await self.serve.prompt_async(sid, f"{directive} soak turn")
+            else:
+                await self.serve.prompt(sid, f"{directive} soak turn")
+            await self._settled(sid, 90)
+            self.turns[f"ok:{runtime}"] += 1
         except (OpencodeError, WaitTimeout, OSError, aiohttp.ClientError) as e:  # the serve was down mid-turn
             self.turns[f"failed:{type(e).__name__}"] += 1
         finally:
             self._busy.discard(sid)
+
+    async def _settled(self, sid: str, timeout: float) -> None:
+        """The session is not active upstream and its sync log did not grow, on three polls in a row
+        (both runtimes: a legacy turn has no `prompt.admitted` to wait for)."""
+        assert self.serve is not None
+        serve = self.serve
+        seen: list[int] = []
+
+        async def quiet() -> bool:
+            busy = sid in await serve.active()
+            seen.append(-1 if busy else len(await serve.sync_history(sid, 0)))
+            last = seen[-3:]
+            return len(last) == 3 and last[0] >= 0 and last.count(last[0]) == 3
+
+        await wait_until(quiet, timeout, 0.3, message=f"session {sid} settled")
 
     async def _inject_faults(self, deadline: float) -> None:
         kinds = list(FAULTS)
@@ -173,7 +198,7 @@ class Soak:
         upstream_total = 0
         try:
             for sid in self.sessions:
-                await self.serve.wait_idle(sid, 120, require_step_end=False)
+                await self._settled(sid, 120)
 
             async def same() -> bool:
                 nonlocal upstream_total
@@ -181,7 +206,8 @@ class Soak:
                 ok = True
                 for sid in self.sessions:
                     assert self.serve is not None
-                    upstream = [(int(e["durable"]["seq"]), str(e["id"])) for e in await self.serve.history(sid)]
+                    log = await self.serve.sync_history(sid, 0)
+                    upstream = [(int(e["seq"]), str(e["id"])) for e in log if e.get("aggregate_id") == sid]
                     stored = await store.stored_ids(sid)
                     upstream_total += len(upstream)
                     state[sid] = (len(stored), len(upstream))
@@ -189,17 +215,22 @@ class Soak:
                 return ok
 
             try:
-                await wait_until(same, 180, 0.5, message="stored == /history for every session")
+                await wait_until(same, 180, 0.5, message="stored == /sync/history for every session")
                 converged = True
             except WaitTimeout:
                 converged = False
             async with engine.connect() as conn:
                 rejects = int((await conn.execute(text("select count(*) from chat_event_rejects"))).scalar_one())
+                gaps = int((await conn.execute(text("select count(*) from chat_session_gaps"))).scalar_one())
+                legacy = int((await conn.execute(text(
+                    "select count(*) from chat_session_events where type not like 'session.next.%'"))).scalar_one())
         finally:
             await engine.dispose()
         report: dict[str, Any] = {
             "converged": converged,
             "rejects": rejects,
+            "unrepaired_gaps": gaps,
+            "legacy_events": legacy,
             "minutes": self.args.minutes,
             "seed": self.args.seed,
             "replicas": self.args.replicas,
@@ -214,7 +245,7 @@ class Soak:
         if not converged:
             report["mismatch (stored, upstream)"] = {s: v for s, v in state.items() if v[0] != v[1]}
         print(json.dumps(report, indent=2))
-        return 0 if converged and rejects == 0 else 1
+        return 0 if converged and rejects == 0 and gaps == 0 else 1
 
     async def close(self) -> None:
         for b in self.replicas:

@@ -45,9 +45,9 @@ class Settings:
     # Reconnect backoff for upstream streams (capped exponential with full jitter).
     reconnect_min_s: float = 0.2
     reconnect_max_s: float = 5.0
-    # /api/event sends `: heartbeat` every 15 s; no byte for this long means the stream is dead.
+    # /global/event sends `server.heartbeat` every 10 s; no byte for this long means the stream is dead.
     live_heartbeat_timeout_s: float = 45.0
-    # A durable stream that stays silent although /api/event announced a newer seq is restarted.
+    # A durable stream that stays silent although /global/event announced a newer v2 seq is restarted.
     durable_stall_s: float = 10.0
     # Warm-session lifecycle (docs/lifecycle.md). A warm session with no durable event for idle_ttl_s,
     # not active upstream and without subscribers is released (never interrupted).
@@ -66,7 +66,7 @@ class Settings:
     # active_poll_idle_s otherwise (it also discovers sessions that became active).
     active_poll_s: float = 1.0
     active_poll_idle_s: float = 15.0
-    # Discovery (one /history probe per cold known session) runs at start and after /api/event
+    # Discovery (one /history probe per cold known session) runs at start and after /global/event
     # reconnects, at most once per this many seconds: reconnects meanwhile coalesce into one run.
     discovery_interval_s: float = 10.0
     # Access tokens for the WebSocket and audit API (bridge.auth). Empty: a secret under state_dir.

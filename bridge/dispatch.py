@@ -1,13 +1,18 @@
-"""The one table of where `/api/event` traffic goes (all of it hints or ephemeral, never stored as truth).
+"""The one table of where `/global/event` traffic goes (docs/upstream.md §15, docs/mirror.md).
+
+`/global/event` carries every persisted event twice: as a bus event (no seq) and as its sync twin (the sync
+log's seq). Twins feed the store through the session's follower; bus events are live-only traffic.
 
 | what | to |
 |---|---|
-| (re)connected | discovery (hints were lost meanwhile: look for sessions with news); permission re-sync |
-| deltas, permission requests | the fan-out's relay, first (they are latency-bound) |
+| (re)connected | every warm session repairs from its sync log; discovery; permission re-sync |
+| bus: deltas (v2 `*.delta`, legacy `message.part.delta`) | the fan-out's relay, first (latency-bound) |
+| bus: permissions (`permission.v2.*`, legacy `permission.asked/replied`) | the fan-out's relay |
+| bus: `session.status` (busy, retry, idle), `session.idle` | sessions: `running`, `retrying`, or a poll |
 | `session.deleted` | the sessions part: stop following, record the deletion |
 | any other event of a session | the sessions part: warm it (the event type is the reason) |
-| a v2 event with a durable seq | the session's follower: the stall watchdog expects that seq |
-| a legacy-only event with a seq | the sessions part: the mirror is incomplete (docs/lifecycle.md) |
+| twin of a legacy event (exact: the sync log's payload) | its follower: stored when next in line, else repair |
+| twin of a v2 event (not exact: ISO timestamp) | its follower: the stall watchdog expects that seq |
 
 Parts a test does not wire are None.
 """
@@ -16,12 +21,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from bridge.events import ChatEvent
+from bridge.events import ChatEvent, Envelope
 from bridge.fanout.relay import LiveRelay, PermissionResync
+from bridge.legacy_shapes import SessionStatus, session_status
 from bridge.sessions.discovery import Discovery
-
-# Legacy writes burn durable seqs without delivering them on the durable stream (docs/upstream.md §3.1).
-_LEGACY_WITH_SEQ = frozenset({"session.updated", "message.updated", "message.part.updated"})
+from bridge.syncframes import DURABLE_PREFIX
 
 
 class LiveSessions(Protocol):
@@ -29,7 +33,9 @@ class LiveSessions(Protocol):
 
     def warm(self, session_id: str, directory: str | None = None, reason: str = "") -> bool: ...
     def notify_seen(self, session_id: str, seq: int) -> None: ...
-    def notify_legacy_seq(self, session_id: str, seq: int) -> None: ...
+    def twin(self, session_id: str, env: Envelope) -> None: ...
+    def repair_all(self, cause: str) -> None: ...
+    def upstream_status(self, session_id: str, status: SessionStatus) -> None: ...
     async def deleted(self, session_id: str) -> None: ...
 
 
@@ -50,25 +56,34 @@ class LiveDispatch:
         self._discovery = discovery
 
     async def on_live_connected(self) -> None:
+        if self._sessions is not None:
+            self._sessions.repair_all("live_reconnect")
         if self._resync is not None:
             self._resync.request()  # runs in the fan-out's task: the live reader is never blocked
         if self._discovery is not None:
             self._discovery.request()
 
-    async def on_live_event(self, ev: ChatEvent) -> None:
+    async def on_live_event(self, ev: ChatEvent, directory: str | None = None) -> None:
         sid = ev.envelope.session_id
         if not sid:
             return
-        if self._relay is not None:
+        twin = ev.seq is not None  # on /global/event only the sync twins carry a seq
+        if self._relay is not None and not twin:
             await self._relay.on_live_event(ev)
         if self._sessions is None:
             return
         if ev.kind == "session:deleted":
             await self._sessions.deleted(sid)
             return
-        self._sessions.warm(sid, _directory(ev), reason=ev.type)
-        # Only v2 events reach the durable stream, so only they arm the stall watchdog.
-        if ev.seq is not None and ev.type.startswith("session.next."):
-            self._sessions.notify_seen(sid, ev.seq)
-        elif ev.seq and ev.type in _LEGACY_WITH_SEQ:
-            self._sessions.notify_legacy_seq(sid, ev.seq)
+        self._sessions.warm(sid, directory or _directory(ev), reason=ev.type)
+        if twin and ev.seq is not None:
+            if ev.type.startswith(DURABLE_PREFIX):
+                self._sessions.notify_seen(sid, ev.seq)  # the durable stream delivers it
+            else:
+                self._sessions.twin(sid, ev.envelope)
+            return
+        st = session_status(ev.envelope)
+        if st is not None:
+            self._sessions.upstream_status(sid, st)
+        elif ev.type == "session.idle":
+            self._sessions.upstream_status(sid, SessionStatus(type="idle"))

@@ -84,7 +84,7 @@ SESSION_STATUS = Counter(
     "bridge_session_status_total", "Session status transitions, by new status", ["status"], registry=REGISTRY
 )
 SESSION_GAPS = Counter(
-    "bridge_session_gaps_total", "Seq gaps recorded (legacy-driven turns; the mirror is incomplete there)",
+    "bridge_session_gaps_total", "Seq gaps recorded: seqs the sync log itself lacks (the mirror is incomplete there)",
     registry=REGISTRY,
 )
 READY = Gauge(
@@ -115,4 +115,23 @@ FOLLOWERS_STUCK = Counter(
     "Catch-up passes that could not move the cursor (every event of a page rejected, or a page over the "
     "body bound), by reason; after a few in a row the follower stops with `stuck`",
     ["reason"], registry=REGISTRY,
+)
+
+# --- one cursor, two sources (docs/mirror.md) --------------------------------------------------------
+SYNC_REPAIRS = Counter(
+    "bridge_sync_repairs_total",
+    "Reads of a session's sync log (POST /sync/history) to fill seqs the durable stream or the live twins "
+    "did not give in order, by cause",
+    ["cause"], registry=REGISTRY,
+)
+SYNC_REPAIRED_EVENTS = Counter(
+    "bridge_sync_repaired_events_total", "Events stored from the sync log by repairs", registry=REGISTRY,
+)
+TWINS_WRITTEN = Counter(
+    "bridge_twin_events_total", "Exact sync twins from /global/event stored directly (no REST call)",
+    registry=REGISTRY,
+)
+SYNC_LOG_HOLES = Counter(
+    "bridge_sync_log_holes_total", "Holes in a session's sync log itself: recorded as gaps, skipped",
+    registry=REGISTRY,
 )

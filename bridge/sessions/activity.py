@@ -2,8 +2,9 @@
 
 Inputs: batches committed by a session's follower (`committed`), observations of
 `GET /api/session/active` (`observe_active`, from bridge.sessions.poller), a deletion (`deleted`), a
-legacy-only seq seen on `/api/event` (`legacy_seq`). Outputs: status transitions, seq gaps and the
-incomplete flag, written to the database in the order they happened by one writer task (`run`), since
+`session.status` / `session.idle` of `/global/event` (`upstream_status`). Outputs: status transitions
+(`retrying` included), seq gaps (seqs the sync log itself lacks, docs/mirror.md) with the incomplete flag,
+and session titles, written to the database in the order they happened by one writer task (`run`), since
 the inputs come from synchronous callbacks. A status is written only while we hold the session's lease;
 the write sends `NOTIFY bridge_status`, which is how every process (this one too) tells its WebSocket
 subscribers (docs/websocket.md).
@@ -13,17 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol
 
 import structlog
 
 from bridge import metrics
 from bridge.events import ChatEvent
+from bridge.legacy_shapes import SessionStatus, session_title
 from bridge.sessions.gaps import find_gaps
 from bridge.sessions.status import Status, Transition, TurnTracker
 from bridge.store.leases import TurnState
+
+_TITLED = frozenset({"session:created", "session:updated"})  # kinds whose payload carries the title
 
 # Settle time before an open step is closed as interrupted (see bridge.sessions.status).
 TURN_SETTLE_S = 2.0
@@ -35,7 +41,7 @@ class LifecycleStore(Protocol):
     async def turn_state(self, session_id: str) -> TurnState: ...
     async def set_status(self, session_id: str, owner: str, status: str, reason: str | None) -> bool: ...
     async def record_gap(self, session_id: str, from_seq: int, to_seq: int) -> None: ...
-    async def legacy_seq_seen(self, session_id: str, seq: int) -> None: ...
+    async def set_title(self, session_id: str, title: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -45,11 +51,22 @@ class _Gap:
 
 
 @dataclass(frozen=True)
-class _LegacySeen:
-    seq: int
+class _Title:
+    title: str
 
 
-_Write = Transition | _Gap | _LegacySeen
+_Write = Transition | _Gap | _Title
+
+
+def retry_reason(st: SessionStatus, now_ms: float) -> str:
+    """The status reason of `retrying`: attempt, when the next one is due and upstream's message (display
+    text, never interpreted), e.g. `attempt 2, next in 8 s (2026-12-01T09:30:08Z): Rate limited`."""
+    parts = [f"attempt {st.attempt}" if st.attempt is not None else "retrying"]
+    if st.next_ms is not None:
+        at = datetime.fromtimestamp(st.next_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        parts.append(f"next in {max(0, round((st.next_ms - now_ms) / 1000))} s ({at})")
+    text = ", ".join(parts)
+    return f"{text}: {st.message[:500]}" if st.message else text
 
 
 class ActivityTracker:
@@ -62,7 +79,7 @@ class ActivityTracker:
         self._trackers: dict[str, TurnTracker] = {}
         self._last_seq: dict[str, int] = {}
         self._active: set[str] = set()
-        self._legacy_marked: set[str] = set()
+        self._titles: dict[str, str] = {}
         self._writes: asyncio.Queue[tuple[str, _Write]] = asyncio.Queue()
         self._turn_started = asyncio.Event()
         self._log = structlog.get_logger("bridge.supervisor").bind(upstream=upstream, owner=owner)
@@ -119,6 +136,7 @@ class ActivityTracker:
         """Its follower stopped: we no longer speak for it."""
         self._trackers.pop(session_id, None)
         self._last_seq.pop(session_id, None)
+        self._titles.pop(session_id, None)
 
     def committed(self, session_id: str, events: Sequence[ChatEvent]) -> None:
         seqs = [e.seq for e in events if e.seq is not None]
@@ -127,9 +145,24 @@ class ActivityTracker:
             self._writes.put_nowait((session_id, _Gap(a, b)))
         if seqs:
             self._last_seq[session_id] = max(last, *seqs)
+        titles = [title for e in events if e.kind in _TITLED and (title := session_title(e.envelope)) is not None]
+        if titles and self._titles.get(session_id) != titles[-1]:
+            self._titles[session_id] = titles[-1]
+            self._writes.put_nowait((session_id, _Title(titles[-1])))
         t = self._trackers.get(session_id)
         if t is not None:
             self._emit(session_id, t.on_events([e.kind for e in events], self._clock()))
+
+    def upstream_status(self, session_id: str, st: SessionStatus) -> None:
+        """`session.status` of `/global/event`: retry → `retrying`, busy → `running`; idle wakes the poller,
+        whose `/api/session/active` answer ends the turn (idle may precede the last updates, §16)."""
+        t = self._trackers.get(session_id)
+        if t is None:
+            return
+        reason = retry_reason(st, time.time() * 1000) if st.type == "retry" else None
+        self._emit(session_id, t.on_upstream_status(st.type, reason, self._clock()))
+        if st.type == "idle":
+            self._turn_started.set()  # look now
 
     def observe_active(self, active: Iterable[str], observed_at: float) -> None:
         """`observed_at`: when the `/api/session/active` request started."""
@@ -142,13 +175,6 @@ class ActivityTracker:
         """Recorded by the store already (terminal, NOTIFY sent): only logged and counted here."""
         self.forget(session_id)
         self._emit(session_id, Transition(Status.DELETED, "deleted upstream"))
-
-    def legacy_seq(self, session_id: str, seq: int) -> None:
-        """A legacy-only seq on /api/event will never reach the durable stream (docs/upstream.md §3.1): the
-        session is marked incomplete now (the gap itself is recorded when the next v2 event arrives)."""
-        if session_id not in self._legacy_marked:
-            self._legacy_marked.add(session_id)
-            self._writes.put_nowait((session_id, _LegacySeen(seq)))
 
     def _emit(self, session_id: str, tr: Transition | None) -> None:
         if tr is None:
@@ -171,9 +197,8 @@ class ActivityTracker:
             await self._store.record_gap(sid, item.from_seq, item.to_seq)
             metrics.SESSION_GAPS.inc()
             self._log.warning("seq_gap_recorded", session_id=sid, from_seq=item.from_seq, to_seq=item.to_seq)
-        elif isinstance(item, _LegacySeen):
-            await self._store.legacy_seq_seen(sid, item.seq)
-            self._log.warning("legacy_turn_seen", session_id=sid, seq=item.seq)
+        elif isinstance(item, _Title):
+            await self._store.set_title(sid, item.title)
         else:
             if item.status is not Status.DELETED and not await self._store.set_status(
                     sid, self._owner, item.status.value, item.reason):

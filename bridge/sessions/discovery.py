@@ -1,11 +1,13 @@
-"""Which sessions to warm after the bridge (re)connects to `/api/event`: only those with something new.
+"""Which sessions to warm after the bridge (re)connects to `/global/event`: only those with something new.
 
-Hints on `/api/event` are lost while we are disconnected (docs/upstream.md §5), so after every (re)connect the
+Live hints are lost while we are disconnected (docs/upstream.md §15), so after every (re)connect the
 bridge looks again. Warming every listed session would open one durable stream per session the upstream
 ever had (and keep idle ones from being released); instead each candidate costs one cheap request,
-`/history?after=<stored cursor>&limit=1`, and only sessions with events past our cursor, sessions the
-upstream lists as active, and sessions that vanished upstream (so the follower records the deletion) are
-warmed. New activity after that arrives as live hints.
+`/history?after=<stored cursor>&limit=1`, and, when that shows no v2 event, a read of its sync log after
+the cursor (`POST /sync/history`, §14: a session driven only by OpenCode's own clients has legacy events
+alone, §13). Only sessions with events past our cursor, sessions the upstream lists as active, and
+sessions that vanished upstream (so the follower records the deletion) are warmed. New activity after
+that arrives as live hints.
 
 Sessions whose lease is held are not probed at all: a live holder (this process or a peer) is following
 them, and a dead holder's lease expires and the lease sweep adopts them (docs/lifecycle.md). So a reconnect
@@ -66,7 +68,15 @@ async def sessions_to_warm(client: UpstreamClient, store: EventStore, *, concurr
                 return WarmCandidate(sid, directory, "gone_upstream") if row and row.cursor_seq > 0 else None
             except UpstreamError:
                 return WarmCandidate(sid, directory, "new_events")  # cannot tell: follow to be safe
-        return WarmCandidate(sid, directory, "new_events") if page.events else None
+            if not page.events:
+                try:
+                    logged = await client.sync_history(sid, row.cursor_seq if row else 0)
+                    page_events = [i for i in logged if isinstance(i, dict) and i.get("aggregate_id") == sid]
+                except UpstreamError:
+                    page_events = [{}]  # cannot tell (e.g. over the body bound): follow to be safe
+                if not page_events:
+                    return None
+        return WarmCandidate(sid, directory, "new_events")
 
     found = await asyncio.gather(*(probe(sid) for sid in sorted(candidates)))
     return [c for c in found if c is not None]

@@ -25,7 +25,7 @@ def release_reason(facts: WarmFacts, idle_ttl_s: float) -> str | None:
     """A reason to release now, or None to keep the session warm."""
     if facts.subscribers > 0:
         return None
-    if facts.active_upstream or facts.status is Status.RUNNING:
+    if facts.active_upstream or facts.status in (Status.RUNNING, Status.RETRYING):
         return None  # a turn may be running: never drop it mid-turn
     idle = facts.now - facts.last_activity_at
     if idle < idle_ttl_s:

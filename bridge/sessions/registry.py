@@ -21,6 +21,7 @@ from bridge.config import Settings
 from bridge.errors import LeaseHeld
 from bridge.events import ChatEvent
 from bridge.ids import valid_session_id
+from bridge.legacy import SEED_KINDS
 from bridge.sessions.activity import ActivityTracker
 from bridge.sessions.parking import FailureStreak, is_transient
 from bridge.sessions.sink import StoreSink
@@ -107,8 +108,11 @@ class WarmRegistry:
 
     # -- start and stop ---------------------------------------------------------------------------
     async def load_known(self) -> None:
-        """Deleted sessions are never warmed again; parked ones stay parked across restarts."""
-        for row in await self._store.sessions(include_deleted=True):
+        """Deleted sessions are never warmed again; parked ones stay parked across restarts. Every known
+        session is left out of other sessions' sync-log reads from the start (docs/upstream.md §14)."""
+        rows = await self._store.sessions(include_deleted=True)
+        self._client.learn_aggregates(r.session_id for r in rows)
+        for row in rows:
             if row.deleted:
                 self._marks.deleted.add(row.session_id)
             elif row.status == "parked":
@@ -246,6 +250,7 @@ class WarmRegistry:
             batch_max_events=s.batch_max_events, reconnect_min_s=s.reconnect_min_s,
             reconnect_max_s=s.reconnect_max_s, stall_s=s.durable_stall_s, upstream=s.upstream_name,
             on_committed=self._on_committed(session_id, w),
+            seed=lambda: self._store.seed_rows(session_id, sorted(SEED_KINDS)),
         )
         return await w.follower.run(), w.follower.cursor
 

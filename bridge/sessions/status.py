@@ -30,6 +30,7 @@ from dataclasses import dataclass
 class Status(enum.StrEnum):
     IDLE = "idle"  # no turn running
     RUNNING = "running"  # a turn is running (events, or listed by /api/session/active)
+    RETRYING = "retrying"  # upstream retries the provider (`session.status` retry); reason: attempt, next, message
     STALLED = "stalled"  # prompt taken, no step started, not active: the turn silently failed
     INTERRUPTED = "interrupted"  # a step was left open and the session is no longer active
     DELETED = "deleted"  # deleted upstream: terminal
@@ -101,6 +102,23 @@ class TurnTracker:
         self.inactive_since = None
         return self._move(Status.RUNNING, None)
 
+    def on_upstream_status(self, status_type: str, reason: str | None, now: float) -> Transition | None:
+        """A `session.status` of `/global/event` (docs/upstream.md §15): `retry` → `retrying` (the reason
+        says attempt, next time and upstream's message), `busy` → `running`. `idle` changes nothing here:
+        it can come before the turn's last updates (§16), so the caller cross-checks with
+        `/api/session/active` (`on_active`)."""
+        if self.status is Status.DELETED:
+            return None
+        if status_type == "retry":
+            self.last_event_at = now
+            self.inactive_since = None
+            return self._move(Status.RETRYING, reason)
+        if status_type == "busy" and self.status is not Status.RUNNING:
+            self.last_event_at = now
+            self.inactive_since = None
+            return self._move(Status.RUNNING, None)
+        return None
+
     def on_active(self, active: bool, observed_at: float, now: float) -> Transition | None:
         """`observed_at`: when the /api/session/active request started; `now`: when it answered."""
         if self.status is Status.DELETED:
@@ -109,6 +127,8 @@ class TurnTracker:
             return None  # the observation predates our latest event: it says nothing about it
         if active:
             self.inactive_since = None
+            if self.status is Status.RETRYING:
+                return None  # still in the turn, still retrying: the next event or status says more
             return self._move(Status.RUNNING, None)
         if self.inactive_since is None:
             self.inactive_since = observed_at
@@ -134,7 +154,7 @@ class TurnTracker:
                 "turn cut: a step was still open when the session stopped being active upstream "
                 "(upstream restart or provider stream cut)",
             )
-        if self.status is Status.RUNNING:
+        if self.status in (Status.RUNNING, Status.RETRYING):
             return self._move(Status.IDLE, None)
         return None
 
@@ -146,4 +166,4 @@ class TurnTracker:
     @property
     def wants_polling(self) -> bool:
         """A turn may be running: poll /api/session/active quickly until it settles."""
-        return self.status is Status.RUNNING
+        return self.status in (Status.RUNNING, Status.RETRYING)

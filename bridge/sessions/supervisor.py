@@ -22,6 +22,8 @@ from contextlib import asynccontextmanager
 import structlog
 
 from bridge.config import Settings
+from bridge.events import Envelope
+from bridge.legacy_shapes import SessionStatus
 from bridge.ops.outage import OutageLog
 from bridge.sessions.activity import ActivityTracker
 from bridge.sessions.keeper import LeaseKeeper
@@ -125,8 +127,22 @@ class FollowerSupervisor:
         if f is not None:
             f.notify_seen(seq)
 
-    def notify_legacy_seq(self, session_id: str, seq: int) -> None:
-        self.activity.legacy_seq(session_id, seq)
+    def twin(self, session_id: str, env: Envelope) -> None:
+        """An exact sync twin of `/global/event`: the session's follower stores it when it is next in line
+        (a session still being claimed reads it from the sync log in its catch-up)."""
+        f = self.follower(session_id)
+        if f is not None:
+            f.offer_twin(env)
+
+    def repair_all(self, cause: str) -> None:
+        """Every warm session reads its sync log from its cursor (after a `/global/event` reconnect)."""
+        for sid in self.registry.sessions():
+            f = self.follower(sid)
+            if f is not None:
+                f.request_repair(cause)
+
+    def upstream_status(self, session_id: str, status: SessionStatus) -> None:
+        self.activity.upstream_status(session_id, status)
 
     async def deleted(self, session_id: str) -> None:
         await self.registry.deleted(session_id)

@@ -208,6 +208,13 @@ class EventStore:
             result = await conn.execute(q.select_stored_ids(self._upstream, session_id))
             return [(int(r.seq), str(r.event_id)) for r in result]
 
+    async def seed_rows(self, session_id: str, kinds: Sequence[str]) -> list[dict[str, Any]]:
+        """`event_id, kind, part_id, message_id, assistant_message_id` of the session's rows of these kinds,
+        in seq order (a follower rebuilds its legacy turn state from them, bridge.legacy.SEED_KINDS)."""
+        async with self._engine.connect() as conn:
+            result = await conn.execute(q.select_seed_rows(self._upstream, session_id, kinds))
+            return [dict(r._mapping) for r in result]
+
 
 def _opt_text(value: str | None) -> str | None:
     return None if value is None else storable_text(value).value

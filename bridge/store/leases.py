@@ -189,12 +189,12 @@ def mark_incomplete(upstream: str, session_id: str) -> Update:
     return chat_sessions.update().where(_key(upstream, session_id)).values(incomplete=true(), updated_at=func.now())
 
 
-def mark_incomplete_above(upstream: str, session_id: str, seq: int) -> Update:
-    """A legacy-only seq above our cursor was seen on /api/event: the mirror will miss it."""
+def set_title(upstream: str, session_id: str, title: str) -> Update:
+    """The session's title (`session.created` / `session.updated`, docs/upstream.md §15); only a change writes."""
     return (
         chat_sessions.update()
-        .where(_key(upstream, session_id), S.cursor_seq < seq, S.incomplete == false())
-        .values(incomplete=true(), updated_at=func.now())
+        .where(_key(upstream, session_id), S.title.is_distinct_from(title))
+        .values(title=title, updated_at=func.now())
     )
 
 
@@ -333,9 +333,9 @@ class LeaseStore:
             await conn.execute(insert_gap(self._upstream, session_id, from_seq, to_seq))
             await conn.execute(mark_incomplete(self._upstream, session_id))
 
-    async def legacy_seq_seen(self, session_id: str, seq: int) -> None:
+    async def set_title(self, session_id: str, title: str) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(mark_incomplete_above(self._upstream, session_id, seq))
+            await conn.execute(set_title(self._upstream, session_id, title))
 
     async def gaps(self, session_id: str) -> list[tuple[int, int]]:
         async with self._engine.connect() as conn:

@@ -48,6 +48,8 @@ chat_sessions = Table(
     Column("deleted_at", TIMESTAMPTZ, nullable=True),
     # Set when history before the stored cursor is known to be missing (legacy gaps, docs/lifecycle.md).
     Column("incomplete", Boolean, nullable=False, server_default=false()),
+    # The session's title as upstream last announced it (session.created / session.updated; 0010).
+    Column("title", Text, nullable=True),
     # Lease with fencing token: every write batch must present the current lease_epoch.
     Column("lease_owner", Text, nullable=True),
     Column("lease_epoch", BigInteger, nullable=False, server_default=text("0")),

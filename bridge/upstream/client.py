@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
@@ -40,6 +40,10 @@ from bridge.upstream.urls import split_credentials
 # event; beyond this bound it is refused rather than held in memory.
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 ERROR_BODY_BYTES = 64 * 1024  # enough for any error envelope's message
+# `/sync/history` cutoffs are validated like `after` (integer 0..2^53-1); the largest names an aggregate
+# whose events we do not want (docs/upstream.md §14).
+SYNC_CUTOFF_MAX = 2**53 - 1
+MAX_KNOWN_AGGREGATES = 50_000  # ~2 MiB of request body at most
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,7 @@ class UpstreamClient:
         self._max_body_bytes = max_body_bytes
         self._given_transport = transport
         self._transport: Transport | None = transport
+        self._known_aggregates: set[str] = set()  # left out of sync-log answers (sync_history)
 
     def __repr__(self) -> str:
         return f"UpstreamClient({self.base_url!r})"
@@ -236,6 +241,7 @@ class UpstreamClient:
             if len(kept) < len(listed):
                 metrics.REJECTS.labels(reason="bad_session_id").inc(len(listed) - len(kept))
             out.extend(kept)
+            self.learn_aggregates(s["id"] for s in kept)
             cursor = body.get("cursor") if isinstance(body, dict) else None
             nxt = cursor.get("next") if isinstance(cursor, dict) else None
             if not page or not isinstance(nxt, str) or nxt in seen_cursors:
@@ -301,6 +307,47 @@ class UpstreamClient:
     def open_live_events(self) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
         """The global live stream `GET /api/event`."""
         return self.open_stream("/api/event")
+
+    # -- the sync protocol (docs/upstream.md §14, §15) ------------------------------------------------
+
+    async def sync_history(self, session_id: str, after: int) -> list[Any]:
+        """The session's persisted log after `after` (exclusive), legacy and v2 events in one gap-free
+        seq order: `POST /sync/history {"<sid>": after}` (a JSON array of sync items, docs/upstream.md
+        §14). The body is bounded like every JSON body (`BodyTooLarge`).
+
+        The answer also holds the *whole* log of every aggregate the body does not name (§14), so every
+        other session this client has seen (listed, or in an earlier answer) is named with the largest
+        cutoff the upstream accepts; the caller still drops items of other aggregates."""
+        self.session_path(session_id)  # the id check; the id goes into the body, not the URL
+        what = "POST /sync/history"
+        req = self._request("POST", "/sync/history", None, stream=False)
+        cutoffs = dict.fromkeys(self._known_aggregates - {session_id}, SYNC_CUTOFF_MAX)
+        cutoffs[session_id] = after
+        body = json.dumps(cutoffs, separators=(",", ":")).encode()
+        req = Request(req.method, req.url, {**req.headers, "Content-Type": "application/json",
+                                            "Accept": "application/json"},
+                      req.timeout_s, req.connect_timeout_s, body)
+        async with self.transport.send(req) as resp:
+            if resp.status != 200:
+                raise _error_for(resp.status, await _error_body(resp), what)
+            data = _decode(await _read_bounded(resp, self._max_body_bytes, what))
+        if not isinstance(data, list):
+            raise UpstreamError(f"{what}: answer is not a JSON array")
+        self.learn_aggregates(i.get("aggregate_id") for i in data if isinstance(i, dict))
+        return data
+
+    def learn_aggregates(self, ids: Iterable[object]) -> None:
+        """Session ids to leave out of every later sync-log answer (at most `MAX_KNOWN_AGGREGATES`)."""
+        for sid in ids:
+            if len(self._known_aggregates) >= MAX_KNOWN_AGGREGATES:
+                return
+            if isinstance(sid, str) and valid_session_id(sid):
+                self._known_aggregates.add(sid)
+
+    def open_global_events(self) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
+        """`GET /global/event`: every directory, both runtimes, persisted events with their sync twins
+        (docs/upstream.md §15)."""
+        return self.open_stream("/global/event")
 
     # -- commands (docs/commands.md) ------------------------------------------------------------------
 

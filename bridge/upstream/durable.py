@@ -1,10 +1,12 @@
-"""One session's durable follower: `/history` catch-up, then `/event?after=<cursor>` forever.
+"""One session's durable follower: sync-log and `/history` catch-up, then `/event?after=<cursor>` forever.
 
 Traps handled (docs/upstream.md):
 - §3.3 no headers until the first event → no header/read timeout; only the connect phase is timed.
 - §3.4 no keepalive, never ends → TCP keepalive on the socket; a *stall* watchdog restarts the stream
-  when `/api/event` announced a seq we have not received within `durable_stall_s`.
-- §3.1 seq gaps (legacy turns) → we never assume contiguity; the cursor is simply the highest stored seq.
+  when `/global/event` announced a v2 seq we have not received within `durable_stall_s`.
+- §3.1 seq gaps (legacy turns) → the durable stream is only the v2 subset of the session's sync log (§14):
+  a batch starting above cursor + 1 is repaired from the log first (`bridge.upstream.repair`, one cursor
+  for both sources, docs/mirror.md), and every (re)connect starts with a repair.
 - §3.2 `after` is exclusive → resume with `after=<stored cursor>`.
 - §7 upstream restart drops the connection mid-body → reconnect with capped backoff + jitter.
 
@@ -23,9 +25,9 @@ import asyncio
 import enum
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -41,9 +43,11 @@ from bridge.errors import (
     UpstreamError,
     UpstreamUnavailable,
 )
-from bridge.events import ChatEvent, Kind, normalize, parse_envelope, parse_frame
+from bridge.events import ChatEvent, Envelope, Kind, parse_envelope, parse_frame
+from bridge.legacy import LegacyTurnState
 from bridge.upstream.backoff import Backoff
 from bridge.upstream.client import UpstreamClient
+from bridge.upstream.repair import SyncRepair
 from bridge.upstream.sse import SSEComment, SSEParser
 
 
@@ -88,6 +92,8 @@ class DurableFollower:
         rand: Callable[[], float] | None = None,
         on_committed: Callable[[Sequence[ChatEvent]], None] | None = None,
         max_stuck_passes: int = 5,
+        seed: Callable[[], Awaitable[Iterable[Mapping[str, Any]]]] | None = None,
+        repair_debounce_s: float = 0.03,
     ) -> None:
         self.session_id = session_id
         self.cursor = cursor
@@ -103,18 +109,44 @@ class DurableFollower:
         self._max_stuck = max_stuck_passes
         self._stuck_passes = 0
         self._log = structlog.get_logger("bridge.durable").bind(upstream=upstream, session_id=session_id)
-        self._hint_seq = 0  # highest seq announced by /api/event
+        self._hint_seq = 0  # highest v2 seq announced by /global/event (its sync twins)
         self._timeout: asyncio.Timeout | None = None
         self.connected = asyncio.Event()  # set while the stream is open with headers received
         self.last_event_monotonic: float | None = None
+        # Every write goes through the repair part: one cursor for the durable stream, the sync log and
+        # the live twins (docs/mirror.md). `seed` gives the stored rows its legacy turn state starts from.
+        self._seed = seed
+        self.sync = SyncRepair(session_id, client, lambda: self.cursor, self._commit, self._reject, self._log,
+                               debounce_s=repair_debounce_s, retry_s=reconnect_max_s)
+        self._fatal: BaseException | None = None  # the inbox task's error, re-raised by the main loop
 
     # -- hints from the live stream -------------------------------------------------------------
     def notify_seen(self, seq: int) -> None:
-        """/api/event showed this durable seq; if it does not arrive soon, the stream is stuck."""
+        """/global/event showed this v2 seq; if it does not arrive soon, the stream is stuck."""
         if seq <= self._hint_seq:
             return
         self._hint_seq = seq
         self._arm_stall_timer()
+
+    def offer_twin(self, env: Envelope) -> None:
+        """An exact sync twin of `/global/event` (a legacy event, docs/upstream.md §15): stored directly
+        when it is next in line, else it pokes a repair."""
+        self.sync.offer(env)
+
+    def request_repair(self, cause: str) -> None:
+        """Read the sync log from the cursor soon (after a live reconnect: what was missed)."""
+        self.sync.request(cause)
+
+    def _inbox_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self._fatal = task.exception()
+            t = self._timeout
+            if t is not None:  # end the stream now; the main loop raises the error
+                t.reschedule(asyncio.get_running_loop().time())
+
+    def _raise_fatal(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
 
     def _arm_stall_timer(self, progress: bool = False) -> None:
         t = self._timeout
@@ -129,6 +161,16 @@ class DurableFollower:
     # -- main loop ------------------------------------------------------------------------------
     async def run(self) -> FollowerExit:
         self._log.info("follower_started", cursor_seq=self.cursor)
+        if self._seed is not None:
+            self.sync.state = LegacyTurnState.from_rows(await self._seed())
+        inbox = asyncio.create_task(self.sync.run(), name=f"sync-inbox:{self.session_id}")
+        inbox.add_done_callback(self._inbox_done)
+        try:
+            return await self._run_loop()
+        finally:
+            inbox.cancel()
+
+    async def _run_loop(self) -> FollowerExit:
         while True:
             try:
                 outcome = await self._follow_once()
@@ -159,7 +201,13 @@ class DurableFollower:
 
     async def _follow_once(self) -> str | FollowerExit:
         """Catch up, then stream until the stream ends; returns why it ended (a metric label), or `STUCK`.
-        Errors that end the follower propagate."""
+        Errors that end the follower propagate, the inbox task's too."""
+        self._raise_fatal()
+        outcome = await self._follow_inner()
+        self._raise_fatal()
+        return outcome
+
+    async def _follow_inner(self) -> str | FollowerExit:
         try:
             stuck = await self._catch_up()
             if stuck is not None:
@@ -192,8 +240,12 @@ class DurableFollower:
         return reason
 
     async def _catch_up(self) -> str | None:
-        """Page `/history` until the upstream says there is no more (also detects 404 early). Returns why
-        the cursor cannot move, or None once caught up."""
+        """Repair from the sync log (everything missed, legacy included), then page `/history` until the
+        upstream says there is no more (it also detects a 404; over the body bound the sync log is not read
+        and `/history` gives the v2 events, the rest becomes a recorded gap). Returns why the cursor
+        cannot move, or None once caught up."""
+        async with self.sync.lock:
+            await self.sync.repair_locked("catch_up")
         limit = self._history_page
         while True:
             try:
@@ -258,7 +310,7 @@ class DurableFollower:
         except BadFrame as e:
             await self._reject(e.reason, data, received_at, None, str(e))
             return None
-        return await self._accept_env(normalize(env), lambda: data, received_at)
+        return await self._accept_env(self.sync.map(env), lambda: data, received_at)
 
     async def _accept_obj(self, item: object, received_at: datetime) -> ChatEvent | None:
         """One `/history` item (already decoded JSON)."""
@@ -267,7 +319,7 @@ class DurableFollower:
         except BadFrame as e:
             await self._reject(e.reason, _json_text(item), received_at, None, str(e))
             return None
-        return await self._accept_env(normalize(env), lambda: _json_text(item), received_at)
+        return await self._accept_env(self.sync.map(env), lambda: _json_text(item), received_at)
 
     async def _accept_env(self, ev: ChatEvent, raw: Callable[[], str], received_at: datetime) -> ChatEvent | None:
         # `raw` is only needed for a reject: history items are not re-serialized on the happy path.
@@ -289,6 +341,10 @@ class DurableFollower:
         await self._sink.reject(reason, raw, received_at, seq)
 
     async def _write(self, events: list[ChatEvent], received_at: datetime, source: str) -> None:
+        await self.sync.write(events, received_at, source)
+
+    async def _commit(self, events: list[ChatEvent], received_at: datetime, source: str) -> None:
+        """Store events in order (the caller holds the repair lock); batches of `batch_max_events`."""
         for i in range(0, len(events), self._batch_max):
             batch = events[i : i + self._batch_max]
             t0 = time.perf_counter()

@@ -1,11 +1,17 @@
-"""The one global `/api/event` reader per upstream.
+"""The one global live reader per upstream: `GET /global/event` (docs/upstream.md §15).
 
-The stream is lossy by contract (docs/upstream.md §5): it closes cleanly whenever a legacy prompt starts,
-and events between EOF and reconnect are gone. So it is never a source of stored truth; it gives
-hints (a session is active, a durable seq exists, a session was created/deleted) and deltas. We
-reconnect at once after a clean EOF, and when no byte (not even `: heartbeat`, sent every 15 s)
-arrived within `heartbeat_timeout_s`. After every (re)connect the handler re-syncs, because hints may
-have been lost while we were away.
+One stream for every directory and both runtimes; it stayed open through legacy turns where `/api/event`
+closed (§5). Every persisted event comes twice, as a bus event and as its sync twin with the sync log's seq;
+deltas, statuses and permissions only as bus events. It is live only: what is sent while we are away is
+gone, so after every (re)connect the handler re-syncs (each warm session repairs from its sync log,
+discovery runs). We reconnect at once after a clean EOF, and when no byte (not even the `server.heartbeat`
+event) arrived within `heartbeat_timeout_s`.
+
+Each frame becomes one `ChatEvent` for the handler, with the frame's directory (a v2 bus event's envelope
+`raw` is rewritten to the live shape `{id, type, data, location}` that the relay stores): a twin is normalized
+without state (the follower maps what it stores itself, bridge.legacy); a bus event of a session through a
+per-session `LegacyTurnState` of this reader, so a legacy `message.part.delta` of a part announced as text
+or reasoning is a `delta:text` / `delta:reasoning` like a v2 delta (docs/legacy.md).
 
 An event naming a session id that does not have the upstream's id shape is dropped here (counted as
 `bridge_rejects_total{reason="live_bad_session_id"}`), so no handler warms or routes it.
@@ -14,24 +20,32 @@ An event naming a session id that does not have the upstream's id shape is dropp
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
+from dataclasses import replace
 from typing import Protocol
 
 import structlog
 
 from bridge import metrics
 from bridge.errors import BadFrame, FrameTooLarge, UpstreamError
-from bridge.events import ChatEvent, Kind, normalize, parse_frame
+from bridge.events import ChatEvent, Kind, normalize
 from bridge.ids import valid_session_id
+from bridge.legacy import LEGACY_TYPES, LegacyTurnState, normalize_legacy
 from bridge.ops.outage import OutageLog
+from bridge.syncframes import GlobalFrame, parse_global_frame
 from bridge.upstream.backoff import Backoff
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.sse import SSEComment, SSEEvent, SSEParser
+
+# Sessions whose live legacy mapping state is kept (least recently used beyond this are forgotten: their
+# next delta before a part update maps to `legacy:part-delta`, which the relay passes on as well).
+LIVE_STATES_MAX = 1024
 
 
 class LiveHandler(Protocol):
     async def on_live_connected(self) -> None: ...
 
-    async def on_live_event(self, ev: ChatEvent) -> None: ...
+    async def on_live_event(self, ev: ChatEvent, directory: str | None = None) -> None: ...
 
 
 class LiveStream:
@@ -56,6 +70,7 @@ class LiveStream:
         self.connections = 0  # successful connects so far (tests and /readyz read it)
         # An unreachable upstream is logged when lost, as a slow reminder, and when back (/readyz shows it).
         self.outage = OutageLog(self._log, "upstream_live")
+        self._states: OrderedDict[str, LegacyTurnState] = OrderedDict()
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -88,7 +103,7 @@ class LiveStream:
 
     async def _read_once(self) -> None:
         async with asyncio.timeout(self._heartbeat_timeout_s) as t:
-            async with self._client.open_live_events() as body:
+            async with self._client.open_global_events() as body:
                 self.connected.set()
                 self.connections += 1
                 self.outage.succeeded()
@@ -106,13 +121,13 @@ class LiveStream:
 
     async def _dispatch(self, item: SSEEvent) -> None:
         try:
-            env = parse_frame(item.data)
+            frame = parse_global_frame(item.data)
         except BadFrame as e:
             metrics.REJECTS.labels(reason=f"live_{e.reason}").inc()
             self._log.warning("live_frame_rejected", reason=e.reason, detail=e.detail[:300])
             return
-        ev = normalize(env)
-        if ev.kind == Kind.NOISE:
+        ev = self._map(frame)
+        if ev.kind in (Kind.NOISE, Kind.SERVER_HEARTBEAT, Kind.SERVER_CONNECTED):
             return
         if ev.session_id is not None and not valid_session_id(ev.session_id):
             metrics.REJECTS.labels(reason="live_bad_session_id").inc()
@@ -122,6 +137,23 @@ class LiveStream:
         if ev.kind == Kind.UNKNOWN:
             metrics.UNKNOWN_EVENTS.labels(stream="live").inc()
         try:
-            await self._handler.on_live_event(ev)
+            await self._handler.on_live_event(ev, frame.directory)
         except Exception as e:  # a handler bug must not take the global stream down
             self._log.error("live_handler_failed", type=ev.type, error=f"{type(e).__name__}: {e}", exc_info=True)
+
+    def _map(self, frame: GlobalFrame) -> ChatEvent:
+        env = frame.envelope
+        if not frame.twin and env.type not in LEGACY_TYPES:
+            # A v2 bus event is handed on in the live envelope shape the relay stores and replays
+            # (`{id, type, data, location}`, docs/upstream.md §2); a legacy one stays the bus event
+            # `{id, type, properties}` (how a legacy permission record is kept, docs/legacy.md).
+            where = {"location": {"directory": frame.directory}} if frame.directory else {}
+            env = replace(env, raw={"id": env.id, "type": env.type, "data": env.data, **where})
+        sid = env.session_id
+        if frame.twin or sid is None:
+            return normalize(env) if frame.twin else normalize_legacy(env, LegacyTurnState())
+        state = self._states.pop(sid, None) or LegacyTurnState()
+        self._states[sid] = state  # most recently used last
+        while len(self._states) > LIVE_STATES_MAX:
+            self._states.popitem(last=False)
+        return normalize_legacy(env, state)

@@ -341,10 +341,11 @@ async def test_a_new_owner_continues_the_status_of_a_turn_its_predecessor_saw_st
     await wait_until(lambda: any(s == "interrupted" for _, s, _ in b.statuses), 15, 0.05, message="b closes it")
 
 
-async def test_legacy_seq_gaps_mark_the_session_incomplete(fake, store, leases, start) -> None:
+async def test_seqs_the_sync_log_lacks_are_a_gap_that_marks_the_session_incomplete(fake, store, leases,
+                                                                                   start) -> None:
     fake.add_session("ses_A")
     await turn(fake, "ses_A")
-    fake.sessions["ses_A"].next_seq = 17  # a legacy turn burned seqs 7-16 (docs/upstream.md §3.1)
+    fake.sessions["ses_A"].next_seq = 17  # seqs 7-16 exist nowhere, not even in the sync log (docs/mirror.md)
     await turn(fake, "ses_A")
     a = await start("host:1:a")
     a.sup.warm("ses_A")
@@ -353,21 +354,6 @@ async def test_legacy_seq_gaps_mark_the_session_incomplete(fake, store, leases, 
     assert await leases.gaps("ses_A") == [(7, 16)]
     row = await store.get_session("ses_A")
     assert row is not None and row.incomplete
-
-
-async def test_a_legacy_only_seq_seen_live_marks_the_session_incomplete_at_once(fake, store, start) -> None:
-    fake.add_session("ses_A")
-    await turn(fake, "ses_A")
-    a = await start("host:1:a")
-    a.sup.warm("ses_A")
-    await wait_mirrored(store, fake, "ses_A")
-    a.sup.notify_legacy_seq("ses_A", 7)  # message.updated of a legacy turn, on /api/event only
-
-    async def incomplete() -> bool:
-        row = await store.get_session("ses_A")
-        return row is not None and row.incomplete
-
-    await wait_until(incomplete, 10, 0.05, message="incomplete")
 
 
 async def test_interrupt_is_an_explicit_upstream_call_and_release_never_makes_it(store, start) -> None:

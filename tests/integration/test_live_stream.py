@@ -1,5 +1,5 @@
-"""The global /api/event reader against the fake upstream: lossy by contract, so it must reconnect at
-once after a clean EOF (a legacy prompt closes it, docs/upstream.md §5), reconnect when heartbeats stop, and
+"""The global /global/event reader against the fake upstream: live only, so it must reconnect at
+once after a clean EOF (docs/upstream.md §15), reconnect when heartbeats stop, and
 survive bad frames and handler bugs."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class Recorder:
     async def on_live_connected(self) -> None:
         self.connects += 1
 
-    async def on_live_event(self, ev: ChatEvent) -> None:
+    async def on_live_event(self, ev: ChatEvent, directory: str | None = None) -> None:
         if ev.type == self.fail_on:
             raise RuntimeError("handler bug")
         if ev.kind != "server:connected":  # sent first on every connection
@@ -58,13 +58,14 @@ def envelope(sid: str, type_: str, seq: int | None = None) -> dict[str, object]:
 async def test_events_reach_the_handler_and_noise_does_not(fake: FakeUpstream) -> None:
     rec = Recorder()
     async with running(fake, rec):
-        await wait_until(lambda: fake.live_subscribers, 20, 0.01)
+        await wait_until(lambda: fake.global_subscribers, 20, 0.01)
         fake.publish_live({"id": "evt_n", "type": "plugin.added", "location": {}, "data": {}})
         fake.publish_live(envelope("ses_A", "session.next.text.delta"))
         fake.publish_live(envelope("ses_A", "session.next.step.started", 3))
-        await wait_until(lambda: len(rec.events) == 2, 20, 0.01)
-    assert [e.kind for e in rec.events] == ["delta:text", "step:start"]
-    assert rec.events[1].seq == 3 and rec.events[1].envelope.session_id == "ses_A"
+        await wait_until(lambda: len(rec.events) == 3, 20, 0.01)
+    # a persisted event comes twice: its bus copy (no seq) and its sync twin (the sync log's seq)
+    assert [(e.kind, e.seq) for e in rec.events] == [("delta:text", None), ("step:start", None), ("step:start", 3)]
+    assert rec.events[2].envelope.session_id == "ses_A"
 
 
 async def test_a_clean_eof_is_reconnected_at_once_and_the_handler_resyncs(fake: FakeUpstream) -> None:
@@ -73,7 +74,7 @@ async def test_a_clean_eof_is_reconnected_at_once_and_the_handler_resyncs(fake: 
     async with running(fake, rec, heartbeat_timeout_s=30) as live:
         live.HEALTHY_AFTER_S = 0.0  # every connection counts as one that lived: its EOF is "normal"
         await wait_until(lambda: live.connections == 1, 20, 0.01)
-        fake.drop_connections()  # what a legacy prompt does to /api/event
+        fake.drop_global(clean=True)
         await wait_until(lambda: live.connections == 2 and rec.connects == 2, 20, 0.01)
         fake.publish_live(envelope("ses_B", "session.created", 0))
         await wait_until(lambda: rec.events, 20, 0.01)
@@ -83,17 +84,17 @@ async def test_a_clean_eof_is_reconnected_at_once_and_the_handler_resyncs(fake: 
 async def test_silence_past_the_heartbeat_timeout_reconnects(fake: FakeUpstream) -> None:
     rec = Recorder()
     async with running(fake, rec, heartbeat_timeout_s=0.3) as live:
-        # The fake sends `: heartbeat` only once at connect: then it is silent, like a hung server.
+        # The fake sends `server.connected` only at connect: then it is silent, like a hung server.
         await wait_until(lambda: live.connections >= 3, 10, 0.02, message="reconnects after silence")
 
 
 async def test_bad_frames_and_handler_bugs_do_not_stop_the_stream(fake: FakeUpstream) -> None:
     rec = Recorder(fail_on="session.next.prompted")
     async with running(fake, rec) as live:
-        await wait_until(lambda: fake.live_subscribers, 20, 0.01)
+        await wait_until(lambda: fake.global_subscribers, 20, 0.01)
         fake.publish_live_raw(b"data: {broken\n\n")
         fake.publish_live(envelope("ses_A", "session.next.prompted", 2))  # the handler raises on this one
         fake.publish_live(envelope("ses_A", "session.next.step.started", 3))
-        await wait_until(lambda: rec.events, 20, 0.01)
+        await wait_until(lambda: len(rec.events) == 2, 20, 0.01)
         assert live.connections == 1
-    assert [e.type for e in rec.events] == ["session.next.step.started"]
+    assert [e.type for e in rec.events] == ["session.next.step.started"] * 2  # bus copy and twin

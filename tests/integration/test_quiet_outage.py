@@ -26,7 +26,7 @@ class Quiet:
     async def on_live_connected(self) -> None:
         pass
 
-    async def on_live_event(self, ev: ChatEvent) -> None:
+    async def on_live_event(self, ev: ChatEvent, directory: str | None = None) -> None:
         pass
 
 

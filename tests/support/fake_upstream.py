@@ -2,7 +2,11 @@
 
 Only what the bridge reads is implemented: `/api/session`, `/api/session/active`,
 `/api/session/{id}/history`, `/api/session/{id}/event`, `/api/session/{id}/permission` (the settable
-`permissions[sid]`) and `/api/event`. Like the real server, the
+`permissions[sid]`), `/api/event`, `POST /sync/history` (each session's sync log: v2 and legacy events in
+one seq order, docs/upstream.md §14) and `/global/event` (§15: `server.connected` first, then every
+published event as a bus event `{directory, payload: {id, type, properties}}` and, if persisted, its sync
+twin `{directory, payload: {type: "sync", syncEvent: {id, type: "<name>.<version>", seq, aggregateID, data},
+id}}`, with v2 timestamps as ISO strings like the real server's). Like the real server, the
 durable stream sends **no status line or headers until it has an event** (docs/upstream.md §3.3), frames
 are `data: <one-line JSON>\\n\\n` only, `/api/event` opens with `server.connected` and `: heartbeat`.
 
@@ -17,6 +21,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -37,6 +42,37 @@ class FakeSession:
     deleted: bool = False
     next_seq: int = 1
     raw_injections: list[tuple[int, bytes]] = field(default_factory=list)  # (after seq, bytes)
+    log: list[dict[str, Any]] = field(default_factory=list)  # the sync log: every persisted event, in seq order
+
+
+def sync_item(env: dict[str, Any]) -> dict[str, Any]:
+    """The sync-log item of a durable envelope (docs/upstream.md §14)."""
+    d = env["durable"]
+    return {"id": env["id"], "aggregate_id": d["aggregateID"], "seq": d["seq"],
+            "type": f"{env['type']}.{d.get('version', 1)}", "data": env["data"]}
+
+
+def _iso(data: dict[str, Any]) -> dict[str, Any]:
+    """A v2 payload as /global/event carries it: `timestamp` as an ISO string (docs/legacy.md)."""
+    ts = data.get("timestamp")
+    if not isinstance(ts, int):
+        return data
+    iso = datetime.fromtimestamp(ts / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts % 1000:03d}Z"
+    return {**data, "timestamp": iso}
+
+
+def global_frames(env: dict[str, Any], directory: str | None) -> list[dict[str, Any]]:
+    """The `/global/event` frames of one event: its bus copy and, if persisted, its sync twin."""
+    d = env.get("durable")
+    v2 = env["type"].startswith("session.next.")
+    data = _iso(env.get("data", {})) if v2 else env.get("data", {})
+    where = {"directory": directory} if directory is not None else {}
+    frames = [{**where, "payload": {"id": env["id"], "type": env["type"], "properties": data}}]
+    if isinstance(d, dict):
+        twin = {"id": env["id"], "type": f"{env['type']}.{d.get('version', 1)}", "seq": d["seq"],
+                "aggregateID": d["aggregateID"], "data": data}
+        frames.append({**where, "payload": {"type": "sync", "syncEvent": twin, "id": env["id"]}})
+    return frames
 
 
 class FakeUpstream:
@@ -52,6 +88,10 @@ class FakeUpstream:
         self._prepared: set[int] = set()  # ids of durable requests whose headers went out
         self._generation = 0  # bumped by drop_connections(); durable handlers of older generations die
         self._live_queues: list[asyncio.Queue[bytes | None]] = []
+        self._global_queues: list[asyncio.Queue[bytes | None]] = []
+        self.global_paused = False  # True: /global/event frames are lost (as while a reader is away)
+        self.sync_calls = 0
+        self.global_connects = 0
         self.durable_connects = 0
         self._counter = 0
         self.history_calls = 0
@@ -81,11 +121,51 @@ class FakeUpstream:
                "durable": {"aggregateID": sid, "seq": seq, "version": version},
                "data": {"timestamp": int(time.time() * 1000), "sessionID": sid, **data}}
         s.events.append(env)
+        s.log.append(sync_item(env))
         if live:
             self.publish_live({**env, "location": {"directory": s.directory}})
         async with self._changed:
             self._changed.notify_all()
         return env
+
+    async def append_legacy(self, sid: str, type_: str, data: dict[str, Any], *, live: bool = True,
+                            in_log: bool = True) -> dict[str, Any]:
+        """Commit one legacy event (`message.updated`, `message.part.updated`, `session.updated` …): it takes
+        the next seq, is in the sync log (unless `in_log` is False: a hole of the log itself) and on
+        /global/event (bus copy and exact twin), never on the durable stream (docs/upstream.md §3.1)."""
+        s = self.sessions[sid]
+        seq = s.next_seq
+        s.next_seq = seq + 1
+        self._counter += 1
+        item = {"id": f"evt_{seq:012d}{self._counter:014d}", "aggregate_id": sid, "seq": seq,
+                "type": f"{type_}.1", "data": {"sessionID": sid, **data}}
+        if in_log:
+            s.log.append(item)
+        if live:
+            env = {"id": item["id"], "type": type_, "data": item["data"],
+                   "durable": {"aggregateID": sid, "seq": seq, "version": 1}}
+            for frame in global_frames(env, s.directory):
+                self.publish_global(frame)
+        async with self._changed:
+            self._changed.notify_all()
+        return item
+
+    def publish_global(self, frame: dict[str, Any]) -> None:
+        """One `/global/event` frame to every reader (lost while `global_paused`)."""
+        if self.global_paused:
+            return
+        raw = f"data: {dumps(frame)}\n\n".encode()
+        for q in self._global_queues:
+            q.put_nowait(raw)
+
+    def drop_global(self, *, clean: bool = False) -> None:
+        """End every `/global/event` connection: cut mid-body, or with a clean EOF."""
+        for q in self._global_queues:
+            q.put_nowait(None if clean else b"")
+
+    @property
+    def global_subscribers(self) -> int:
+        return len(self._global_queues)
 
     async def inject_raw(self, sid: str, raw: bytes) -> None:
         """Send raw bytes on durable streams of `sid` after the current head (bad input)."""
@@ -95,15 +175,24 @@ class FakeUpstream:
             self._changed.notify_all()
 
     def publish_live(self, env: dict[str, Any]) -> None:
-        self.publish_live_raw(f"data: {dumps(env)}\n\n".encode())
+        """An event on `/api/event` (as given) and on `/global/event` (bus copy and sync twin)."""
+        frame = f"data: {dumps(env)}\n\n".encode()
+        for q in self._live_queues:
+            q.put_nowait(frame)
+        loc = env.get("location")
+        directory = loc.get("directory") if isinstance(loc, dict) else None
+        for frame in global_frames(env, directory if isinstance(directory, str) else None):
+            self.publish_global(frame)
 
     def publish_live_raw(self, frame: bytes) -> None:
-        for q in self._live_queues:
+        """Raw bytes on `/api/event` and `/global/event` alike (bad frames)."""
+        for q in self._live_queues + ([] if self.global_paused else self._global_queues):
             q.put_nowait(frame)
 
     @property
     def live_subscribers(self) -> int:
-        return len(self._live_queues)
+        """Open live-stream readers, `/api/event` and `/global/event` together."""
+        return len(self._live_queues) + len(self._global_queues)
 
     async def delete(self, sid: str) -> None:
         self.sessions[sid].deleted = True
@@ -139,6 +228,7 @@ class FakeUpstream:
         self._prepared.clear()
         for q in self._live_queues:
             q.put_nowait(None)
+        self.drop_global()
 
     async def _wake(self) -> None:
         async with self._changed:
@@ -154,6 +244,8 @@ class FakeUpstream:
         app.router.add_get("/api/session/{sid}/event", self._durable)
         app.router.add_get("/api/session/{sid}/permission", self._permissions)
         app.router.add_get("/api/event", self._live)
+        app.router.add_get("/global/event", self._global)
+        app.router.add_post("/sync/history", self._sync_history)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port or 0)
@@ -295,3 +387,44 @@ class FakeUpstream:
                 await resp.write(item)
         finally:
             self._live_queues.remove(q)
+
+    async def _sync_history(self, request: web.Request) -> web.Response:
+        self.sync_calls += 1
+        if (failed := self._failure("sync")) is not None:
+            return failed
+        asked = await request.json()
+        if not isinstance(asked, dict):
+            raise web.HTTPBadRequest(text=dumps({"_tag": "InvalidRequestError", "kind": "Payload"}),
+                                     content_type="application/json")
+        # Like the real server: named aggregates after their cutoff, every other one from the start.
+        out: list[dict[str, Any]] = []
+        for s in self.sessions.values():
+            after = asked.get(s.id, -1)
+            out.extend(i for i in s.log if i["seq"] > after)
+        return web.Response(text=dumps(out), content_type="application/json")
+
+    async def _global(self, request: web.Request) -> web.StreamResponse:
+        # "live" names the live reader's route, whichever stream it reads (existing fault tests use it)
+        if (failed := self._failure("global") or self._failure("live")) is not None:
+            return failed
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache, no-transform"})
+        await resp.prepare(request)
+        q: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._global_queues.append(q)
+        self.global_connects += 1
+        try:
+            self._counter += 1
+            await resp.write(f'data: {{"payload":{{"id":"evt_gc{self._counter}","type":"server.connected",'
+                             f'"properties":{{}}}}}}\n\n'.encode())
+            while True:
+                item = await q.get()
+                if item is None:
+                    return resp  # clean EOF
+                if item == b"":
+                    if request.transport is not None:
+                        request.transport.abort()  # cut mid-body
+                    return resp
+                await resp.write(item)
+        finally:
+            self._global_queues.remove(q)

@@ -1,7 +1,9 @@
 """An in-memory `opencode serve` behind a `MockTransport` (no sockets), and an in-memory `EventSink`.
 
-`MemoryUpstream` answers `/history` pages from its event lists and serves the durable and live streams
-from queues the test feeds (`push_durable`, `push_live`, `end_*`): one pushed chunk is one read.
+`MemoryUpstream` answers `/history` pages from its event lists, `POST /sync/history` from its sync logs
+(`sync[sid]`, a list of sync items; a session without one has an empty log) and serves the durable and
+live streams (`/api/event` and `/global/event` alike) from queues the test feeds (`push_durable`,
+`push_live`, `end_*`): one pushed chunk is one read.
 `MemorySink` stores what the follower writes, like the store would (cursor = highest seq written).
 """
 
@@ -30,6 +32,13 @@ def envelope(sid: str, seq: int, type_: str = "session.next.text.started", *, ag
             "data": {"sessionID": sid, "timestamp": 1796004921000 + seq, **data}}
 
 
+def sync_item(env: dict[str, Any]) -> dict[str, Any]:
+    """The sync-log item of a durable envelope (docs/upstream.md §14)."""
+    d = env["durable"]
+    return {"id": env["id"], "aggregate_id": d["aggregateID"], "seq": d["seq"],
+            "type": f"{env['type']}.{d.get('version', 1)}", "data": env["data"]}
+
+
 def sse(*envelopes: dict[str, Any]) -> bytes:
     return b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in envelopes)
 
@@ -45,6 +54,7 @@ class MemoryUpstream:
     has_more: Callable[[str, int], bool | None] = lambda _sid, _after: None  # None: computed
     status: dict[str, int] = field(default_factory=dict)  # route tail ("history", "event") -> HTTP status
     raw_history: dict[str, bytes] = field(default_factory=dict)  # sid -> a body served as is
+    sync: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sid -> its sync log
     _durable: dict[str, asyncio.Queue[bytes | None]] = field(default_factory=dict)
     _live: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
 
@@ -76,8 +86,14 @@ class MemoryUpstream:
     async def handle(self, request: Request) -> Response:
         url = yarl.URL(request.url, encoded=True)
         parts = url.raw_path.split("/")
-        if url.raw_path == "/api/event":
+        if url.raw_path in ("/api/event", "/global/event"):
             return Response(200, {}, _drain(self._live))
+        if url.raw_path == "/sync/history" and request.body is not None:
+            if "sync" in self.status:
+                return json_response(self.status["sync"], {"_tag": "Injected", "message": "sync"})
+            asked = json.loads(request.body)  # like the real server: unnamed aggregates from the start
+            return json_response(200, [item for sid, log in self.sync.items() for item in log
+                                       if item["seq"] > asked.get(sid, -1)])
         if len(parts) == 5 and parts[:3] == ["", "api", "session"]:
             sid, route = unquote(parts[3]), parts[4]
             if route in self.status:

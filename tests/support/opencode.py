@@ -448,6 +448,57 @@ class OpencodeServe:
     async def interrupt(self, session_id: str) -> None:
         await self.request("POST", f"/api/session/{session_id}/interrupt", expect=(204,))
 
+    # --- the legacy API and the sync log (docs/upstream.md §13, §14, §16) --------------------------------
+
+    async def sync_history(self, session_id: str, after: int = 0) -> list[dict[str, Any]]:
+        """``POST /sync/history {sid: after}``: the session's whole persisted log after ``after``."""
+        body: list[dict[str, Any]] = await self.request("POST", "/sync/history", json_body={session_id: after})
+        return body
+
+    async def prompt_async(self, session_id: str, text: str) -> None:
+        """Legacy ``POST /session/{id}/prompt_async`` (204): how the bundled web app prompts."""
+        await self.request("POST", f"/session/{session_id}/prompt_async",
+                           json_body={"parts": [{"type": "text", "text": text}]}, expect=(204,))
+
+    async def legacy_messages(self, session_id: str) -> list[dict[str, Any]]:
+        """Legacy ``GET /session/{id}/message``: ``[{info, parts}]``, oldest first."""
+        body: list[dict[str, Any]] = await self.request("GET", f"/session/{session_id}/message")
+        return body
+
+    async def wait_legacy_idle(self, session_id: str, turns: int, timeout: float = 60.0) -> None:
+        """Wait until ``turns`` user messages each have a completed final assistant message (``finish``
+        other than ``tool-calls``) and the session is not in ``/api/session/active``."""
+
+        async def done() -> bool:
+            msgs = await self.legacy_messages(session_id)
+            users = [m for m in msgs if m["info"].get("role") == "user"]
+            finals = [m for m in msgs if m["info"].get("role") == "assistant"
+                      and m["info"].get("time", {}).get("completed") and m["info"].get("finish") != "tool-calls"]
+            return len(users) >= turns and len(finals) >= turns and session_id not in await self.active()
+
+        await wait_until(done, timeout, 0.2, message=f"legacy turns of {session_id} done")
+
+    def cli_command(self, session_id: str, text: str) -> list[str]:
+        """OpenCode's own CLI driving one turn of a session of this serve (docs/upstream.md §13)."""
+        return [str(self.binary), "run", "--attach", self.base_url, "--session", session_id, text]
+
+    async def run_cli(self, session_id: str, text: str, timeout: float = 90.0) -> str:
+        """Run ``opencode run --attach <url> --session <id> <text>`` with the serve's HOME and config (so
+        it uses the mock model) until it exits; returns its output. A non-zero exit raises."""
+        process = await asyncio.create_subprocess_exec(
+            *self.cli_command(session_id, text), cwd=self.project_dir, env=self.environment(),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            output, _ = await asyncio.wait_for(process.communicate(), timeout)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            raise
+        if process.returncode != 0:
+            raise OpencodeError(f"opencode run failed ({process.returncode}): {output.decode()[-2000:]}")
+        return output.decode()
+
     async def messages(self, session_id: str) -> list[dict[str, Any]]:
         """v2 ``GET /api/session/{id}/message`` (newest first)."""
         response = await self.request("GET", f"/api/session/{session_id}/message")

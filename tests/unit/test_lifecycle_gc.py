@@ -27,6 +27,7 @@ def test_a_session_with_subscribers_is_never_released() -> None:
 
 def test_a_running_or_active_session_is_never_released_mid_turn() -> None:
     assert release_reason(facts(10_000, status=Status.RUNNING), TTL) is None
+    assert release_reason(facts(10_000, status=Status.RETRYING), TTL) is None  # upstream retries the provider
     assert release_reason(facts(10_000, active=True), TTL) is None
 
 
@@ -40,5 +41,6 @@ def test_release_iff_idle_long_enough_and_nothing_needs_it() -> None:
         (0.0, TTL - 1, TTL, TTL * 10), list(Status), (False, True), (0, 1, 5)
     ):
         released = release_reason(facts(idle, status, active, subs), TTL) is not None
-        expected = idle >= TTL and status is not Status.RUNNING and not active and subs == 0
+        mid_turn = status in (Status.RUNNING, Status.RETRYING)
+        expected = idle >= TTL and not mid_turn and not active and subs == 0
         assert released == expected, (idle, status, active, subs)

@@ -1,11 +1,13 @@
-"""The one /api/event dispatch table (bridge.dispatch): where each kind of live traffic goes."""
+"""The one /global/event dispatch table (bridge.dispatch): where each kind of live traffic goes."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from bridge.dispatch import LiveDispatch
-from bridge.events import ChatEvent, normalize, parse_envelope
+from bridge.events import ChatEvent, normalize
+from bridge.syncframes import parse_global_object
+from tests.support.fake_upstream import global_frames
 
 
 class Sessions:
@@ -19,8 +21,14 @@ class Sessions:
     def notify_seen(self, session_id: str, seq: int) -> None:
         self.calls.append(("seen", session_id, seq))
 
-    def notify_legacy_seq(self, session_id: str, seq: int) -> None:
-        self.calls.append(("legacy", session_id, seq))
+    def twin(self, session_id: str, env: Any) -> None:
+        self.calls.append(("twin", session_id, env.seq))
+
+    def repair_all(self, cause: str) -> None:
+        self.calls.append(("repair_all", cause))
+
+    def upstream_status(self, session_id: str, status: Any) -> None:
+        self.calls.append(("status", session_id, status.type, status.attempt))
 
     async def deleted(self, session_id: str) -> None:
         self.calls.append(("deleted", session_id))
@@ -35,11 +43,12 @@ class Requests:
 
 
 def live(type_: str, sid: str | None = "ses_A", seq: int | None = None, **data: Any) -> ChatEvent:
-    env: dict[str, Any] = {"id": "evt_1", "type": type_, "location": {"directory": "/work"},
-                           "data": {**({"sessionID": sid} if sid else {}), **data}}
+    """The event as `/global/event` gives it: with a seq, the sync twin; without, the bus event."""
+    env: dict[str, Any] = {"id": "evt_1", "type": type_, "data": {**({"sessionID": sid} if sid else {}), **data}}
     if seq is not None:
         env["durable"] = {"aggregateID": sid, "seq": seq, "version": 1}
-    return normalize(parse_envelope(env))
+    frame = parse_global_object(global_frames(env, "/work")[-1])
+    return normalize(frame.envelope)
 
 
 def table() -> tuple[LiveDispatch, Sessions, Requests, Requests]:
@@ -51,18 +60,34 @@ async def test_a_reconnect_asks_for_discovery_and_a_permission_resync() -> None:
     dispatch, _s, discovery, resync = table()
     await dispatch.on_live_connected()
     assert (discovery.requested, resync.requested) == (1, 1)
+    assert _s.calls == [("repair_all", "live_reconnect")]  # what was sent meanwhile is in the sync logs
 
 
 async def test_a_v2_event_warms_its_session_and_arms_the_stall_watchdog() -> None:
     dispatch, sessions, _d, _r = table()
-    await dispatch.on_live_event(live("session.next.prompted", seq=7, messageID="m"))
+    await dispatch.on_live_event(live("session.next.prompted", seq=7, messageID="m"), "/work")
     assert sessions.calls == [("warm", "ses_A", "/work", "session.next.prompted"), ("seen", "ses_A", 7)]
 
 
-async def test_a_legacy_event_with_a_seq_marks_the_mirror_incomplete() -> None:
+async def test_the_exact_twin_of_a_legacy_event_goes_to_its_follower() -> None:
     dispatch, sessions, _d, _r = table()
     await dispatch.on_live_event(live("message.updated", seq=9))
-    assert sessions.calls[1:] == [("legacy", "ses_A", 9)]
+    assert sessions.calls[1:] == [("twin", "ses_A", 9)]
+
+
+async def test_the_bus_copy_of_a_persisted_event_only_warms() -> None:
+    dispatch, sessions, _d, _r = table()
+    await dispatch.on_live_event(live("message.updated"))
+    assert sessions.calls == [("warm", "ses_A", None, "message.updated")]
+
+
+async def test_session_status_and_idle_reach_the_status_machine() -> None:
+    dispatch, sessions, _d, _r = table()
+    await dispatch.on_live_event(live("session.status", status={"type": "retry", "attempt": 2, "message": "m",
+                                                                "next": 1796111700000}))
+    await dispatch.on_live_event(live("session.idle"))
+    assert [c for c in sessions.calls if c[0] == "status"] == [("status", "ses_A", "retry", 2),
+                                                               ("status", "ses_A", "idle", None)]
 
 
 async def test_a_deletion_stops_following_and_warms_nothing() -> None:

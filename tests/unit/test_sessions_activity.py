@@ -1,11 +1,14 @@
-"""ActivityTracker: committed batches and /api/session/active observations → status machine → status and
-gap writes, in the order of their causes; only the holder's writes count. The store is an in-memory twin
-of the lease store's lifecycle statements; the clock is a variable."""
+"""ActivityTracker: committed batches, `session.status` of /global/event and /api/session/active
+observations → status machine → status, gap and title writes, in the order of their causes; only the
+holder's writes count. The store is an in-memory twin of the lease store's lifecycle statements; the clock
+is a variable."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
+import time
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
@@ -13,7 +16,9 @@ from typing import Any
 import pytest_asyncio
 from structlog.testing import capture_logs
 
+from bridge.legacy_shapes import SessionStatus
 from bridge.sessions.activity import TURN_SETTLE_S, ActivityTracker
+from bridge.sessions.status import Status
 from bridge.store.leases import TurnState
 from tests.support.waiting import wait_until
 
@@ -41,12 +46,13 @@ class MemoryLifecycle:
     async def record_gap(self, session_id: str, from_seq: int, to_seq: int) -> None:
         self.writes.append(("gap", session_id, from_seq, to_seq))
 
-    async def legacy_seq_seen(self, session_id: str, seq: int) -> None:
-        self.writes.append(("legacy", session_id, seq))
+    async def set_title(self, session_id: str, title: str) -> None:
+        self.writes.append(("title", session_id, title))
 
 
-def ev(seq: int, kind: str) -> Any:
-    return SimpleNamespace(seq=seq, kind=kind)
+def ev(seq: int, kind: str, **data: Any) -> Any:
+    env = SimpleNamespace(type=kind.replace(":", "."), data=data)
+    return SimpleNamespace(seq=seq, kind=kind, envelope=env)
 
 
 class Clock:
@@ -71,31 +77,52 @@ async def parts() -> AsyncIterator[tuple[ActivityTracker, MemoryLifecycle, Clock
 async def test_gaps_and_statuses_are_written_in_the_order_of_their_causes(parts: Any) -> None:
     tracker, store, clock = parts
     await tracker.resume("ses_A", 0)
-    tracker.committed("ses_A", [ev(1, "prompt:admitted"), ev(5, "step:start")])  # seqs 2-4 burned by legacy
-    tracker.legacy_seq("ses_A", 9)
-    tracker.legacy_seq("ses_A", 10)  # marked once
+    tracker.committed("ses_A", [ev(1, "prompt:admitted"), ev(5, "step:start")])  # 2-4: not in the sync log
+    tracker.committed("ses_A", [ev(6, "session:updated", info={"title": "Mock title"})])
+    tracker.committed("ses_A", [ev(7, "session:updated", info={"title": "Mock title"})])  # unchanged: once
     clock.now += 1
     tracker.observe_active([], observed_at=clock.now)
     clock.now += TURN_SETTLE_S + 0.5
     tracker.observe_active([], observed_at=clock.now)  # the step stayed open: the turn was cut
     await wait_until(lambda: len(store.writes) == 4, 5, 0.01, message="four writes")
-    assert [w[0] for w in store.writes] == ["gap", "status", "legacy", "status"]
+    assert [w[0] for w in store.writes] == ["gap", "status", "title", "status"]
     assert store.writes[0] == ("gap", "ses_A", 2, 4)
     assert store.writes[1] == ("status", "ses_A", "running", None)
+    assert store.writes[2] == ("title", "ses_A", "Mock title")
     assert store.writes[3][2] == "interrupted"
     assert tracker.status("ses_A") is not None and not tracker.wants_polling
 
 
-async def test_a_status_of_a_session_we_no_longer_hold_is_neither_stored_nor_announced(parts: Any) -> None:
-    tracker, store, _clock = parts
-    store.holder = "host:2:peer"
+async def test_an_upstream_retry_is_a_visible_retrying_status_until_the_turn_goes_on(parts: Any) -> None:
+    tracker, store, clock = parts
     await tracker.resume("ses_A", 0)
-    with capture_logs() as logs:
-        tracker.committed("ses_A", [ev(1, "prompt:admitted"), ev(2, "gap:marker"), ev(4, "step:start")])
-        tracker.legacy_seq("ses_A", 9)  # queued after the status: once it is written, the status was tried
-        await wait_until(lambda: len(store.writes) == 2, 5, 0.01)
-    assert store.writes == [("gap", "ses_A", 3, 3), ("legacy", "ses_A", 9)]
-    assert not [e for e in logs if e["event"] == "session_status"]
+    tracker.committed("ses_A", [ev(1, "prompt:admitted")])
+    next_ms = int(time.time() * 1000) + 8000
+    tracker.upstream_status("ses_A", SessionStatus("retry", attempt=2, message="Rate limited", next_ms=next_ms))
+    clock.now += 0.5
+    tracker.observe_active(["ses_A"], observed_at=clock.now)  # still active: still retrying
+    assert tracker.status("ses_A") is Status.RETRYING and tracker.wants_polling
+    clock.now += 0.5
+    tracker.committed("ses_A", [ev(2, "step:start")])  # the retry worked
+    await wait_until(lambda: len(store.writes) == 3, 5, 0.01, message="three writes")
+    assert [w[2] for w in store.writes] == ["running", "retrying", "running"]
+    reason = store.writes[1][3]
+    assert reason.startswith("attempt 2, next in ") and reason.endswith(": Rate limited")
+    assert re.search(r"next in [78] s \(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)", reason)
+
+
+async def test_upstream_idle_wakes_the_poller_but_the_active_list_ends_the_turn(parts: Any) -> None:
+    tracker, _store, clock = parts
+    await tracker.resume("ses_A", 0)
+    tracker.upstream_status("ses_A", SessionStatus("busy"))
+    assert tracker.status("ses_A") is Status.RUNNING
+    tracker.clear_wake()
+    tracker.upstream_status("ses_A", SessionStatus("idle"))
+    assert await tracker.wait_for_turn(0.01)  # the poller looks now
+    assert tracker.status("ses_A") is Status.RUNNING  # idle may precede the last updates (§16)
+    clock.now += 1
+    tracker.observe_active([], observed_at=clock.now)
+    assert tracker.status("ses_A") is Status.IDLE
 
 
 async def test_a_new_owner_continues_a_running_turn_and_polls_fast(parts: Any) -> None:

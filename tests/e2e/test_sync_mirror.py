@@ -1,0 +1,237 @@
+"""Complete mirror on the real `opencode serve` 1.18.33 (docs/mirror.md, "One cursor, two sources"): turns
+driven by OpenCode's own CLI, by legacy `prompt_async` and by the v2 API end with the stored (seq, event_id)
+list equal to the session's sync log `POST /sync/history {sid: 0}` exactly, and no unrepaired gap; also
+after a SIGKILL of the bridge in the middle of a legacy turn, and after a `/global/event` connection is cut
+mid-turn (a loopback proxy between bridge and serve)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bridge.store.events_store import EventStore
+from tests.support.bridge_proc import BridgeProcess
+from tests.support.mock_llm import MockLLM
+from tests.support.opencode import OpencodeServe
+from tests.support.tcp_proxy import TcpProxy
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.e2e
+
+UPSTREAM = "e2e"
+
+
+@pytest.fixture
+async def bridge_factory(tmp_path: Path, database_url: str,
+                         opencode: OpencodeServe) -> AsyncIterator[Callable[..., BridgeProcess]]:
+    made: list[BridgeProcess] = []
+
+    def make(name: str = "bridge", upstream_url: str | None = None) -> BridgeProcess:
+        b = BridgeProcess(tmp_path, upstream_url or opencode.base_url, database_url, name=name,
+                          extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM})
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.stop()
+        print(f"\n--- tail of {b.log_path} ---\n{b.log_tail(40)}")
+
+
+async def wait_synced(db: AsyncEngine, serve: OpencodeServe, *sessions: str, timeout: float = 60) -> None:
+    """Every session's stored (seq, event_id) list equals its sync log from 0, in order, no extras."""
+    store = EventStore(db, UPSTREAM)
+    state: dict[str, Any] = {}
+
+    async def same() -> bool:
+        for sid in sessions:
+            stored = await store.stored_ids(sid)
+            log = [(int(i["seq"]), str(i["id"])) for i in await serve.sync_history(sid, 0)]
+            state[sid] = (len(stored), len(log))
+            if stored != log or not log:
+                return False
+        return True
+
+    await wait_until(same, timeout, 0.2, message=f"stored == /sync/history for {sessions} (stored, log): {state}")
+
+
+async def assert_complete(db: AsyncEngine, *sessions: str) -> None:
+    async with db.connect() as c:
+        gaps = (await c.execute(text("select count(*) from chat_session_gaps where session_id = any(:s)"),
+                                {"s": list(sessions)})).scalar_one()
+        incomplete = (await c.execute(text("select count(*) from chat_sessions where incomplete and "
+                                           "session_id = any(:s)"), {"s": list(sessions)})).scalar_one()
+        rejects = (await c.execute(text("select count(*) from chat_event_rejects"))).scalar_one()
+    assert (gaps, incomplete, rejects) == (0, 0, 0)
+
+
+async def kinds(db: AsyncEngine, sid: str) -> list[str]:
+    async with db.connect() as c:
+        rows = await c.execute(text("select kind from chat_session_events where session_id = :s order by seq"),
+                               {"s": sid})
+        return [r.kind for r in rows]
+
+
+async def legacy_lag_ms(db: AsyncEngine, sid: str) -> list[float]:
+    """Upstream → commit of legacy part updates: `data.time` (epoch ms of the update) to `stored_at`."""
+    async with db.connect() as c:
+        rows = await c.execute(text(
+            "select extract(epoch from stored_at) * 1000 - (payload->'data'->>'time')::float8 as ms "
+            "from chat_session_events where session_id = :s and type = 'message.part.updated' "
+            "and jsonb_typeof(payload->'data'->'time') = 'number' order by ms"), {"s": sid})
+        return [float(r.ms) for r in rows]
+
+
+async def test_a_turn_of_the_real_cli_is_mirrored_exactly(
+    opencode: OpencodeServe, bridge_factory: Callable[..., BridgeProcess], db: AsyncEngine
+) -> None:
+    bridge = bridge_factory()
+    bridge.start()
+    await bridge.wait_ready()
+    sid = await opencode.create_session()
+    await opencode.run_cli(sid, "MOCK:tool Run echo")
+    await wait_synced(db, opencode, sid)
+    await assert_complete(db, sid)
+    log = await opencode.sync_history(sid, 0)
+    assert not [i for i in log if i["type"].startswith("session.next.")]  # the CLI drives the legacy API
+    got = await kinds(db, sid)
+    assert {"prompt:admitted", "step:start", "tool:start", "tool:success", "text:end", "step:end"} <= set(got)
+    lags = await legacy_lag_ms(db, sid)
+    print(f"\nCLI tool turn: {len(log)} legacy events; lag upstream→commit of part updates "
+          f"median {lags[len(lags) // 2]:.0f} ms, max {lags[-1]:.0f} ms")
+
+
+async def test_a_session_mixing_a_legacy_prompt_async_turn_and_a_v2_turn_is_mirrored_exactly(
+    opencode: OpencodeServe, bridge_factory: Callable[..., BridgeProcess], db: AsyncEngine
+) -> None:
+    bridge = bridge_factory()
+    bridge.start()
+    await bridge.wait_ready()
+    sid = await opencode.create_session()
+    await opencode.prompt_async(sid, "MOCK:text Say hello.")
+    await opencode.wait_legacy_idle(sid, 1)
+    await opencode.prompt(sid, "MOCK:text Say hello again.")
+    await opencode.wait_idle(sid, 60)
+    await wait_synced(db, opencode, sid)
+    await assert_complete(db, sid)
+    log = await opencode.sync_history(sid, 0)
+    v2 = [i for i in log if i["type"].startswith("session.next.")]
+    assert v2 and len(v2) < len(log)
+    assert (await kinds(db, sid)).count("text:end") == 2  # one per turn, whichever runtime drove it
+
+
+async def test_a_v2_only_tool_turn_equals_the_sync_log(
+    opencode: OpencodeServe, bridge_factory: Callable[..., BridgeProcess], db: AsyncEngine
+) -> None:
+    bridge = bridge_factory()
+    bridge.start()
+    await bridge.wait_ready()
+    sid = await opencode.create_session()
+    await opencode.prompt(sid, "MOCK:tool Run echo")
+    history = await opencode.wait_idle(sid, 60)
+    await wait_synced(db, opencode, sid)
+    await assert_complete(db, sid)
+    log = await opencode.sync_history(sid, 0)
+    assert [(i["seq"], i["id"]) for i in log] == [(e["durable"]["seq"], e["id"]) for e in history]
+
+
+async def test_sigkill_of_the_bridge_in_the_middle_of_a_legacy_turn_then_restart(
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_factory: Callable[..., BridgeProcess], db: AsyncEngine
+) -> None:
+    first = bridge_factory("first")
+    first.start()
+    await first.wait_ready()
+    sid = await opencode.create_session()
+    await opencode.prompt_async(sid, "MOCK:gate:g1:2 Wait")
+    store = EventStore(db, UPSTREAM)
+
+    async def some_stored() -> bool:
+        return len(await store.stored_ids(sid)) >= 3
+
+    await wait_until(some_stored, 60, 0.1, message="part of the legacy turn stored")
+    first.kill()
+    mock_llm.release("g1")
+    await opencode.prompt_async(sid, "MOCK:text And again.")  # a whole turn while no bridge runs
+    await opencode.wait_legacy_idle(sid, 2)
+    second = bridge_factory("second")
+    second.start()
+    await second.wait_ready()
+    await wait_synced(db, opencode, sid)
+    await assert_complete(db, sid)
+
+
+async def test_a_global_event_cut_mid_turn_is_repaired(
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_factory: Callable[..., BridgeProcess], db: AsyncEngine
+) -> None:
+    host, port = opencode.base_url.removeprefix("http://").split(":")
+    proxy = TcpProxy(host, int(port))
+    await proxy.start()
+    try:
+        bridge = bridge_factory(upstream_url=proxy.url)
+        bridge.start()
+        await bridge.wait_ready()
+        await wait_until(lambda: proxy.open_matching(b"GET /global/event") == 1, 20, 0.05,
+                         message="/global/event through the proxy")
+        sid = await opencode.create_session()
+        await opencode.prompt_async(sid, "MOCK:gate:g2:2 Wait")
+        store = EventStore(db, UPSTREAM)
+
+        async def some_stored() -> bool:
+            return len(await store.stored_ids(sid)) >= 3
+
+        await wait_until(some_stored, 60, 0.1, message="part of the legacy turn stored")
+        assert proxy.cut(b"GET /global/event") == 1
+        mock_llm.release("g2")  # the rest of the turn happens around the cut
+        await opencode.wait_legacy_idle(sid, 1)
+        await wait_synced(db, opencode, sid)
+        await assert_complete(db, sid)
+        await wait_until(lambda: proxy.open_matching(b"GET /global/event") == 1, 20, 0.05,
+                         message="/global/event reconnected")
+        text_ = await bridge_metrics(bridge)
+        repairs = metric_sum(text_, 'bridge_sync_repairs_total{cause="live_reconnect"}')
+        twins = metric_sum(text_, "bridge_twin_events_total")
+        log = await opencode.sync_history(sid, 0)
+        print(f"\n/global/event cut mid legacy turn: {len(log)} events, {twins:.0f} from twins, "
+              f"{repairs:.0f} sync-log read(s) after the reconnect")
+        assert repairs >= 1
+    finally:
+        await proxy.stop()
+
+
+async def test_repairs_after_a_reconnect_are_few(
+    opencode: OpencodeServe, bridge_factory: Callable[..., BridgeProcess], db: AsyncEngine
+) -> None:
+    """Numbers for the report: sync-log reads per legacy turn and after one reconnect (from /metrics)."""
+    bridge = bridge_factory()
+    bridge.start()
+    await bridge.wait_ready()
+    sid = await opencode.create_session()
+    await opencode.prompt_async(sid, "MOCK:tool Run echo")
+    await opencode.wait_legacy_idle(sid, 1)
+    await wait_synced(db, opencode, sid)
+    metrics_text = await bridge_metrics(bridge)
+    repairs = metric_sum(metrics_text, "bridge_sync_repairs_total{")
+    twins = metric_sum(metrics_text, "bridge_twin_events_total")
+    log = await opencode.sync_history(sid, 0)
+    print(f"\nlegacy tool turn: {len(log)} events, {twins:.0f} stored from twins, {repairs:.0f} sync-log reads")
+    assert twins > 0 and repairs <= 6
+
+
+def metric_sum(metrics_text: str, prefix: str) -> float:
+    """The sum of the samples whose line starts with `prefix` (labels included or not)."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
+               if line.startswith(prefix) and not line.startswith("#"))
+
+
+async def bridge_metrics(bridge: BridgeProcess) -> str:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as s, s.get(f"{bridge.url}/metrics") as r:
+        return await r.text()
+
+
