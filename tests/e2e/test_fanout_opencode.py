@@ -214,3 +214,57 @@ async def test_a_permission_request_is_pushed_kept_for_a_later_page_and_updated_
     await after.send(op="ping", id="p")
     await after.wait_for("pong", id="p")
     assert after.of("permission") == []
+
+
+# --- legacy-driven turns (OpenCode's own clients: docs/upstream.md §13), same frames as v2 ------------------
+
+
+def sync_ids(log: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    return [(int(e["seq"]), str(e["id"])) for e in log]
+
+
+async def test_a_legacy_turn_reaches_the_client_whole_and_its_deltas_add_up_to_the_final_text(
+    opencode: OpencodeServe, bridges: Callable[..., BridgeProcess], clients: list[WsClient]
+) -> None:
+    bridge = await started(bridges)
+    sid = await opencode.create_session()
+    c = await connect(clients, bridge, sid)
+    await c.subscribe(sid)
+    await c.wait_for("caught_up", session=sid)
+    await opencode.prompt_async(sid, "MOCK:text Say hello.")  # the web app's legacy prompt
+    await opencode.wait_legacy_idle(sid, 1)
+
+    state: dict[str, Any] = {}
+
+    async def same_as_sync_log() -> bool:
+        want = sync_ids(await opencode.sync_history(sid))
+        state.update(want=len(want), got=len(received(c, sid)))
+        return bool(want) and received(c, sid) == want
+
+    await wait_until(same_as_sync_log, 60, 0.1, message=f"client events == /sync/history: {state}")
+    ended = [m for m in c.of("event", sid) if m["kind"] == "text:end"]
+    assert [m["fields"]["text"] for m in ended] == [HELLO_TEXT]  # the final text, once, however often re-sent
+    part = ended[0]["fields"]["part_id"]
+    deltas = [m for m in c.of("delta", sid) if m["kind"] == "delta:text" and m["part_id"] == part]
+    assert deltas and "".join(d["delta"] for d in deltas) == HELLO_TEXT
+
+
+async def test_a_legacy_permission_request_reaches_the_client_and_its_answer_is_shown(
+    opencode: OpencodeServe, bridges: Callable[..., BridgeProcess], clients: list[WsClient]
+) -> None:
+    bridge = await started(bridges)
+    sid = await opencode.create_session()
+    c = await connect(clients, bridge, sid)
+    await c.subscribe(sid)
+    await c.wait_for("caught_up", session=sid)
+    await opencode.prompt_async(sid, "MOCK:perm go")  # a `touch`: the serve asks first
+
+    asked = await c.wait_for("permission", 60, session=sid, state="asked")
+    assert asked["runtime"] == "legacy"
+    # Answered where the TUI answers it: the legacy route (docs/upstream.md §16).
+    where = {"x-opencode-directory": str(opencode.project_dir)}
+    await opencode.request("POST", f"/permission/{asked['request_id']}/reply", json_body={"reply": "once"},
+                           headers=where)
+    replied = await c.wait_for("permission", 60, session=sid, state="replied", request_id=asked["request_id"])
+    assert replied["reply"] == "once"
+    await wait_until(lambda: (opencode.project_dir / "perm-test.txt").exists(), 30, 0.1, message="the tool ran")

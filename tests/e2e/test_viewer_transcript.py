@@ -104,9 +104,14 @@ async def test_the_viewer_lists_filters_deep_links_and_shows_a_transcript_worth_
                     statusLabel({status: 'retrying', retry_at: new Date(now + 5000).toISOString()}),
                     statusLabel({status: 'retrying'}), statusLabel({status: 'idle', deleted: true}),
                     badge({status: 'stalled', status_reason: 'no step started'}).className,
-                    badge({status: 'parked'}).textContent] })()""")
-        assert labels == ["retrying in 30 s", "retrying in 5 s", "retrying", "deleted",
-                          "badge status-stalled", "parked"]
+                    badge({status: 'parked'}).textContent,
+                    // what the bridge writes (bridge.sessions.activity.retry_reason): the time in the reason
+                    statusLabel({status: 'retrying', status_reason: 'attempt 2, next in 9 s ('
+                                 + new Date(Math.floor(now / 1000) * 1000 + 9000).toISOString().slice(0, 19)
+                                 + 'Z): Rate limited'})] })()""")
+        assert labels[:6] == ["retrying in 30 s", "retrying in 5 s", "retrying", "deleted",
+                              "badge status-stalled", "parked"]
+        assert labels[6] in ("retrying in 9 s", "retrying in 8 s")  # a second may pass between the two clocks
 
         # Tool cards: input and output side by side, with status and duration.
         cards = await browser.js("""[...document.querySelectorAll('.tool-card')].map(c => ({

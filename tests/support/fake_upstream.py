@@ -42,6 +42,9 @@ class FakeSession:
     deleted: bool = False
     next_seq: int = 1
     raw_injections: list[tuple[int, bytes]] = field(default_factory=list)  # (after seq, bytes)
+    # Injections are bad input, not history: each is written once, to whichever durable stream of the
+    # session is open next (a reconnect whose `after` already passes it must still get it).
+    raw_delivered: set[int] = field(default_factory=set)
     log: list[dict[str, Any]] = field(default_factory=list)  # the sync log: every persisted event, in seq order
 
 
@@ -336,12 +339,12 @@ class FakeUpstream:
         generation = self._generation
         self._durable_reqs[id(request)] = request
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Vary": "Origin"})
-        sent_raw = {i for i, (at, _) in enumerate(s.raw_injections) if at < after}
         prepared = False
         pos = 0
         try:
             while generation == self._generation:
                 pending: list[bytes] = []
+                raws: list[int] = []
                 if id(request) not in self._hung:
                     while pos < len(s.events):  # events are appended in seq order
                         e = s.events[pos]
@@ -349,10 +352,8 @@ class FakeUpstream:
                         if e["durable"]["seq"] > after:
                             pending.append(f"data: {dumps(e)}\n\n".encode())
                             after = e["durable"]["seq"]
-                    for i, (_, raw) in enumerate(s.raw_injections):
-                        if i not in sent_raw:
-                            sent_raw.add(i)
-                            pending.append(raw)
+                    raws = [i for i in range(len(s.raw_injections)) if i not in s.raw_delivered]
+                    pending += [s.raw_injections[i][1] for i in raws]
                 if pending:
                     if not prepared:  # headers only with the first event (docs/upstream.md §3.3)
                         await resp.prepare(request)
@@ -360,6 +361,7 @@ class FakeUpstream:
                         self._prepared.add(id(request))
                         prepared = True
                     await resp.write(b"".join(pending))
+                    s.raw_delivered.update(raws)
                 async with self._changed:
                     await self._changed.wait()
             if request.transport is not None:

@@ -49,8 +49,11 @@ function titleOf(row) {
 
 function retryAt(row) {
   const at = row.retry_at ?? row.next_retry_at ?? null;
-  if (at === null) return null;
-  return typeof at === "number" ? (at > 1e12 ? at : at * 1000) : Date.parse(at);
+  if (at !== null) return typeof at === "number" ? (at > 1e12 ? at : at * 1000) : Date.parse(at);
+  // The bridge's `retrying` reason names the next attempt's time (docs/lifecycle.md):
+  // "attempt 2, next in 8 s (2026-12-01T09:30:08Z): <upstream message>".
+  const m = /\((\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\)/.exec(row.status_reason || "");
+  return m ? Date.parse(m[1]) : null;
 }
 
 function statusOf(row) {
