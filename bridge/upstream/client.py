@@ -17,95 +17,29 @@ import base64
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from bridge import __version__, metrics
 from bridge.errors import (
-    BodyTooLarge,
-    InvalidRequest,
     InvalidSessionId,
     SessionNotFound,
-    Unauthorized,
     UpstreamError,
-    UpstreamUnavailable,
 )
 from bridge.ids import valid_session_id
-from bridge.upstream.transport import AiohttpTransport, Request, Response, Transport
+from bridge.upstream.responses import HistoryPage, ServerHealth, decode_json, error_body, error_for, read_bounded
+from bridge.upstream.transport import AiohttpTransport, Request, Transport
 from bridge.upstream.urls import split_credentials
 
 # A `/history` page is the fallback for frames over the SSE limit (16 MiB), so one page may hold a large
 # event; beyond this bound it is refused rather than held in memory.
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
-ERROR_BODY_BYTES = 64 * 1024  # enough for any error envelope's message
 # `/sync/history` cutoffs are validated like `after` (integer 0..2^53-1); the largest names an aggregate
 # whose events we do not want (docs/upstream.md §14).
 SYNC_CUTOFF_MAX = 2**53 - 1
 MAX_KNOWN_AGGREGATES = 50_000  # ~2 MiB of request body at most
-
-
-@dataclass(frozen=True)
-class HistoryPage:
-    events: list[dict[str, Any]]
-    has_more: bool
-
-
-@dataclass(frozen=True)
-class ServerHealth:
-    """What `doctor` needs of `/global/health`: any HTTP answer, its body and the server's clock."""
-
-    status: int
-    body: Any
-    server_time: float | None  # the `Date` header, seconds since the epoch
-
-
-def _error_for(status: int, body: Any, what: str) -> UpstreamError:
-    tag = body.get("_tag") if isinstance(body, dict) else None
-    msg = body.get("message") if isinstance(body, dict) else None
-    if not isinstance(msg, str) and isinstance(body, dict):
-        data = body.get("data")
-        msg = data.get("message") if isinstance(data, dict) else None
-    text = f"{what}: HTTP {status}" + (f" {tag}" if isinstance(tag, str) else "")
-    if isinstance(msg, str):
-        text += f": {msg[:500]}"
-    tag_s = tag if isinstance(tag, str) else None
-    if status == 404:
-        return SessionNotFound(text, status, tag_s)
-    if status == 400:
-        return InvalidRequest(text, status, tag_s)
-    if status == 401:
-        return Unauthorized(text + " (check BRIDGE_UPSTREAM_USERNAME/PASSWORD)", status, tag_s)
-    if status >= 500:
-        return UpstreamUnavailable(text, status, tag_s)
-    return UpstreamError(text, status, tag_s)
-
-
-def _decode(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-        return None
-
-
-async def _read_bounded(resp: Response, limit: int, what: str) -> bytes:
-    declared = resp.headers.get("Content-Length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge(f"{what}: body of {declared} bytes exceeds the bound of {limit}", limit)
-    buf = bytearray()
-    async for chunk in resp.body:
-        buf += chunk
-        if len(buf) > limit:
-            raise BodyTooLarge(f"{what}: body exceeds the bound of {limit} bytes", limit)
-    return bytes(buf)
-
-
-async def _error_body(resp: Response) -> Any:
-    try:
-        return _decode(await _read_bounded(resp, ERROR_BODY_BYTES, "error body"))
-    except (BodyTooLarge, UpstreamUnavailable):
-        return None
 
 
 class UpstreamClient:
@@ -180,8 +114,8 @@ class UpstreamClient:
         what = f"{method} {path}"
         async with self.transport.send(self._request(method, path, params, stream=False)) as resp:
             if resp.status not in ok:
-                raise _error_for(resp.status, await _error_body(resp), what)
-            return _decode(await _read_bounded(resp, self._max_body_bytes, what))
+                raise error_for(resp.status, await error_body(resp), what)
+            return decode_json(await read_bounded(resp, self._max_body_bytes, what))
 
     async def _get_json(self, path: str, params: Mapping[str, str] | None = None) -> Any:
         return await self._call("GET", path, params)
@@ -210,10 +144,10 @@ class UpstreamClient:
             except (TypeError, ValueError):
                 server_time = None
             if resp.status == 401:
-                raise _error_for(401, await _error_body(resp), what)
+                raise error_for(401, await error_body(resp), what)
             if resp.status != 200:
                 return ServerHealth(resp.status, None, server_time)
-            body = _decode(await _read_bounded(resp, self._max_body_bytes, what))
+            body = decode_json(await read_bounded(resp, self._max_body_bytes, what))
             return ServerHealth(resp.status, body, server_time)
 
     async def config(self) -> Any:
@@ -297,7 +231,7 @@ class UpstreamClient:
         stream (docs/upstream.md §3.3)."""
         async with self.transport.send(self._request("GET", path, params, stream=True)) as resp:
             if resp.status != 200:
-                raise _error_for(resp.status, await _error_body(resp), f"GET {path}")
+                raise error_for(resp.status, await error_body(resp), f"GET {path}")
             yield resp.body
 
     def open_session_events(self, session_id: str, after: int) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
@@ -329,8 +263,8 @@ class UpstreamClient:
                       req.timeout_s, req.connect_timeout_s, body)
         async with self.transport.send(req) as resp:
             if resp.status != 200:
-                raise _error_for(resp.status, await _error_body(resp), what)
-            data = _decode(await _read_bounded(resp, self._max_body_bytes, what))
+                raise error_for(resp.status, await error_body(resp), what)
+            data = decode_json(await read_bounded(resp, self._max_body_bytes, what))
         if not isinstance(data, list):
             raise UpstreamError(f"{what}: answer is not a JSON array")
         self.learn_aggregates(i.get("aggregate_id") for i in data if isinstance(i, dict))
@@ -364,5 +298,5 @@ class UpstreamClient:
         what = f"{method} {path}"
         async with self.transport.send(request) as resp:
             if resp.status not in ok:
-                raise _error_for(resp.status, await _error_body(resp), what)
-            return resp.status, _decode(await _read_bounded(resp, self._max_body_bytes, what))
+                raise error_for(resp.status, await error_body(resp), what)
+            return resp.status, decode_json(await read_bounded(resp, self._max_body_bytes, what))
