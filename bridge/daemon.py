@@ -88,6 +88,16 @@ class Daemon:
         return self._started
 
     async def run(self) -> int:
+        try:
+            return await self._run()
+        except Exception:
+            # A part crashed (its task group cancelled the rest, which then stopped in order): say which, as
+            # one structured line in the journal, before the traceback ends the process.
+            self._started = False
+            self._log.exception("bridge_crashed")
+            raise
+
+    async def _run(self) -> int:
         s = self.settings
         async with AsyncExitStack() as stack:
             engine = await stack.enter_async_context(_disposing(make_engine(self.database_url)))
