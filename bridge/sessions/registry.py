@@ -29,7 +29,8 @@ from bridge.store.events_store import EventStore
 from bridge.store.leases import LeaseStore
 from bridge.upstream.backoff import Backoff
 from bridge.upstream.client import UpstreamClient
-from bridge.upstream.durable import DurableFollower, FollowerExit
+from bridge.upstream.durable import DurableFollower
+from bridge.upstream.follower import FollowerExit
 
 StopMode = Literal["release", "handoff", "lease_lost"]
 

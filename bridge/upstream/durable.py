@@ -22,12 +22,11 @@ cursor cannot move) `max_stuck_passes` times in a row, with backoff in between.
 from __future__ import annotations
 
 import asyncio
-import enum
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
@@ -47,28 +46,9 @@ from bridge.events import ChatEvent, Envelope, Kind, parse_envelope, parse_frame
 from bridge.legacy import LegacyTurnState
 from bridge.upstream.backoff import Backoff
 from bridge.upstream.client import UpstreamClient
+from bridge.upstream.follower import EventSink, FollowerExit
 from bridge.upstream.repair import SyncRepair
 from bridge.upstream.sse import SSEComment, SSEParser
-
-
-class FollowerExit(enum.Enum):
-    STOPPED = "stopped"  # asked to stop
-    GONE = "gone"  # the session was deleted upstream (404)
-    BAD_CURSOR = "bad_cursor"  # the upstream refuses our cursor (400): needs an operator
-    LEASE_LOST = "lease_lost"  # another writer holds the session now
-    STUCK = "stuck"  # the upstream keeps serving what cannot be stored: needs an operator
-
-
-# The store's own error, let through untranslated (one lease-lost error for every layer).
-
-
-class EventSink(Protocol):
-    async def write(self, events: Sequence[ChatEvent], received_at: datetime) -> int:
-        """Store events and advance the cursor in one transaction; returns the stored cursor.
-        Raises `bridge.errors.LeaseLost` when fenced off."""
-
-    async def reject(self, reason: str, raw: str, received_at: datetime, seq: int | None = None) -> None:
-        """Keep an unusable frame with its reason."""
 
 
 def _json_text(item: object) -> str:

@@ -14,7 +14,8 @@ from bridge.sessions.sink import StoreSink
 from bridge.store.audit import AuditReader
 from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
-from bridge.upstream.durable import DurableFollower, FollowerExit
+from bridge.upstream.durable import DurableFollower
+from bridge.upstream.follower import FollowerExit
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.waiting import wait_until
 

@@ -26,7 +26,8 @@ from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.events_store import EventStore
 from bridge.store.leases import LeaseStore
 from bridge.upstream.client import UpstreamClient
-from bridge.upstream.durable import DurableFollower, FollowerExit
+from bridge.upstream.durable import DurableFollower
+from bridge.upstream.follower import FollowerExit
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.waiting import wait_until
 

@@ -10,7 +10,8 @@ import pytest
 
 from bridge.errors import InvalidSessionId, SessionNotFound
 from bridge.upstream.client import UpstreamClient
-from bridge.upstream.durable import DurableFollower, FollowerExit
+from bridge.upstream.durable import DurableFollower
+from bridge.upstream.follower import FollowerExit
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.memory_upstream import MemorySink
 

@@ -11,7 +11,8 @@ import pytest
 
 from bridge import metrics
 from bridge.events import SEQ_MAX
-from bridge.upstream.durable import DurableFollower, FollowerExit
+from bridge.upstream.durable import DurableFollower
+from bridge.upstream.follower import FollowerExit
 from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope, sse
 from tests.support.waiting import wait_until
 
