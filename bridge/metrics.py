@@ -46,6 +46,11 @@ GROUP_SECONDS = Histogram(
     "bridge_group_commit_duration_seconds", "Duration of one group-commit transaction", registry=REGISTRY,
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
 )
+GROUP_ROWS = Counter(
+    "bridge_group_commit_rows_total",
+    "Event rows sent to chat_session_events, by how: copy (COPY, the fast path) or insert (INSERT … ON CONFLICT: "
+    "a clash in the group, a payload only PostgreSQL can print, or COPY refused)", ["path"], registry=REGISTRY,
+)
 UPSTREAM_TO_COMMIT = Histogram(
     "bridge_upstream_to_commit_seconds", "From the upstream event timestamp to our commit",
     registry=REGISTRY, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),

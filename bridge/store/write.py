@@ -4,13 +4,22 @@
     lock the sessions' rows in session_id order (FOR UPDATE) ── fence: a write whose lease_epoch is not
         the stored one (or whose lease was released) is refused; the others go on
     the chain anchor of each session; every event's link computed here (bridge.store.jsonb_text)
-    INSERT … SELECT FROM unnest(column arrays) ON CONFLICT DO NOTHING, links included ── PostgreSQL
-        confirms each payload's text; no second write per row
+    fast path, a group of COPY_MIN_ROWS rows or more: SAVEPOINT; COPY the rows, links included; RELEASE
+        ── PostgreSQL's multi-row insert; then PostgreSQL checks every stored link against its own text
+        of the payload (one read, no write)
+    otherwise (a payload only PostgreSQL can print, or COPY refused — a clash with a stored row or within
+        the group): ROLLBACK TO SAVEPOINT and INSERT … SELECT FROM unnest(column arrays) ON CONFLICT DO
+        NOTHING, links included, PostgreSQL confirming each payload's text
     [rare] fewer rows in than sent: benign or conflicting duplicates (bridge.store.duplicates); a session
         with skipped rows, or a text PostgreSQL prints otherwise, relinked by PostgreSQL
     rejects (conflicts, lossy payloads)
     cursor_seq = greatest(cursor_seq, max seq), NOTIFY ── one statement for every session
     COMMIT
+
+COPY is all or nothing: any refusal (a unique violation, a value PostgreSQL will not take) rolls back to
+the savepoint and the same rows take the INSERT path, which sorts duplicates from clashes as before, so the
+fast path changes speed, never outcome. A connection lost meanwhile surfaces from the rollback as the usual
+`DBAPIError` (invalidated), exactly as from any other statement.
 
 Statements go to asyncpg as prepared SQL text (`exec_driver_sql`: no SQLAlchemy compilation per call) with
 one array per column, so their count is fixed whatever the number of sessions and events. They still run
@@ -29,6 +38,7 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from bridge import metrics
 from bridge.audit.chain import GENESIS, link
 from bridge.store import audit as audit_q
 from bridge.store import queries as q
@@ -157,25 +167,77 @@ async def lock_and_fence(
     return {sid: h[2] for sid, h in held.items()}, fenced
 
 
-async def _chain_links(
-    conn: AsyncConnection, upstream: str, events: Sequence[tuple[str, PreparedEvent]]
-) -> tuple[list[str | None], set[str]]:
-    """The chain link of every event, computed here; and the sessions left to PostgreSQL (a payload whose
-    jsonb text Python cannot produce): their links are None and they are relinked after the INSERT."""
+@dataclass(frozen=True)
+class _Chain:
+    links: list[str | None]  # the link of every event, in the order given (None: left to PostgreSQL)
+    by_pg: set[str]  # sessions with a payload whose jsonb text Python cannot produce: relinked after the insert
+    spans: dict[str, tuple[int, int, str]]  # linked here: session → (lowest seq, highest seq, anchor link)
+
+
+async def _chain_links(conn: AsyncConnection, upstream: str, events: Sequence[tuple[str, PreparedEvent]]) -> _Chain:
+    """The chain link of every event, computed here from each session's anchor (its stored row just below)."""
     by_session: dict[str, list[PreparedEvent]] = {}
     for sid, p in events:
         by_session.setdefault(sid, []).append(p)
     by_pg = {sid for sid, ps in by_session.items() if not all(p.canonical for p in ps)}
     sids = sorted(set(by_session) - by_pg)
     links: dict[int, str] = {}
+    spans: dict[str, tuple[int, int, str]] = {}
     if sids:
         rows = await _fetch(conn, CHAIN_ANCHORS, (upstream, sids, [min(p.seq for p in by_session[s]) for s in sids]))
         for sid, anchor in rows:
             prev = anchor or GENESIS
-            for p in sorted(by_session[sid], key=lambda p: p.seq):
+            ordered = sorted(by_session[sid], key=lambda p: p.seq)
+            spans[sid] = (ordered[0].seq, ordered[-1].seq, prev)
+            for p in ordered:
                 prev = link(prev, p.seq, p.event_id, p.payload_text)
                 links[id(p)] = prev
-    return [links.get(id(p)) for _, p in events], by_pg
+    return _Chain([links.get(id(p)) for _, p in events], by_pg, spans)
+
+
+_COPY_COLUMNS = ("upstream", *COLUMNS, "payload", "chain_hash")
+# Below this many rows COPY's three extra round trips (savepoint, release, the check) cost more than the
+# per-row speculative insertion they save: a quiet session's event takes the INSERT path, one round trip.
+COPY_MIN_ROWS = 32
+
+# After a COPY: every stored link of the copied spans checked against PostgreSQL's own text of the payload
+# and the link stored before it (the first row of a span against the anchor the links were computed from).
+# One read; the sessions where anything differs are relinked by PostgreSQL.
+CHECK_LINKS = """
+SELECT DISTINCT x.session_id FROM (
+    SELECT e.session_id, e.seq, e.event_id, e.payload, e.chain_hash,
+           coalesce(lag(e.chain_hash) OVER (PARTITION BY e.session_id ORDER BY e.seq), g.anchor) AS prev
+    FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::text[]) AS g(session_id, lo, hi, anchor)
+    JOIN chat_session_events e ON e.upstream = $1 AND e.session_id = g.session_id AND e.seq BETWEEN g.lo AND g.hi
+) x
+WHERE x.chain_hash IS DISTINCT FROM encode(sha256(convert_to(
+    x.prev || E'\\n' || x.seq || E'\\n' || x.event_id || E'\\n' || x.payload::text, 'UTF8')), 'hex')
+"""
+
+
+async def _copy_events(
+    conn: AsyncConnection, upstream: str, events: Sequence[tuple[str, PreparedEvent]], chain: _Chain
+) -> set[str] | None:
+    """COPY every event with its link; the sessions whose stored links PostgreSQL does not confirm, or None
+    if COPY was refused (nothing of it stored: the savepoint is rolled back)."""
+    raw = await conn.get_raw_connection()
+    driver: Any = raw.driver_connection
+    records = [(upstream, *p.values, p.payload_text, h) for (_, p), h in zip(events, chain.links, strict=True)]
+    # The savepoint statements go through SQLAlchemy (its error translation: a lost connection is an
+    # invalidated DBAPIError, here as everywhere). Rolled back *and released*: the INSERT path that follows
+    # runs in the transaction itself (it tells its own rows by the transaction id).
+    await conn.exec_driver_sql("SAVEPOINT bridge_copy")
+    try:
+        await driver.copy_records_to_table("chat_session_events", records=records, columns=_COPY_COLUMNS)
+    except Exception:
+        await conn.exec_driver_sql("ROLLBACK TO SAVEPOINT bridge_copy")
+        await conn.exec_driver_sql("RELEASE SAVEPOINT bridge_copy")
+        return None
+    await conn.exec_driver_sql("RELEASE SAVEPOINT bridge_copy")
+    sids = sorted(chain.spans)
+    spans = [chain.spans[s] for s in sids]
+    params = (upstream, sids, [s[0] for s in spans], [s[1] for s in spans], [s[2] for s in spans])
+    return {str(r[0]) for r in await _fetch(conn, CHECK_LINKS, params)}
 
 
 async def insert_events(conn: AsyncConnection, upstream: str, writes: Sequence[SessionWrite]) -> list[Outcome]:
@@ -183,10 +245,20 @@ async def insert_events(conn: AsyncConnection, upstream: str, writes: Sequence[S
     tagged = [(w.session_id, p) for w in writes for p in w.events]
     if not tagged:
         return [Outcome() for _ in writes]
-    chain, relink = await _chain_links(conn, upstream, tagged)
+    chain = await _chain_links(conn, upstream, tagged)
+    if not chain.by_pg and len(tagged) >= COPY_MIN_ROWS:
+        unconfirmed = await _copy_events(conn, upstream, tagged, chain)
+        if unconfirmed is not None:
+            metrics.GROUP_ROWS.labels(path="copy").inc(len(tagged))
+            for sid in sorted(unconfirmed):
+                seqs = [p.seq for w in writes if w.session_id == sid for p in w.events]
+                await audit_q.chain_new_events(conn, upstream, sid, seqs)
+            return [Outcome(inserted=list(w.events)) for w in writes]
+    metrics.GROUP_ROWS.labels(path="insert").inc(len(tagged))
+    relink = set(chain.by_pg)
     columns: list[Any] = [list(c) for c in zip(*(p.values for _, p in tagged), strict=True)]
     columns.append([p.payload_text for _, p in tagged])
-    ((count, unlinked),) = await _fetch(conn, INSERT_EVENTS, (upstream, *columns, chain))
+    ((count, unlinked),) = await _fetch(conn, INSERT_EVENTS, (upstream, *columns, chain.links))
     relink.update(unlinked)  # left to PostgreSQL, or it prints the payload otherwise than the text hashed
     if count == len(tagged):  # the common case: every row went in, nothing to tell apart
         outcomes = [Outcome(inserted=list(w.events)) for w in writes]
