@@ -9,7 +9,8 @@ committer). The HTTP/SSE socket is not in the measurement (frame parsing is: `be
 In the same run and database:
 - ceiling: `COPY` of exactly those rows into a clone of `chat_session_events` (same indexes), one transaction;
 - naive mirror: one `INSERT` + cursor `UPDATE` + `COMMIT` per event on one connection (time-boxed);
-- bridge: S sessions x N events burst (all sessions write at once, one write per 20-event read),
+- bridge: S sessions x N events burst (all sessions write at once, one write per 20-event read), the
+  same burst's rows prepared beforehand and handed to the store at once (the store's own share),
   the catch-up of S sessions x N events from `/history` items, one long session's catch-up in pages,
   the quiet-session commit latency, and the replay of one long session (store read + event frames).
 
@@ -36,6 +37,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy import text
 
+from bridge import metrics
 from bridge.events import ChatEvent, normalize, parse_envelope, parse_frame
 from bridge.fanout import protocol as p
 from bridge.log import configure_logging
@@ -177,6 +179,24 @@ async def burst(store: EventStore, write: Writer, tag: str, sessions: int, n: in
     return await _timed([follower(sid) for sid in sids], sessions * n)
 
 
+async def store_only(store: EventStore, tag: str, sessions: int, n: int) -> dict[str, float]:
+    """The burst's rows prepared beforehand and handed to the group committer at once: what the store's
+    transaction (locks, anchors, COPY, link check, cursors) costs without the parsing in front of it."""
+    sids = [f"ses_{tag}{k:05d}" for k in range(sessions)]
+    epochs = await _claim_all(store, sids)
+    now = datetime.now(UTC)
+    writes = [store.prepare(sid, epochs[sid], [normalize(parse_frame(f)) for f in frames(sid, n)], now)
+              for sid in sids]
+    committer = store.committer
+    assert committer is not None
+    return await _timed([committer.submit(w) for w in writes], sessions * n)
+
+
+def rows_by_path() -> dict[str, float]:
+    return {path: metrics.REGISTRY.get_sample_value("bridge_group_commit_rows_total", {"path": path}) or 0.0
+            for path in ("copy", "insert")}
+
+
 async def catch_up(store: EventStore, write: Writer, tag: str, sessions: int, n: int) -> dict[str, float]:
     """S sessions' `/history` pages (a JSON text per page, decoded like the client does)."""
     sids = [f"ses_{tag}{k:05d}" for k in range(sessions)]
@@ -273,7 +293,10 @@ async def run(url: str, sessions: int, n: int, naive_budget_s: float, long_n: in
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         async with store.group_commit():
             write = _writer(store)
+            before = rows_by_path()
             out["burst"] = await burst(store, write, "b", sessions, n)
+            out["burst"]["rows_by_copy"] = rows_by_path()["copy"] - before["copy"]
+            out["store_only"] = await store_only(store, "s", sessions, n)
             out["burst_500x60"] = await burst(store, write, "w", sessions // 2, 3 * n)
             out["catch_up"] = await catch_up(store, write, "h", sessions, n)
             out["quiet"] = await quiet_latency(store, write, 100)
@@ -290,6 +313,7 @@ async def run(url: str, sessions: int, n: int, naive_budget_s: float, long_n: in
     out["burst_over_copy"] = out["burst"]["events_per_s"] / out["copy_events_per_s"]
     out["burst_over_naive"] = out["burst"]["events_per_s"] / out["naive_events_per_s"]
     out["catch_up_over_copy"] = out["catch_up"]["events_per_s"] / out["copy_events_per_s"]
+    out["store_only_over_copy"] = out["store_only"]["events_per_s"] / out["copy_events_per_s"]
     return out
 
 
