@@ -3,7 +3,10 @@ PostgreSQL through the real follower, supervisor sink and batch writer.
 
 Scenarios, all measured in one run so that ratios are comparable (absolute times on shared 2-core
 machines are noisy):
-- catch-up:  N events already upstream; time to mirror them (via /history pages of 100).
+- catch-up:  N events already upstream; time to mirror them (the catch-up's one sync-log read).
+- history catch-up: the same, with the sync log over the client's body bound (a very long session), so
+             the events come from /history pages of 100: the real follower with its one-page-ahead
+             pipeline off and on, alternated twice in the same run (best of two each).
 - burst:     the follower is caught up; N events appended as fast as possible; time until all stored,
              for BRIDGE_BATCH_MAX_EVENTS = 200 (adaptive group commit) and = 1 (one commit per event).
 - trickle:   one event at a time, waiting for each to be stored: upstream commit -> our commit latency.
@@ -52,11 +55,36 @@ async def _append(fake: FakeUpstream, sid: str, i: int) -> None:
                       {"assistantMessageID": f"msg_{i // 10}", "textID": f"text-{i}", "text": TEXT})
 
 
-async def _follow(store: EventStore, client: UpstreamClient, sid: str, batch: int) -> asyncio.Task[Any]:
+async def _follow(store: EventStore, client: UpstreamClient, sid: str, batch: int,
+                  **kw: Any) -> asyncio.Task[Any]:
     epoch, cursor = await store.claim(sid, "bench")
     f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, batch_max_events=batch,
-                        reconnect_min_s=0.01, reconnect_max_s=0.1, upstream="bench")
+                        reconnect_min_s=0.01, reconnect_max_s=0.1, upstream="bench", **kw)
     return asyncio.create_task(f.run())
+
+
+async def _history_catch_up(store: EventStore, fake: FakeUpstream, events: int) -> dict[str, Any]:
+    """Catch-up through /history pages (sync log over the body bound), prefetch off vs on."""
+    best: dict[bool, float] = {}
+    calls = fake.history_calls
+    # A page of 100 events (~55 KB) fits, the sync log of `events` (~0.55 KB each) does not.
+    async with UpstreamClient(fake.url, max_body_bytes=min(256 * 1024, events * 300)) as client:
+        for k, prefetch in enumerate((False, True, False, True)):
+            sid = f"ses_history_{k}"
+            fake.add_session(sid)
+            for i in range(events):
+                await _append(fake, sid, i)
+            t0 = time.perf_counter()
+            task = await _follow(store, client, sid, 200, history_prefetch=prefetch)
+            await _mirrored(store, sid, events)
+            best[prefetch] = min(best.get(prefetch, float("inf")), time.perf_counter() - t0)
+            await _stop([task])
+    return {
+        "history_catchup_pages": (fake.history_calls - calls) // 4,
+        "history_catchup_serial_events_per_s": events / best[False],
+        "history_catchup_pipelined_events_per_s": events / best[True],
+        "history_catchup_pipelined_over_serial": best[False] / best[True],
+    }
 
 
 async def _stop(tasks: list[asyncio.Task[Any]]) -> None:
@@ -84,6 +112,7 @@ async def run(database_url: str, events: int, sessions: int) -> dict[str, Any]:
             await _mirrored(store, sid, events)
             out["catchup_events_per_s"] = events / (time.perf_counter() - t0)
             await _stop([task])
+            out.update(await _history_catch_up(store, fake, events))
 
             # burst, adaptive batches vs one event per transaction
             for batch in (200, 1):
