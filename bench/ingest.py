@@ -3,7 +3,11 @@ PostgreSQL through the real follower, supervisor sink and batch writer.
 
 Scenarios, all measured in one run so that ratios are comparable (absolute times on shared 2-core
 machines are noisy):
-- catch-up:  N events already upstream; time to mirror them (via /history pages of 100).
+- catch-up:  N events already upstream; time to mirror them (the catch-up's one sync-log read).
+- history catch-up: the same with the sync log over the client's body bound (a very long session), so
+             the events come from /history pages of 100, from a fake upstream in its own process: the
+             real follower with its one-page-ahead pipeline off and on, alternated twice in the same
+             run (best of two each).
 - burst:     the follower is caught up; N events appended as fast as possible; time until all stored,
              for BRIDGE_BATCH_MAX_EVENTS = 200 (adaptive group commit) and = 1 (one commit per event).
 - trickle:   one event at a time, waiting for each to be stored: upstream commit -> our commit latency.
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import platform
 import statistics
@@ -52,10 +57,11 @@ async def _append(fake: FakeUpstream, sid: str, i: int) -> None:
                       {"assistantMessageID": f"msg_{i // 10}", "textID": f"text-{i}", "text": TEXT})
 
 
-async def _follow(store: EventStore, client: UpstreamClient, sid: str, batch: int) -> asyncio.Task[Any]:
+async def _follow(store: EventStore, client: UpstreamClient, sid: str, batch: int,
+                  **kw: Any) -> asyncio.Task[Any]:
     epoch, cursor = await store.claim(sid, "bench")
     f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, batch_max_events=batch,
-                        reconnect_min_s=0.01, reconnect_max_s=0.1, upstream="bench")
+                        reconnect_min_s=0.01, reconnect_max_s=0.1, upstream="bench", **kw)
     return asyncio.create_task(f.run())
 
 
@@ -63,6 +69,53 @@ async def _stop(tasks: list[asyncio.Task[Any]]) -> None:
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _serve_fake(sessions: list[str], events: int, conn: Any) -> None:
+    """A fake upstream in its own process (like `opencode serve`, it serializes on another core)."""
+
+    async def main() -> None:
+        fake = FakeUpstream()
+        await fake.start()
+        for sid in sessions:
+            fake.add_session(sid)
+            for i in range(events):
+                await _append(fake, sid, i)
+        conn.send(fake.url)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+async def _history_catch_up(engine: Any, upstream: str, events: int) -> dict[str, Any]:
+    """Catch-up through /history pages (sync log over the body bound), prefetch off vs on, against a
+    fake upstream in another process (its own event ids: a store of its own)."""
+    store = EventStore(engine, f"{upstream}-history")
+    modes = (False, True, False, True)
+    sids = [f"ses_history_{uuid.uuid4().hex[:8]}_{k}" for k in range(len(modes))]
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_serve_fake, args=(sids, events, child), daemon=True)
+    proc.start()
+    try:
+        url = await asyncio.to_thread(parent.recv)
+        best: dict[bool, float] = {}
+        # A page of 100 events (~55 KB) fits, the sync log of `events` (~0.55 KB each) does not.
+        async with UpstreamClient(url, max_body_bytes=min(256 * 1024, events * 300)) as client:
+            for sid, prefetch in zip(sids, modes, strict=True):
+                t0 = time.perf_counter()
+                task = await _follow(store, client, sid, 200, history_prefetch=prefetch)
+                await _mirrored(store, sid, events)
+                best[prefetch] = min(best.get(prefetch, float("inf")), time.perf_counter() - t0)
+                await _stop([task])
+    finally:
+        proc.terminate()
+        proc.join()
+    return {
+        "history_catchup_serial_events_per_s": events / best[False],
+        "history_catchup_pipelined_events_per_s": events / best[True],
+        "history_catchup_pipelined_over_serial": best[False] / best[True],
+    }
 
 
 async def run(database_url: str, events: int, sessions: int) -> dict[str, Any]:
@@ -84,6 +137,7 @@ async def run(database_url: str, events: int, sessions: int) -> dict[str, Any]:
             await _mirrored(store, sid, events)
             out["catchup_events_per_s"] = events / (time.perf_counter() - t0)
             await _stop([task])
+            out.update(await _history_catch_up(engine, store.upstream, events))
 
             # burst, adaptive batches vs one event per transaction
             for batch in (200, 1):

@@ -13,6 +13,7 @@ percent-encoded, so no id can point a request at another route. A JSON body is r
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -40,6 +41,10 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 # whose events we do not want (docs/upstream.md §14).
 SYNC_CUTOFF_MAX = 2**53 - 1
 MAX_KNOWN_AGGREGATES = 50_000  # ~2 MiB of request body at most
+# `/history` pages fetched at once by the whole process (one client per upstream): a warm-up of 1,000
+# sessions pages at this pace instead of 1,000 requests at once. A slot is held only while one page is
+# fetched and decoded, never across a write or the durable stream (docs/mirror.md "Catch-up").
+HISTORY_PAGES_IN_FLIGHT = 32
 
 
 class UpstreamClient:
@@ -53,6 +58,7 @@ class UpstreamClient:
         *,
         transport: Transport | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        history_pages_in_flight: int = HISTORY_PAGES_IN_FLIGHT,
     ) -> None:
         # Credentials in the URL are taken out of it, so `base_url` is always safe to log.
         url, url_user, url_password = split_credentials(base_url.rstrip("/"))
@@ -70,6 +76,8 @@ class UpstreamClient:
         self._given_transport = transport
         self._transport: Transport | None = transport
         self._known_aggregates: set[str] = set()  # left out of sync-log answers (sync_history)
+        self._history_slots = asyncio.Semaphore(history_pages_in_flight)
+        self.history_waiting = 0  # `/history` requests waiting for a slot (tests)
 
     def __repr__(self) -> str:
         return f"UpstreamClient({self.base_url!r})"
@@ -213,7 +221,15 @@ class UpstreamClient:
 
     async def history(self, session_id: str, after: int, limit: int = 100) -> HistoryPage:
         path = self.session_path(session_id, "history")
-        body = await self._get_json(path, {"after": str(after), "limit": str(limit)})
+        self.history_waiting += 1
+        try:
+            await self._history_slots.acquire()
+        finally:
+            self.history_waiting -= 1
+        try:
+            body = await self._get_json(path, {"after": str(after), "limit": str(limit)})
+        finally:
+            self._history_slots.release()
         data = self._unwrap(body, path)
         if not isinstance(data, list):
             raise UpstreamError(f"GET {path}: data is not a list")

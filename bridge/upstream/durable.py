@@ -14,16 +14,16 @@ The follower never writes the cursor itself: `EventSink.write()` stores rows and
 transaction (and raises `bridge.errors.LeaseLost` when the lease moved on), so the cursor never passes an
 unstored event.
 
-What retrying cannot fix stops the follower with `STUCK` instead of looping: a `/history` page over the
-client's body bound even one event at a time, or pages whose every event is rejected (`hasMore` set, the
-cursor cannot move) `max_stuck_passes` times in a row, with backoff in between.
+`/history` is paged one page ahead of the writes (bridge.upstream.catchup). What retrying cannot fix
+stops the follower with `STUCK` instead of looping: a `/history` page over the client's body bound even
+one event at a time, or pages whose every event is rejected `max_stuck_passes` times in a row.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -33,7 +33,6 @@ import structlog
 from bridge import metrics
 from bridge.errors import (
     BadFrame,
-    BodyTooLarge,
     FrameTooLarge,
     InvalidRequest,
     InvalidSessionId,
@@ -42,17 +41,14 @@ from bridge.errors import (
     UpstreamError,
     UpstreamUnavailable,
 )
-from bridge.events import ChatEvent, Envelope, Kind, parse_envelope, parse_frame
+from bridge.events import ChatEvent, Envelope, parse_frame
 from bridge.legacy import LegacyTurnState
 from bridge.upstream.backoff import Backoff
+from bridge.upstream.catchup import HistoryCatchUp, Rejected, check, parse_item
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.follower import EventSink, FollowerExit
 from bridge.upstream.repair import SyncRepair
 from bridge.upstream.sse import SSEComment, SSEParser
-
-
-def _json_text(item: object) -> str:
-    return json.dumps(item, ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
 class DurableFollower:
@@ -74,6 +70,7 @@ class DurableFollower:
         max_stuck_passes: int = 5,
         seed: Callable[[], Awaitable[Iterable[Mapping[str, Any]]]] | None = None,
         repair_debounce_s: float = 0.03,
+        history_prefetch: bool = True,
     ) -> None:
         self.session_id = session_id
         self.cursor = cursor
@@ -84,7 +81,6 @@ class DurableFollower:
             Backoff(reconnect_min_s, reconnect_max_s, rand) if rand else Backoff(reconnect_min_s, reconnect_max_s)
         )
         self._stall_s = stall_s
-        self._history_page = history_page
         self._on_committed = on_committed
         self._max_stuck = max_stuck_passes
         self._stuck_passes = 0
@@ -98,6 +94,11 @@ class DurableFollower:
         self._seed = seed
         self.sync = SyncRepair(session_id, client, lambda: self.cursor, self._commit, self._reject, self._log,
                                debounce_s=repair_debounce_s, retry_s=reconnect_max_s)
+        # `/history` pages one ahead of the writes (`history_prefetch=False`: one at a time, for comparison).
+        self.history = HistoryCatchUp(
+            session_id, client, lambda: self.cursor, log=self._log, page_size=history_page,
+            prefetch=history_prefetch, parse=lambda item: parse_item(item, session_id, self.sync.map, self._log),
+            write=lambda evs, at: self.sync.write(evs, at, "history"), reject=self._reject_item)
         self._fatal: BaseException | None = None  # the inbox task's error, re-raised by the main loop
 
     # -- hints from the live stream -------------------------------------------------------------
@@ -226,32 +227,10 @@ class DurableFollower:
         cannot move, or None once caught up."""
         async with self.sync.lock:
             await self.sync.repair_locked("catch_up")
-        limit = self._history_page
-        while True:
-            try:
-                page = await self._client.history(self.session_id, self.cursor, limit)
-            except BodyTooLarge as e:
-                metrics.REJECTS.labels(reason="history_too_large").inc()
-                self._log.error("history_page_too_large", cursor_seq=self.cursor, limit=limit, error=str(e))
-                if limit == 1:  # the very next event alone is over the bound: it cannot be read
-                    return "history_too_large"
-                limit = 1
-                continue
-            received_at = datetime.now(UTC)
-            events: list[ChatEvent] = []
-            for item in page.events:
-                ev = await self._accept_obj(item, received_at)
-                if ev is not None:
-                    events.append(ev)
-            before = self.cursor
-            await self._write(events, received_at, source="history")
-            if not page.has_more or not page.events:
-                self._stuck_passes = 0
-                return None
-            if self.cursor == before:
-                # Every event of the page was rejected (e.g. another session's aggregate): asking again
-                # returns the same page.
-                return "history_all_rejected"
+        stuck = await self.history.run()
+        if stuck is None:
+            self._stuck_passes = 0
+        return stuck
 
     async def _stream(self) -> bool:
         """Read the durable stream until it ends; True if the stall timer ended it."""
@@ -280,7 +259,7 @@ class DurableFollower:
                     ev = await self._accept_text(item.data, received_at)
                     if ev is not None:
                         events.append(ev)
-                await self._write(events, received_at, source="stream")
+                await self.sync.write(events, received_at, "stream")
             parser.close()  # a frame cut by EOF is discarded: it is replayed after reconnect
 
     # -- frames → events --------------------------------------------------------------------------
@@ -290,38 +269,19 @@ class DurableFollower:
         except BadFrame as e:
             await self._reject(e.reason, data, received_at, None, str(e))
             return None
-        return await self._accept_env(self.sync.map(env), lambda: data, received_at)
+        r = check(self.sync.map(env), self.session_id, lambda: data, self._log)
+        if isinstance(r, Rejected):
+            await self._reject(r.reason, r.raw, received_at, r.seq, r.detail)
+            return None
+        return r
 
-    async def _accept_obj(self, item: object, received_at: datetime) -> ChatEvent | None:
-        """One `/history` item (already decoded JSON)."""
-        try:
-            env = parse_envelope(item)
-        except BadFrame as e:
-            await self._reject(e.reason, _json_text(item), received_at, None, str(e))
-            return None
-        return await self._accept_env(self.sync.map(env), lambda: _json_text(item), received_at)
-
-    async def _accept_env(self, ev: ChatEvent, raw: Callable[[], str], received_at: datetime) -> ChatEvent | None:
-        # `raw` is only needed for a reject: history items are not re-serialized on the happy path.
-        env = ev.envelope
-        if env.seq is None:
-            await self._reject("not_durable", raw(), received_at, None, f"type {env.type} without durable.seq")
-            return None
-        if env.aggregate_id is not None and env.aggregate_id != self.session_id:
-            await self._reject("wrong_session", raw(), received_at, env.seq, f"aggregateID {env.aggregate_id}")
-            return None
-        if ev.kind is Kind.UNKNOWN:
-            metrics.UNKNOWN_EVENTS.labels(stream="durable").inc()
-            self._log.warning("unknown_event_type", type=env.type, seq=env.seq)
-        return ev
+    async def _reject_item(self, r: Rejected, received_at: datetime) -> None:
+        await self._reject(r.reason, r.raw, received_at, r.seq, r.detail)
 
     async def _reject(self, reason: str, raw: str, received_at: datetime, seq: int | None, detail: str) -> None:
         metrics.REJECTS.labels(reason=reason).inc()
         self._log.error("frame_rejected", reason=reason, seq=seq, detail=detail[:300])
         await self._sink.reject(reason, raw, received_at, seq)
-
-    async def _write(self, events: list[ChatEvent], received_at: datetime, source: str) -> None:
-        await self.sync.write(events, received_at, source)
 
     async def _commit(self, events: list[ChatEvent], received_at: datetime, source: str) -> None:
         """Store events in order (the caller holds the repair lock); batches of `batch_max_events`."""
@@ -332,10 +292,12 @@ class DurableFollower:
             metrics.COMMIT_SECONDS.observe(time.perf_counter() - t0)
             metrics.BATCH_SIZE.observe(len(batch))
             now_ms = time.time() * 1000
+            observe = metrics.UPSTREAM_TO_COMMIT.observe
             for ev in batch:
-                metrics.EVENTS_INGESTED.labels(kind=ev.kind, source=source).inc()
                 if ev.timestamp_ms is not None:
-                    metrics.UPSTREAM_TO_COMMIT.observe(max(0.0, (now_ms - ev.timestamp_ms) / 1000))
+                    observe(max(0.0, (now_ms - ev.timestamp_ms) / 1000))
+            for kind, n in Counter(ev.kind for ev in batch).items():  # one labelled increment per kind
+                metrics.EVENTS_INGESTED.labels(kind=kind, source=source).inc(n)
             self.last_event_monotonic = time.monotonic()
             self._backoff.reset()
             self._log.debug("batch_committed", events=len(batch), cursor_seq=self.cursor, source=source)

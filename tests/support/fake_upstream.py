@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -98,6 +99,11 @@ class FakeUpstream:
         self.durable_connects = 0
         self._counter = 0
         self.history_calls = 0
+        # Awaited by every /history request (session id, `after`) before it is answered: a test sees a
+        # request arrive, or holds it.
+        self.on_history: Callable[[str, int], Awaitable[None]] | None = None
+        self.history_in_flight = 0
+        self.history_max_in_flight = 0
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.request_paths: list[str] = []  # every request's path and query exactly as received
@@ -320,6 +326,13 @@ class FakeUpstream:
         if (failed := self._failure("history")) is not None:
             return failed
         after = self._after(request)
+        if self.on_history is not None:
+            self.history_in_flight += 1
+            self.history_max_in_flight = max(self.history_max_in_flight, self.history_in_flight)
+            try:
+                await self.on_history(s.id, after)
+            finally:
+                self.history_in_flight -= 1
         limit = min(int(request.query.get("limit", "100")), 100)
         newer = [e for e in s.events if e["durable"]["seq"] > after]
         return web.json_response({"data": newer[:limit], "hasMore": len(newer) > limit})

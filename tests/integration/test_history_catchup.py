@@ -1,0 +1,250 @@
+"""The pipelined `/history` catch-up (bridge.upstream.catchup, docs/mirror.md "Catch-up") against the fake
+upstream and a real PostgreSQL.
+
+The sync log of these sessions is over the client's body bound, so it is not read and every event comes
+from `/history` pages of 100 (the case of a long session). Each page's write waits until the fake upstream
+received the request for the next page: the test hangs (times out) unless page n+1 is fetched while page
+n is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import datetime
+
+import pytest
+import pytest_asyncio
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from bridge.events import ChatEvent
+from bridge.sessions.sink import StoreSink
+from bridge.store.events_store import EventStore
+from bridge.upstream.client import UpstreamClient
+from bridge.upstream.durable import DurableFollower
+from bridge.upstream.follower import FollowerExit
+from tests.support.fake_upstream import FakeUpstream
+from tests.support.waiting import wait_until
+
+UPSTREAM = "fake:catchup"
+SID = "ses_LONG"
+EVENTS = 2000
+PAGE = 100
+BODY_BOUND = 200_000  # a page of 100 (~45 KB) fits, the session's whole sync log (~0.9 MB) does not
+
+
+@pytest_asyncio.fixture
+async def client(fake: FakeUpstream) -> AsyncIterator[UpstreamClient]:
+    async with UpstreamClient(fake.url, max_body_bytes=BODY_BOUND) as c:
+        yield c
+
+
+@pytest.fixture
+def store(engine: AsyncEngine) -> EventStore:
+    return EventStore(engine, UPSTREAM)
+
+
+async def long_session(fake: FakeUpstream, sid: str = SID, n: int = EVENTS) -> None:
+    fake.add_session(sid)
+    for i in range(n):
+        await fake.append(sid, "session.next.text.ended", {"assistantMessageID": f"msg_{i // 10}",
+                                                            "textID": f"text-{i}", "text": "word " * 40},
+                          live=False)
+
+
+def upstream_ids(fake: FakeUpstream, sid: str = SID) -> list[tuple[int, str]]:
+    return [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events]
+
+
+class Asked:
+    """The `after` of every /history request the fake upstream received, as events to wait on."""
+
+    def __init__(self, fake: FakeUpstream) -> None:
+        self._events: dict[int, asyncio.Event] = {}
+        fake.on_history = self._seen
+
+    def event(self, after: int) -> asyncio.Event:
+        return self._events.setdefault(after, asyncio.Event())
+
+    async def _seen(self, _sid: str, after: int) -> None:
+        self.event(after).set()
+
+
+class PipelineSink(StoreSink):
+    """Checks that writes are sequential and in order, and makes each page's write wait until the request
+    for the next page arrived upstream (`after=` its last seq); `fault(last_seq)` runs then, before the
+    real write."""
+
+    def __init__(self, store: EventStore, epoch: int, asked: Asked, *, start: int = 0,
+                 fault: Callable[[int], Awaitable[None]] | None = None) -> None:
+        super().__init__(store, SID, epoch)
+        self._asked = asked
+        self._fault = fault
+        self.next_seq = start + 1
+        self.in_flight = 0
+        self.writes: list[tuple[int, int]] = []  # (first seq, last seq) of each write that returned
+
+    async def write(self, events: Sequence[ChatEvent], received_at: datetime) -> int:
+        assert self.in_flight == 0, "two writes of one session at once"
+        self.in_flight += 1
+        try:
+            first, last = events[0].seq, events[-1].seq
+            assert first == self.next_seq and last is not None, (first, self.next_seq)
+            if last < EVENTS:
+                await asyncio.wait_for(self._asked.event(last).wait(), 10)  # page n+1 asked before n returns
+            if self._fault is not None:
+                await self._fault(last)
+            cursor = await super().write(events, received_at)
+            self.writes.append((first, last))
+            self.next_seq = cursor + 1
+            return cursor
+        finally:
+            self.in_flight -= 1
+
+
+def follower(client: UpstreamClient, sink: StoreSink, cursor: int = 0) -> DurableFollower:
+    return DurableFollower(SID, client, sink, cursor, reconnect_min_s=0.01, reconnect_max_s=0.05,
+                           upstream=UPSTREAM, history_page=PAGE)
+
+
+async def stop(task: asyncio.Task[FollowerExit]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def stored_count(engine: AsyncEngine) -> tuple[int, int]:
+    async with engine.connect() as c:
+        rows = (await c.execute(text("select count(*) from chat_session_events where upstream = :u"),
+                                {"u": UPSTREAM})).scalar_one()
+        rejects = (await c.execute(text("select count(*) from chat_event_rejects"))).scalar_one()
+    return rows, rejects
+
+
+async def test_a_long_catch_up_fetches_the_next_page_while_one_is_written_and_stores_exactly_the_upstream(
+        fake: FakeUpstream, client: UpstreamClient, store: EventStore, engine: AsyncEngine) -> None:
+    await long_session(fake)
+    asked = Asked(fake)
+    epoch, cursor = await store.claim(SID, "owner-1")
+    sink = PipelineSink(store, epoch, asked)
+    f = follower(client, sink, cursor)
+    task = asyncio.create_task(f.run())
+    try:
+        await wait_until(lambda: f.cursor == EVENTS, 30, 0.01, message="caught up")
+    finally:
+        await stop(task)
+    assert sink.writes == [(s, s + PAGE - 1) for s in range(1, EVENTS, PAGE)]
+    assert f.history.pages_ahead == EVENTS // PAGE - 1
+    assert await store.stored_ids(SID) == upstream_ids(fake)
+    assert await stored_count(engine) == (EVENTS, 0)
+
+
+async def test_a_lease_taken_over_mid_catch_up_drops_the_page_ahead_and_the_new_owner_resumes(
+        fake: FakeUpstream, client: UpstreamClient, store: EventStore, engine: AsyncEngine) -> None:
+    await long_session(fake)
+    asked = Asked(fake)
+
+    async def taken_over(last: int) -> None:
+        if last == 500:  # page 6 is being fetched (or fetched) while page 5 is written
+            await store.claim(SID, "owner-2", holder_dead=lambda _owner: True)
+
+    epoch, _ = await store.claim(SID, "owner-1")
+    first = follower(client, PipelineSink(store, epoch, asked, fault=taken_over))
+    assert await asyncio.wait_for(first.run(), 30) is FollowerExit.LEASE_LOST
+    assert asked.event(500).is_set()
+    assert [s for s, _ in await store.stored_ids(SID)] == list(range(1, 401))  # nothing of pages 5 and 6
+
+    epoch2, cursor = await store.claim(SID, "owner-2")
+    assert cursor == 400
+    sink = PipelineSink(store, epoch2, asked, start=cursor)
+    second = follower(client, sink, cursor)
+    task = asyncio.create_task(second.run())
+    try:
+        await wait_until(lambda: second.cursor == EVENTS, 30, 0.01, message="the new owner caught up")
+    finally:
+        await stop(task)
+    assert sink.writes[0] == (401, 500)
+    assert await store.stored_ids(SID) == upstream_ids(fake)
+    assert await stored_count(engine) == (EVENTS, 0)
+
+
+async def test_a_connection_killed_mid_write_drops_the_page_ahead_and_the_follower_resumes_from_its_cursor(
+        fake: FakeUpstream, client: UpstreamClient, engine: AsyncEngine) -> None:
+    await long_session(fake)
+    asked = Asked(fake)
+    armed: list[bool] = []
+
+    async def arm(last: int) -> None:
+        if last == 700 and not armed:
+            armed.append(True)
+
+    async def kill_writer(conn: AsyncConnection) -> None:
+        if armed == [True]:  # between the insert and the cursor update of page 7's transaction
+            armed.append(False)
+            pid = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+            async with engine.connect() as killer:
+                await killer.execute(text("SELECT pg_terminate_backend(:pid, 10000)"), {"pid": pid})
+
+    store = EventStore(engine, UPSTREAM, before_cursor_update=kill_writer)
+    epoch, _ = await store.claim(SID, "owner-1")
+    first = follower(client, PipelineSink(store, epoch, asked, fault=arm))
+    with pytest.raises(DBAPIError):
+        await asyncio.wait_for(first.run(), 30)
+    assert armed == [True, False] and asked.event(700).is_set()
+    row = await store.get_session(SID)
+    assert row is not None and row.cursor_seq == 600
+    assert [s for s, _ in await store.stored_ids(SID)] == list(range(1, 601))  # page 7 rolled back whole
+
+    # What the registry does after a crash: a new follower from the stored cursor.
+    epoch, cursor = await store.claim(SID, "owner-1")
+    sink = PipelineSink(store, epoch, asked, start=cursor)
+    again = follower(client, sink, cursor)
+    task = asyncio.create_task(again.run())
+    try:
+        await wait_until(lambda: again.cursor == EVENTS, 30, 0.01, message="resumed and caught up")
+    finally:
+        await stop(task)
+    assert sink.writes[0] == (601, 700)
+    assert await store.stored_ids(SID) == upstream_ids(fake)
+    assert await stored_count(engine) == (EVENTS, 0)
+
+
+async def test_history_pages_in_flight_are_bounded_across_followers(fake: FakeUpstream,
+                                                                   engine: AsyncEngine) -> None:
+    # A warm-up of many sessions pages /history through one client: at most its bound at once, the rest
+    # wait for a slot (and get it: every session is mirrored).
+    store = EventStore(engine, UPSTREAM)
+    sids = [f"ses_W{k}" for k in range(10)]
+    for sid in sids:
+        fake.add_session(sid)
+        for i in range(3):
+            await fake.append(sid, "session.next.text.ended", {"assistantMessageID": "m", "textID": f"t{i}",
+                                                                "text": "x"}, live=False)
+    gate = asyncio.Event()
+
+    async def held(_sid: str, _after: int) -> None:
+        await gate.wait()
+
+    fake.on_history = held
+    async with UpstreamClient(fake.url, history_pages_in_flight=4) as client:
+        followers, tasks = [], []
+        for sid in sids:
+            epoch, cursor = await store.claim(sid, "owner-1")
+            f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, upstream=UPSTREAM)
+            followers.append(f)
+            tasks.append(asyncio.create_task(f.run()))
+        try:
+            await wait_until(lambda: fake.history_in_flight == 4 and client.history_waiting == 6, 10, 0.01,
+                             message="4 pages in flight, 6 waiting for a slot")
+            gate.set()
+            await wait_until(lambda: all(f.connected.is_set() or fake.durable_requests(f.session_id)
+                                         for f in followers), 10, 0.01, message="all caught up, streaming")
+        finally:
+            for t in tasks:
+                await stop(t)
+    assert fake.history_max_in_flight == 4
+    for sid in sids:
+        assert await store.stored_ids(sid) == upstream_ids(fake, sid)
