@@ -18,7 +18,8 @@ from bridge.audit.export import event_line, header, trailer, verify_export
 from bridge.audit.render import render_transcript
 from bridge.audit.transcript import build_transcript
 from bridge.errors import ExportError
-from bridge.store.audit import AuditReader, SessionFilter
+from bridge.store.audit import AuditReader
+from bridge.store.reads import SessionFilter
 
 COMMANDS = ("sessions", "events", "transcript", "export", "verify")
 

@@ -130,13 +130,16 @@ class Connection:
         head = await self._svc.store.head(sid)
         if self.client.subscriptions.get(sid) is not sub:
             return
-        sub.status_version = max(sub.status_version, head.status_version)
+        # A session not stored yet: head -1, no status, nothing known missing.
+        cursor, status = (-1, None) if head is None else (head.cursor_seq, head.status)
+        sub.status_version = max(sub.status_version, 0 if head is None else head.status_version)
         # complete: every stored event after `after` is about to be sent; false when the bridge knows its
         # history of the session has a hole, or the client claims a seq beyond anything stored.
-        complete = not head.incomplete and (op.after is None or op.after <= max(head.cursor_seq, 0))
-        self._send(p.subscribed_message(sid, op.after, head.cursor_seq, complete, head.status, op.ref))
-        self._log.info("ws_subscribed", session_id=sid, after=op.after, head=head.cursor_seq)
-        if not await self._replay(sub, head.cursor_seq):
+        incomplete = head is not None and head.incomplete
+        complete = not incomplete and (op.after is None or op.after <= max(cursor, 0))
+        self._send(p.subscribed_message(sid, op.after, cursor, complete, status, op.ref))
+        self._log.info("ws_subscribed", session_id=sid, after=op.after, head=cursor)
+        if not await self._replay(sub, cursor):
             return
         self._send(p.caught_up_message(sid, sub.sent_seq))
         for record in await self._svc.store.pending_permissions(sid):
@@ -163,7 +166,7 @@ class Connection:
 
     async def _exists(self, sid: str) -> bool:
         """Stored here already, or confirmed by the upstream (docs/websocket.md, `unknown_session`)."""
-        if self._svc.confirm is None or (await self._svc.store.head(sid)).known:
+        if self._svc.confirm is None or await self._svc.store.head(sid) is not None:
             return True
         return await self._svc.confirm(sid)
 

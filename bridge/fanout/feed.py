@@ -92,7 +92,7 @@ class DurableFeed:
         if not self._hub.has_subscribers(session_id):
             return
         head = await self._store.head(session_id)
-        if head.known and head.status is not None:
+        if head is not None:
             self._hub.publish_status(session_id, head.status, head.status_reason, head.status_version)
 
     async def _catch_up(self, session_id: str) -> None:

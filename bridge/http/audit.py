@@ -26,7 +26,8 @@ from bridge.audit.transcript import TranscriptBuilder
 from bridge.auth import Claims, bearer_token, verify_token
 from bridge.errors import AuthError, BadRequest
 from bridge.ids import SESSION_ID_RULE, valid_session_id
-from bridge.store.audit import AuditReader, SessionFilter, ToolCallFilter
+from bridge.store.audit import AuditReader
+from bridge.store.reads import SessionFilter, ToolCallFilter
 
 _log = structlog.get_logger("bridge.audit")
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")

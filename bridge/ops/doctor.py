@@ -18,6 +18,7 @@ from sqlalchemy import text
 
 from bridge.config import Settings
 from bridge.errors import Unauthorized, UpstreamError
+from bridge.store.codecs import SessionRow
 from bridge.store.db import current_revision, head_revision, make_engine
 from bridge.store.leases import LeaseStore
 from bridge.upstream.client import UpstreamClient
@@ -107,10 +108,10 @@ async def check_upstream(settings: Settings, checks: list[Check], now: Callable[
         return skew
 
 
-def _parked(parked: list[tuple[str, str | None]]) -> Check:
+def _parked(parked: list[SessionRow]) -> Check:
     if not parked:
         return Check("parked sessions", True, "none")
-    shown = "; ".join(f"{sid}: {reason}" for sid, reason in parked[:5])
+    shown = "; ".join(f"{row.session_id}: {row.status_reason}" for row in parked[:5])
     more = f" (and {len(parked) - 5} more)" if len(parked) > 5 else ""
     return Check("parked sessions", False, f"{len(parked)} not followed any more: {shown}{more}",
                  "fix the cause in the reason (the bridge's log has `session_parked` with the traceback before "

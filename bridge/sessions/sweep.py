@@ -20,11 +20,11 @@ from bridge.sessions.gc import WarmFacts, release_reason
 from bridge.sessions.lease import adoption_reason
 from bridge.sessions.registry import WarmSession
 from bridge.sessions.status import Status
-from bridge.store.leases import Candidate
+from bridge.store.codecs import SessionRow
 
 
 class Orphans(Protocol):
-    async def adoption_candidates(self, me: str) -> list[Candidate]: ...
+    async def adoption_candidates(self, me: str) -> list[SessionRow]: ...
 
 
 class Warm(Protocol):
@@ -71,7 +71,7 @@ class Sweep:
         for c in await self._leases.adoption_candidates(self._owner):
             if self._registry.get(c.session_id) is not None or self._registry.is_deleted(c.session_id):
                 continue
-            reason = adoption_reason(c.owner, c.expired, self._holder_dead)
+            reason = adoption_reason(c.lease_owner, c.lease_expired, self._holder_dead)
             if reason is not None:
                 self._registry.warm(c.session_id, c.directory, reason=reason)
 

@@ -1,40 +1,19 @@
-"""SQL of the audit (docs/audit.md): the hash chain at write time, and the read-only audit queries (API, CLI, export).
-
-Views for auditors (`audit_prompts`, `audit_tool_calls`, `audit_texts`, `audit_steps`) cover both runtimes
-since migration 0008 (`migrations/versions/0008_views_both_runtimes.py` holds their definition, docs/audit.md;
-migration 0004 holds its own first version: migrations import nothing from `bridge`).
-"""
+"""The audit (docs/audit.md): the per-session hash chain set at write time, and `AuditReader`, the read-only
+audit queries (API, CLI, export) of `bridge.store.reads` executed for one upstream."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Select, and_, bindparam, func, select, text
+from sqlalchemy import BigInteger, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.audit.chain import GENESIS, ChainRow
-from bridge.store.schema import chat_session_events, chat_sessions
-from bridge.store.schema_commands import chat_commands
-
-E = chat_session_events.c
-S = chat_sessions.c
-C = chat_commands.c
-
-# Who asked for the turn a tool call belongs to: the subject of the bridge command behind the newest prompt
-# taken into the loop before the call (NULL when that prompt did not come through the bridge;
-# docs/commands.md). chat_commands.upstream_id is the prompt's message id.
-_ASKED_BY = """(
-    SELECT c.subject FROM chat_session_events p
-    LEFT JOIN chat_commands c ON c.upstream = p.upstream AND c.session_id = p.session_id
-        AND c.command = 'prompt' AND c.upstream_id = p.message_id
-    WHERE p.upstream = t.upstream AND p.session_id = t.session_id AND p.kind = 'prompt:started'
-      AND p.seq < t.called_seq
-    ORDER BY p.seq DESC LIMIT 1
-)"""
+from bridge.store import reads
+from bridge.store.codecs import audit_session, row_dict, session_row
+from bridge.store.reads import SessionFilter, ToolCallFilter
 
 # --- hash chain (inside write_batch's transaction) --------------------------------------------------
 
@@ -80,62 +59,6 @@ WHERE e.upstream = :u AND e.session_id = :s AND e.seq = chain.seq
 
 # --- reads ------------------------------------------------------------------------------------------
 
-# Events stored of the session (the viewer's session list): a count over the primary-key index.
-EVENT_COUNT = (
-    select(func.count()).select_from(chat_session_events)
-    .where(E.upstream == S.upstream, E.session_id == S.session_id)
-    .correlate(chat_sessions).scalar_subquery().label("event_count")
-)
-SESSION_FIELDS = (
-    S.session_id, S.directory, S.status, S.status_reason, S.cursor_seq, S.first_event_at, S.last_event_at,
-    S.deleted, S.deleted_at, S.incomplete, S.created_at, S.updated_at, EVENT_COUNT,
-)
-EVENT_FIELDS = (
-    E.seq, E.event_id, E.type, E.kind, E.event_time, E.received_at, E.stored_at, E.message_id,
-    E.assistant_message_id, E.part_id, E.call_id, E.tool_name, E.error_type, E.error_message, E.finish,
-    E.delivery, E.agent, E.model_id, E.provider_id, E.payload, E.payload_lossy, E.chain_hash,
-)
-
-
-@dataclass(frozen=True)
-class SessionFilter:
-    status: str | None = None
-    since: datetime | None = None  # sessions with an event at or after
-    until: datetime | None = None  # sessions with an event before
-    after: str | None = None  # keyset cursor: session ids greater than this
-    sessions: frozenset[str] | None = None  # restrict to these (token scope)
-    limit: int = 100
-
-
-@dataclass(frozen=True)
-class ToolCallFilter:
-    tool: str | None = None
-    session: str | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-    after: tuple[str, int] | None = None  # keyset cursor (session_id, called_seq)
-    sessions: frozenset[str] | None = None
-    limit: int = 100
-
-
-def select_sessions_page(upstream: str, f: SessionFilter) -> Select[Any]:
-    conds = [S.upstream == upstream]
-    if f.status:
-        conds.append(S.status == f.status)
-    if f.since:
-        conds.append(S.last_event_at >= f.since)
-    if f.until:
-        conds.append(S.first_event_at < f.until)
-    if f.after:
-        conds.append(S.session_id > f.after)
-    if f.sessions is not None:
-        conds.append(S.session_id.in_(sorted(f.sessions)))
-    return select(*SESSION_FIELDS).where(and_(*conds)).order_by(S.session_id).limit(f.limit)
-
-
-def _dict(row: Any) -> dict[str, Any]:
-    return dict(row._mapping)
-
 
 class AuditReader:
     """Read-only queries of one upstream's mirror."""
@@ -146,23 +69,18 @@ class AuditReader:
 
     async def sessions(self, f: SessionFilter) -> list[dict[str, Any]]:
         async with self._engine.connect() as conn:
-            return [_dict(r) for r in await conn.execute(select_sessions_page(self.upstream, f))]
+            rows = await conn.execute(reads.select_sessions_page(self.upstream, f))
+            return [audit_session(session_row(r)) for r in rows]
 
     async def session(self, session_id: str) -> dict[str, Any] | None:
-        stmt = select(*SESSION_FIELDS).where(S.upstream == self.upstream, S.session_id == session_id)
         async with self._engine.connect() as conn:
-            row = (await conn.execute(stmt)).one_or_none()
-        return None if row is None else _dict(row)
+            row = (await conn.execute(reads.select_audit_session(self.upstream, session_id))).one_or_none()
+        return None if row is None else audit_session(session_row(row))
 
     async def events(self, session_id: str, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
-        stmt = (
-            select(*EVENT_FIELDS)
-            .where(E.upstream == self.upstream, E.session_id == session_id, E.seq > after)
-            .order_by(E.seq)
-            .limit(limit)
-        )
         async with self._engine.connect() as conn:
-            return [_dict(r) for r in await conn.execute(stmt)]
+            rows = await conn.execute(reads.select_events_page(self.upstream, session_id, after, limit))
+            return [row_dict(r) for r in rows]
 
     async def all_events(self, session_id: str, page: int = 1000) -> AsyncIterator[dict[str, Any]]:
         after = 0
@@ -176,22 +94,13 @@ class AuditReader:
 
     async def transcript_rows(self, session_id: str, after: int, limit: int,
                               page: int = 200) -> AsyncIterator[dict[str, Any]]:
-        """`seq`, `kind`, `payload` of at most `limit` events after `after`, in seq order, read `page` rows
-        at a time (one short statement each: no connection is held between pages)."""
+        """`seq`, `kind`, `payload`, `asked_by` of at most `limit` events after `after`, in seq order, read
+        `page` rows at a time (one short statement each: no connection is held between pages)."""
         left = limit
         while left > 0:
-            # Prompts sent through the bridge carry who sent them (chat_commands, docs/commands.md).
-            asked = and_(C.upstream == E.upstream, C.session_id == E.session_id, C.admitted_seq == E.seq,
-                         C.command == "prompt", E.kind == "prompt:admitted")
-            stmt = (
-                select(E.seq, E.kind, E.payload, C.subject.label("asked_by"))
-                .select_from(chat_session_events.outerjoin(chat_commands, asked))
-                .where(E.upstream == self.upstream, E.session_id == session_id, E.seq > after)
-                .order_by(E.seq)
-                .limit(min(page, left))
-            )
+            stmt = reads.select_transcript_page(self.upstream, session_id, after, min(page, left))
             async with self._engine.connect() as conn:
-                rows = [_dict(r) for r in await conn.execute(stmt)]
+                rows = [row_dict(r) for r in await conn.execute(stmt)]
             for r in rows:
                 yield r
             if len(rows) < min(page, left):
@@ -200,50 +109,19 @@ class AuditReader:
             after = int(rows[-1]["seq"])
 
     async def count_events(self, session_id: str) -> int:
-        stmt = text("SELECT count(*) FROM chat_session_events WHERE upstream = :u AND session_id = :s")
         async with self._engine.connect() as conn:
-            return int((await conn.execute(stmt, {"u": self.upstream, "s": session_id})).scalar_one())
+            return int((await conn.execute(reads.COUNT_EVENTS, {"u": self.upstream, "s": session_id})).scalar_one())
 
     async def chain_rows(self, session_id: str) -> list[ChainRow]:
-        stmt = text(
-            "SELECT seq, event_id, payload::text AS payload_text, chain_hash FROM chat_session_events "
-            "WHERE upstream = :u AND session_id = :s ORDER BY seq"
-        )
         async with self._engine.connect() as conn:
-            rows = await conn.execute(stmt, {"u": self.upstream, "s": session_id})
+            rows = await conn.execute(reads.CHAIN_ROWS, {"u": self.upstream, "s": session_id})
             return [ChainRow(int(r.seq), str(r.event_id), str(r.payload_text), r.chain_hash) for r in rows]
 
     async def session_ids(self) -> list[str]:
-        stmt = select(S.session_id).where(S.upstream == self.upstream).order_by(S.session_id)
         async with self._engine.connect() as conn:
-            return [str(r) for r in (await conn.execute(stmt)).scalars()]
+            return [str(r) for r in (await conn.execute(reads.select_session_ids(self.upstream))).scalars()]
 
     async def tool_calls(self, f: ToolCallFilter) -> list[dict[str, Any]]:
-        conds = ["upstream = :u"]
-        params: dict[str, Any] = {"u": self.upstream, "limit": f.limit}
-        if f.tool:
-            conds.append("tool = :tool")
-            params["tool"] = f.tool
-        if f.session:
-            conds.append("session_id = :session")
-            params["session"] = f.session
-        if f.since:
-            conds.append("called_at >= :since")
-            params["since"] = f.since
-        if f.until:
-            conds.append("called_at < :until")
-            params["until"] = f.until
-        if f.after:
-            conds.append("(session_id, called_seq) > (:after_s, :after_q)")
-            params["after_s"], params["after_q"] = f.after
-        if f.sessions is not None:
-            conds.append("session_id = ANY(:scope)")
-            params["scope"] = sorted(f.sessions)
-        sql = (
-            "SELECT session_id, call_id, tool, input, assistant_message_id, called_seq, called_at, outcome, "
-            "output_text, output, structured, error_type, error_message, finished_seq, finished_at, duration_ms, "
-            f"{_ASKED_BY} AS asked_by "
-            f"FROM audit_tool_calls t WHERE {' AND '.join(conds)} ORDER BY session_id, called_seq LIMIT :limit"
-        )
+        stmt, params = reads.select_tool_calls(self.upstream, f)
         async with self._engine.connect() as conn:
-            return [_dict(r) for r in await conn.execute(text(sql), params)]
+            return [row_dict(r) for r in await conn.execute(stmt, params)]

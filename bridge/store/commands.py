@@ -12,9 +12,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.commands.model import Command
-from bridge.store.schema import chat_sessions
-from bridge.store.schema_commands import chat_commands
-from bridge.store.schema_fanout import chat_permission_requests
+from bridge.store.codecs import SessionRow, session_row
+from bridge.store.schema import chat_commands, chat_permission_requests, chat_sessions, session_key
 
 C = chat_commands.c
 S = chat_sessions.c
@@ -33,12 +32,6 @@ class CommandRow:
     upstream_id: str | None
     http_status: int | None
     result: dict[str, Any] | None
-
-
-@dataclass(frozen=True)
-class MirroredSession:
-    directory: str | None
-    deleted: bool
 
 
 def _row(r: Any) -> CommandRow:
@@ -87,11 +80,12 @@ class CommandStore:
             rows = (await conn.execute(q)).mappings().all()
         return [dict(r) for r in rows]
 
-    async def session(self, session_id: str) -> MirroredSession | None:
-        q = select(S.directory, S.deleted).where(and_(S.upstream == self.upstream, S.session_id == session_id))
+    async def session(self, session_id: str) -> SessionRow | None:
+        """What the mirror knows of the session (its `directory` and whether it is `deleted`)."""
+        q = select(S.session_id, S.directory, S.deleted).where(session_key(self.upstream, session_id))
         async with self._engine.connect() as conn:
             r = (await conn.execute(q)).first()
-        return None if r is None else MirroredSession(r.directory, bool(r.deleted))
+        return None if r is None else session_row(r)
 
     async def permission_reply(self, request_id: str) -> tuple[str, str | None] | None:
         """(session_id, reply) of a permission request the mirror has seen; reply None while pending."""

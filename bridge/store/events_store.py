@@ -1,6 +1,7 @@
 """The store of one upstream: batches (`write_batch`, through the group committer while `group_commit()`
-runs; the transaction itself is `bridge.store.write`), rejects, and the session/lease rows
-(`bridge.store.queries`).
+runs; the transaction itself is `bridge.store.write`), rejects, and its session rows: claim and release
+(`bridge.store.leases`), the deletion tombstone (`bridge.store.status`), the listings (`bridge.store.reads`),
+each row a `SessionRow` (`bridge.store.codecs`).
 
 Connection-level failures (PostgreSQL restarted, connection killed) propagate as
 `sqlalchemy.exc.DBAPIError`; the transaction is then rolled back by PostgreSQL, so neither events nor the
@@ -12,19 +13,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.errors import LeaseLost
 from bridge.events import ChatEvent
 from bridge.log import get_logger
 from bridge.store import fanout as fanout_q
-from bridge.store import leases
+from bridge.store import leases, reads
 from bridge.store import queries as q
+from bridge.store import status as st
+from bridge.store.codecs import SessionRow, opt_text, row_dict, session_row
 from bridge.store.committer import GroupCommitter
 from bridge.store.duplicates import REASON_CONFLICTING_DUPLICATE, REASON_LOSSY_PAYLOAD
 from bridge.store.payload import exact_json_text, storable_text
@@ -38,29 +39,12 @@ from bridge.store.write import (
 )
 
 __all__ = [
-    "REASON_CONFLICTING_DUPLICATE", "REASON_LOSSY_PAYLOAD", "BatchResult", "EventStore", "LeaseLost", "SessionRow",
-    "WriteHook",
+    "REASON_CONFLICTING_DUPLICATE", "REASON_LOSSY_PAYLOAD", "BatchResult", "EventStore", "LeaseLost", "WriteHook",
 ]
 
 
 def lease_lost(session_id: str, fenced: Fenced) -> LeaseLost:
     return LeaseLost(f"session {session_id!r}: epoch {fenced.presented} presented, lease is {fenced.held!r}")
-
-
-@dataclass(frozen=True)
-class SessionRow:
-    session_id: str
-    directory: str | None
-    cursor_seq: int
-    status: str
-    deleted: bool
-    lease_owner: str | None
-    lease_epoch: int
-    status_reason: str | None = None
-    first_event_at: datetime | None = None
-    last_event_at: datetime | None = None
-    deleted_at: datetime | None = None
-    incomplete: bool = False
 
 
 class EventStore:
@@ -169,11 +153,11 @@ class EventStore:
             detail = "raw is JSON-encoded (unstorable characters)" + (f"; {detail}" if detail else "")
         row = {
             "upstream": self._upstream,
-            "session_id": _opt_text(session_id),
+            "session_id": opt_text(session_id),
             "seq": seq,
-            "event_id": _opt_text(event_id),
+            "event_id": opt_text(event_id),
             "reason": storable_text(reason).value,
-            "detail": _opt_text(detail),
+            "detail": opt_text(detail),
             "raw": raw,
             "received_at": received_at,
         }
@@ -182,56 +166,36 @@ class EventStore:
 
     async def mark_deleted(self, session_id: str) -> None:
         async with self._engine.begin() as conn:
-            row = (await conn.execute(q.mark_session_deleted(self._upstream, session_id))).one_or_none()
+            row = (await conn.execute(st.mark_session_deleted(self._upstream, session_id))).one_or_none()
             if row is not None:  # newly deleted: tell every process's subscribers
                 await conn.execute(fanout_q.notify_status(self._upstream, session_id, row.status, row.status_reason,
                                                           int(row.status_version)))
 
     async def sessions(self, include_deleted: bool = False) -> list[SessionRow]:
         async with self._engine.connect() as conn:
-            result = await conn.execute(q.select_sessions(self._upstream, include_deleted))
-            return [_session_row(r) for r in result]
+            result = await conn.execute(reads.select_sessions(self._upstream, include_deleted))
+            return [session_row(r) for r in result]
 
     async def get_session(self, session_id: str) -> SessionRow | None:
         async with self._engine.connect() as conn:
-            row = (await conn.execute(q.select_session(self._upstream, session_id))).one_or_none()
-        return None if row is None else _session_row(row)
+            row = (await conn.execute(reads.select_session(self._upstream, session_id))).one_or_none()
+        return None if row is None else session_row(row)
 
     async def release(self, session_id: str, epoch: int) -> None:
         """Give the lease up if it is still ours (lease_owner = NULL); history and cursor stay."""
         async with self._engine.begin() as conn:
-            await conn.execute(q.release_session(self._upstream, session_id, epoch))
+            await conn.execute(leases.release_session(self._upstream, session_id, epoch))
 
     async def stored_ids(self, session_id: str) -> list[tuple[int, str]]:
         """(seq, event_id) of every stored event of the session, ordered by seq (tests, verify)."""
         async with self._engine.connect() as conn:
-            result = await conn.execute(q.select_stored_ids(self._upstream, session_id))
+            result = await conn.execute(reads.select_stored_ids(self._upstream, session_id))
             return [(int(r.seq), str(r.event_id)) for r in result]
 
     async def seed_rows(self, session_id: str, kinds: Sequence[str]) -> list[dict[str, Any]]:
         """`event_id, kind, part_id, message_id, assistant_message_id` of the session's rows of these kinds,
         in seq order (a follower rebuilds its legacy turn state from them, bridge.legacy.SEED_KINDS)."""
         async with self._engine.connect() as conn:
-            result = await conn.execute(q.select_seed_rows(self._upstream, session_id, kinds))
-            return [dict(r._mapping) for r in result]
+            result = await conn.execute(reads.select_seed_rows(self._upstream, session_id, kinds))
+            return [row_dict(r) for r in result]
 
-
-def _opt_text(value: str | None) -> str | None:
-    return None if value is None else storable_text(value).value
-
-
-def _session_row(row: Row[Any]) -> SessionRow:
-    return SessionRow(
-        session_id=row.session_id,
-        directory=row.directory,
-        cursor_seq=int(row.cursor_seq),
-        status=row.status,
-        deleted=bool(row.deleted),
-        lease_owner=row.lease_owner,
-        lease_epoch=int(row.lease_epoch),
-        status_reason=row.status_reason,
-        first_event_at=row.first_event_at,
-        last_event_at=row.last_event_at,
-        deleted_at=row.deleted_at,
-        incomplete=bool(row.incomplete),
-    )

@@ -1,4 +1,5 @@
-"""SQL of the WebSocket fan-out (docs/websocket.md): replay reads by seq, commit notifications, permission requests.
+"""The WebSocket fan-out's store (docs/websocket.md): commit and status notifications, permission requests;
+`FanoutStore` also runs the feed's reads (bridge.store.reads, bridge.store.replay) on the read pool.
 
 Commit notifications: `write_batch` runs `notify_committed()` inside its transaction; PostgreSQL delivers a
 NOTIFY only when (and if) that transaction commits, in commit order, to every `LISTEN bridge_events`
@@ -12,14 +13,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Insert, Select, TextClause, and_, bindparam, func, or_, select, text
+from sqlalchemy import Insert, TextClause, bindparam, func, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bridge.store import reads
+from bridge.store.codecs import SessionRow, parse_session_cursor, session_cursor, session_list_entry, session_row
 from bridge.store.payload import storable_json
 from bridge.store.replay import StoredFrame, frames_after
-from bridge.store.schema import chat_session_events, chat_sessions
-from bridge.store.schema_fanout import chat_permission_requests
+from bridge.store.schema import chat_permission_requests
 
 NOTIFY_CHANNEL = "bridge_events"
 # Status writes (bridge.store.leases.LeaseStore.set_status, EventStore.mark_deleted) notify here, in the
@@ -27,8 +29,6 @@ NOTIFY_CHANNEL = "bridge_events"
 STATUS_CHANNEL = "bridge_status"
 _REASON_MAX = 1000  # a NOTIFY payload must stay under 8000 bytes
 
-E = chat_session_events.c
-S = chat_sessions.c
 P = chat_permission_requests.c
 
 
@@ -104,114 +104,25 @@ def notify_status(upstream: str, session_id: str, status: str, reason: str | Non
     )
 
 
-def select_events_after(upstream: str, session_id: str, after: int, limit: int) -> Select[Any]:
-    return (
-        select(E.seq, E.payload, E.kind)
-        .where(E.upstream == upstream, E.session_id == session_id, E.seq > after)
-        .order_by(E.seq)
-        .limit(limit)
+def _upsert_permission(row: dict[str, Any], kept: tuple[str, ...]) -> Insert:
+    """Insert the request, or fill in the columns `kept` that are still NULL: a second process (or a
+    reconnect) may record the same request, and the first record of each column wins."""
+    stmt = pg_insert(chat_permission_requests).values(**row)
+    return stmt.on_conflict_do_update(
+        index_elements=[P.upstream, P.request_id],
+        set_={**{name: func.coalesce(P[name], stmt.excluded[name]) for name in kept}, "updated_at": func.now()},
     )
-
-
-def select_session_head(upstream: str, session_id: str) -> Select[Any]:
-    return select(S.cursor_seq, S.status, S.status_reason, S.status_version, S.incomplete, S.deleted).where(
-        S.upstream == upstream, S.session_id == session_id
-    )
-
-
-def select_session_list(upstream: str, limit: int, after: tuple[datetime | None, str] | None = None,
-                        scope: frozenset[str] | None = None) -> Select[Any]:
-    """One page, most recently active first (never-active last), keyset `after` = the last row's
-    (last_event_at, session_id); `scope`: only these ids (a session-scoped token)."""
-    conds: list[Any] = [S.upstream == upstream, S.deleted.is_(False)]
-    if scope is not None:
-        conds.append(S.session_id.in_(sorted(scope)))
-    if after is not None:
-        at, sid = after
-        if at is None:
-            conds.append(and_(S.last_event_at.is_(None), S.session_id > sid))
-        else:
-            conds.append(or_(S.last_event_at < at, and_(S.last_event_at == at, S.session_id > sid),
-                             S.last_event_at.is_(None)))
-    return (
-        select(S.session_id, S.cursor_seq, S.status, S.last_event_at)
-        .where(*conds)
-        .order_by(S.last_event_at.desc().nulls_last(), S.session_id)
-        .limit(limit)
-    )
-
-
-def session_cursor(last_event_at: datetime | None, session_id: str) -> str:
-    return f"{'' if last_event_at is None else last_event_at.isoformat()}|{session_id}"
-
-
-def parse_session_cursor(cursor: str) -> tuple[datetime | None, str]:
-    """The inverse of `session_cursor`; ValueError for anything else."""
-    at, sep, sid = cursor.rpartition("|")
-    if not sep or not sid or "\x00" in sid:
-        raise ValueError("not a sessions cursor")
-    if not at:
-        return None, sid
-    t = datetime.fromisoformat(at)
-    if t.tzinfo is None:
-        raise ValueError("not a sessions cursor")
-    return t, sid
 
 
 def upsert_permission_asked(row: dict[str, Any]) -> Insert:
-    stmt = pg_insert(chat_permission_requests).values(**row)
-    # A second process (or a reconnect) may record the same request: the first record wins.
-    return stmt.on_conflict_do_update(
-        index_elements=[P.upstream, P.request_id],
-        set_={
-            "asked": func.coalesce(P.asked, stmt.excluded.asked),
-            "asked_at": func.coalesce(P.asked_at, stmt.excluded.asked_at),
-            "action": func.coalesce(P.action, stmt.excluded.action),
-            "assistant_message_id": func.coalesce(P.assistant_message_id, stmt.excluded.assistant_message_id),
-            "call_id": func.coalesce(P.call_id, stmt.excluded.call_id),
-            "updated_at": func.now(),
-        },
-    )
+    return _upsert_permission(row, ("asked", "asked_at", "action", "assistant_message_id", "call_id"))
 
 
 def upsert_permission_replied(row: dict[str, Any]) -> Insert:
-    stmt = pg_insert(chat_permission_requests).values(**row)
-    return stmt.on_conflict_do_update(
-        index_elements=[P.upstream, P.request_id],
-        set_={
-            "reply": func.coalesce(P.reply, stmt.excluded.reply),
-            "replied": func.coalesce(P.replied, stmt.excluded.replied),
-            "replied_at": func.coalesce(P.replied_at, stmt.excluded.replied_at),
-            "updated_at": func.now(),
-        },
-    )
-
-
-def select_pending_permissions(upstream: str, session_id: str) -> Select[Any]:
-    return (
-        select(P.request_id, P.asked)
-        .where(P.upstream == upstream, P.session_id == session_id, P.reply.is_(None), P.asked.is_not(None))
-        .order_by(P.asked_at, P.request_id)
-    )
-
-
-def select_session_permissions(upstream: str, session_id: str, runtime: str | None = None) -> Select[Any]:
-    stmt = select(P.request_id, P.reply).where(P.upstream == upstream, P.session_id == session_id)
-    return stmt if runtime is None else stmt.where(P.runtime == runtime)
+    return _upsert_permission(row, ("reply", "replied", "replied_at"))
 
 
 # --- the store ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SessionHead:
-    known: bool
-    cursor_seq: int
-    status: str | None
-    status_reason: str | None
-    incomplete: bool
-    deleted: bool
-    status_version: int = 0
 
 
 class FanoutStore:
@@ -228,20 +139,18 @@ class FanoutStore:
         """Stored rows `(seq, envelope, kind)` with seq > after, in seq order, at most `limit` (the kind of a
         legacy row is not in its payload: docs/legacy.md)."""
         async with self._read.connect() as conn:
-            rows = await conn.execute(select_events_after(self.upstream, session_id, after, limit))
+            rows = await conn.execute(reads.select_events_after(self.upstream, session_id, after, limit))
             return [(int(r.seq), r.payload, r.kind) for r in rows]
 
     async def frames_after(self, session_id: str, after: int, limit: int) -> list[StoredFrame]:
         """`events_after` for the WebSocket: a v2 row as its frame, built by PostgreSQL (bridge.store.replay)."""
         return await frames_after(self._read, self.upstream, session_id, after, limit)
 
-    async def head(self, session_id: str) -> SessionHead:
+    async def head(self, session_id: str) -> SessionRow | None:
+        """The session's cursor, status (and its version), `incomplete` and `deleted`; None: not stored."""
         async with self._read.connect() as conn:
-            r = (await conn.execute(select_session_head(self.upstream, session_id))).one_or_none()
-        if r is None:
-            return SessionHead(False, -1, None, None, False, False)
-        return SessionHead(True, int(r.cursor_seq), r.status, r.status_reason, bool(r.incomplete), bool(r.deleted),
-                           int(r.status_version))
+            r = (await conn.execute(reads.select_session_head(self.upstream, session_id))).one_or_none()
+        return None if r is None else session_row(r)
 
     async def session_list(self, limit: int = 100, cursor: str | None = None,
                            scope: frozenset[str] | None = None) -> tuple[list[dict[str, Any]], str | None]:
@@ -249,12 +158,10 @@ class FanoutStore:
         the next page (None: last page). ValueError for a cursor this did not make."""
         after = None if cursor is None else parse_session_cursor(cursor)
         async with self._read.connect() as conn:
-            rows = (await conn.execute(select_session_list(self.upstream, limit, after, scope))).all()
-        page = [{"session": r.session_id, "head": int(r.cursor_seq), "status": r.status,
-                 "last_event_at": None if r.last_event_at is None else r.last_event_at.isoformat()}
-                for r in rows]
+            stmt = reads.select_session_list(self.upstream, limit, after, scope)
+            rows = [session_row(r) for r in await conn.execute(stmt)]
         nxt = session_cursor(rows[-1].last_event_at, rows[-1].session_id) if len(rows) == limit else None
-        return page, nxt
+        return [session_list_entry(r) for r in rows], nxt
 
     async def permission_asked(self, session_id: str, request_id: str, envelope: dict[str, Any],
                                at: datetime, action: str | None, assistant_message_id: str | None,
@@ -276,12 +183,12 @@ class FanoutStore:
     async def pending_permissions(self, session_id: str) -> list[dict[str, Any]]:
         """The `permission.v2.asked` envelopes of the session's requests that have no reply yet."""
         async with self._read.connect() as conn:
-            rows = await conn.execute(select_pending_permissions(self.upstream, session_id))
+            rows = await conn.execute(reads.select_pending_permissions(self.upstream, session_id))
             return [r.asked for r in rows]
 
     async def permission_replies(self, session_id: str, runtime: str | None = None) -> dict[str, str | None]:
         """Every stored request of the session (of one runtime if given): request id -> its reply (None
         while pending)."""
         async with self._read.connect() as conn:
-            rows = await conn.execute(select_session_permissions(self.upstream, session_id, runtime))
+            rows = await conn.execute(reads.select_session_permissions(self.upstream, session_id, runtime))
             return {r.request_id: r.reply for r in rows}

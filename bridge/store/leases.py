@@ -1,5 +1,5 @@
-"""SQL of the warm-session lifecycle: lease claim/renew/hand-off, incarnation heartbeats, orphans,
-session status and legacy seq gaps. Statements are named constructs; `LeaseStore` executes them.
+"""SQL of the leases on `chat_sessions` (claim, renew, hand-off, release, orphan adoption) and of the
+incarnation heartbeats; `LeaseStore` executes them and the status statements (bridge.store.status).
 
 All lease times use the database clock (`now()`), so replicas with skewed clocks still agree on expiry.
 """
@@ -10,27 +10,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Insert, Select, Update, and_, false, func, or_, select, true
+from sqlalchemy import Insert, Select, Update, and_, false, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.errors import LeaseHeld
 from bridge.sessions.lease import ClaimVerdict, LeaseView, decide_claim
+from bridge.store import status as st
+from bridge.store.codecs import SessionRow, row_dict, session_row
 from bridge.store.fanout import notify_status
-from bridge.store.schema import chat_session_events, chat_sessions
-from bridge.store.schema_lifecycle import bridge_incarnations, chat_session_gaps
+from bridge.store.schema import bridge_incarnations, chat_sessions, session_key
 
 S = chat_sessions.c
 I = bridge_incarnations.c  # noqa: E741 - the table's column namespace, as S and E elsewhere
-G = chat_session_gaps.c
 
 
 def _ttl(seconds: float) -> Any:
     return func.now() + func.make_interval(0, 0, 0, 0, 0, 0, seconds)
-
-
-def _key(upstream: str, session_id: str) -> Any:
-    return and_(S.upstream == upstream, S.session_id == session_id)
 
 
 # --- statements ---------------------------------------------------------------------------------------
@@ -49,7 +45,7 @@ def ensure_session(upstream: str, session_id: str, directory: str | None) -> Ins
 def lock_lease(upstream: str, session_id: str) -> Select[Any]:
     return (
         select(S.lease_owner, S.lease_epoch, S.lease_expires_at, S.cursor_seq, S.deleted, func.now().label("now"))
-        .where(_key(upstream, session_id))
+        .where(session_key(upstream, session_id))
         .with_for_update()
     )
 
@@ -57,9 +53,18 @@ def lock_lease(upstream: str, session_id: str) -> Select[Any]:
 def take_lease(upstream: str, session_id: str, owner: str, ttl_s: float) -> Update:
     return (
         chat_sessions.update()
-        .where(_key(upstream, session_id))
+        .where(session_key(upstream, session_id))
         .values(lease_owner=owner, lease_epoch=S.lease_epoch + 1, lease_expires_at=_ttl(ttl_s), updated_at=func.now())
         .returning(S.lease_epoch, S.cursor_seq)
+    )
+
+
+def release_session(upstream: str, session_id: str, epoch: int) -> Update:
+    """Give the lease up if it is still ours (lease_owner = NULL); history and cursor stay."""
+    return (
+        chat_sessions.update()
+        .where(session_key(upstream, session_id), S.lease_epoch == epoch)
+        .values(lease_owner=None, lease_expires_at=None, updated_at=func.now())
     )
 
 
@@ -109,24 +114,10 @@ def select_adoption_candidates(upstream: str, me: str) -> Select[Any]:
     held_elsewhere = and_(S.lease_owner.is_not(None), or_(S.lease_owner != me, expired))
     running_unowned = and_(S.lease_owner.is_(None), S.status == "running")
     return (
-        select(S.session_id, S.directory, S.lease_owner, expired.label("expired"))
+        select(S.session_id, S.directory, S.lease_owner, expired.label("lease_expired"))
         .where(S.upstream == upstream, S.deleted == false(), or_(held_elsewhere, running_unowned))
         .order_by(S.session_id)
     )
-
-
-def select_turn_tail(upstream: str, session_id: str, limit: int) -> Select[Any]:
-    E = chat_session_events.c
-    return (
-        select(E.seq, E.kind)
-        .where(E.upstream == upstream, E.session_id == session_id)
-        .order_by(E.seq.desc())
-        .limit(limit)
-    )
-
-
-def select_status(upstream: str, session_id: str) -> Select[Any]:
-    return select(S.status, S.status_reason).where(_key(upstream, session_id))
 
 
 def upsert_incarnation(incarnation_id: str, upstream: str, hostname: str, pid: int, ttl_s: float) -> Insert:
@@ -146,66 +137,6 @@ def stop_incarnation(incarnation_id: str) -> Update:
     )
 
 
-def set_status_if_owner(upstream: str, session_id: str, owner: str, status: str, reason: str | None) -> Update:
-    """Only the lease holder speaks for a session's status (a fenced follower must not overwrite it);
-    `deleted` is terminal."""
-    return (
-        chat_sessions.update()
-        .where(_key(upstream, session_id), S.lease_owner == owner, S.deleted == false())
-        .values(status=status, status_reason=reason, status_version=S.status_version + 1, updated_at=func.now())
-        .returning(S.status_version)
-    )
-
-
-def park_if_free_or_ours(upstream: str, session_id: str, owner: str, reason: str) -> Update:
-    """Status `parked` (bridge.sessions.parking), unless a peer holds the session (it speaks for it) or it
-    is deleted; a lease we still hold is given back in the same statement."""
-    return (
-        chat_sessions.update()
-        .where(_key(upstream, session_id), S.deleted == false(), or_(S.lease_owner.is_(None), S.lease_owner == owner))
-        .values(status="parked", status_reason=reason, status_version=S.status_version + 1, lease_owner=None,
-                lease_expires_at=None, updated_at=func.now())
-        .returning(S.status_version)
-    )
-
-
-def select_parked(upstream: str) -> Select[Any]:
-    return (
-        select(S.session_id, S.status_reason, S.updated_at)
-        .where(S.upstream == upstream, S.status == "parked", S.deleted == false())
-        .order_by(S.session_id)
-    )
-
-
-def insert_gap(upstream: str, session_id: str, from_seq: int, to_seq: int) -> Insert:
-    return (
-        pg_insert(chat_session_gaps)
-        .values(upstream=upstream, session_id=session_id, from_seq=from_seq, to_seq=to_seq)
-        .on_conflict_do_nothing()
-    )
-
-
-def mark_incomplete(upstream: str, session_id: str) -> Update:
-    return chat_sessions.update().where(_key(upstream, session_id)).values(incomplete=true(), updated_at=func.now())
-
-
-def set_title(upstream: str, session_id: str, title: str) -> Update:
-    """The session's title (`session.created` / `session.updated`, docs/upstream.md §15); only a change writes."""
-    return (
-        chat_sessions.update()
-        .where(_key(upstream, session_id), S.title.is_distinct_from(title))
-        .values(title=title, updated_at=func.now())
-    )
-
-
-def select_gaps(upstream: str, session_id: str) -> Select[Any]:
-    return (
-        select(G.from_seq, G.to_seq)
-        .where(G.upstream == upstream, G.session_id == session_id)
-        .order_by(G.from_seq)
-    )
-
-
 def select_incarnations(upstream: str) -> Select[Any]:
     alive = and_(I.stopped_at.is_(None), I.expires_at > func.now()).label("alive")
     return select(I.incarnation_id, I.hostname, I.pid, I.heartbeat_at, I.stopped_at, alive).where(
@@ -222,14 +153,6 @@ class Claim:
     cursor_seq: int
     verdict: ClaimVerdict
     previous_owner: str | None
-
-
-@dataclass(frozen=True)
-class Candidate:
-    session_id: str
-    directory: str | None
-    owner: str | None  # None: free, last known running
-    expired: bool  # the owner's lease expired (database clock)
 
 
 @dataclass(frozen=True)
@@ -285,30 +208,32 @@ class LeaseStore:
             await conn.execute(hand_off_leases(self._upstream, incarnation_id))
             await conn.execute(stop_incarnation(incarnation_id))
 
-    async def adoption_candidates(self, me: str) -> list[Candidate]:
+    async def adoption_candidates(self, me: str) -> list[SessionRow]:
+        """`session_id`, `directory`, `lease_owner` (None: free, last known running) and `lease_expired`
+        (by the database clock) of the sessions the sweep may adopt (bridge.sessions.sweep)."""
         async with self._engine.connect() as conn:
             rows = await conn.execute(select_adoption_candidates(self._upstream, me))
-            return [Candidate(r.session_id, r.directory, r.lease_owner, bool(r.expired)) for r in rows]
+            return [session_row(r) for r in rows]
 
     async def turn_state(self, session_id: str, limit: int = 200) -> TurnState:
         """What a new owner needs to continue the status machine where the previous one stopped."""
         async with self._engine.connect() as conn:
-            st = (await conn.execute(select_status(self._upstream, session_id))).one_or_none()
-            rows = list(await conn.execute(select_turn_tail(self._upstream, session_id, limit)))
+            now = (await conn.execute(st.select_status(self._upstream, session_id))).one_or_none()
+            rows = list(await conn.execute(st.select_turn_tail(self._upstream, session_id, limit)))
         kinds: list[str] = []
         for r in rows:  # newest first: stop at the last prompt
             kinds.append(str(r.kind))
             if r.kind in ("prompt:admitted", "prompt:started"):
                 break
         kinds.reverse()
-        if st is None:
+        if now is None:
             return TurnState("idle", None, kinds)
-        return TurnState(str(st.status), st.status_reason, kinds)
+        return TurnState(str(now.status), now.status_reason, kinds)
 
     async def set_status(self, session_id: str, owner: str, status: str, reason: str | None) -> bool:
         async with self._engine.begin() as conn:
             version = (await conn.execute(
-                set_status_if_owner(self._upstream, session_id, owner, status, reason))).scalar_one_or_none()
+                st.set_status_if_owner(self._upstream, session_id, owner, status, reason))).scalar_one_or_none()
             if version is None:
                 return False
             await conn.execute(notify_status(self._upstream, session_id, status, reason, int(version)))
@@ -317,32 +242,32 @@ class LeaseStore:
     async def park(self, session_id: str, owner: str, reason: str) -> bool:
         async with self._engine.begin() as conn:
             version = (await conn.execute(
-                park_if_free_or_ours(self._upstream, session_id, owner, reason))).scalar_one_or_none()
+                st.park_if_free_or_ours(self._upstream, session_id, owner, reason))).scalar_one_or_none()
             if version is None:
                 return False
             await conn.execute(notify_status(self._upstream, session_id, "parked", reason, int(version)))
             return True
 
-    async def parked(self) -> list[tuple[str, str | None]]:
-        """(session_id, reason) of every parked session (operators: `opencode-bridge doctor`)."""
+    async def parked(self) -> list[SessionRow]:
+        """Every parked session, its reason in `status_reason` (operators: `opencode-bridge doctor`)."""
         async with self._engine.connect() as conn:
-            return [(str(r.session_id), r.status_reason) for r in await conn.execute(select_parked(self._upstream))]
+            return [session_row(r) for r in await conn.execute(st.select_parked(self._upstream))]
 
     async def record_gap(self, session_id: str, from_seq: int, to_seq: int) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(insert_gap(self._upstream, session_id, from_seq, to_seq))
-            await conn.execute(mark_incomplete(self._upstream, session_id))
+            await conn.execute(st.insert_gap(self._upstream, session_id, from_seq, to_seq))
+            await conn.execute(st.mark_incomplete(self._upstream, session_id))
 
     async def set_title(self, session_id: str, title: str) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(set_title(self._upstream, session_id, title))
+            await conn.execute(st.set_title(self._upstream, session_id, title))
 
     async def gaps(self, session_id: str) -> list[tuple[int, int]]:
         async with self._engine.connect() as conn:
-            rows = await conn.execute(select_gaps(self._upstream, session_id))
+            rows = await conn.execute(st.select_gaps(self._upstream, session_id))
             return [(int(r.from_seq), int(r.to_seq)) for r in rows]
 
     async def incarnations(self) -> list[dict[str, Any]]:
         async with self._engine.connect() as conn:
-            return [dict(r._mapping) for r in await conn.execute(select_incarnations(self._upstream))]
+            return [row_dict(r) for r in await conn.execute(select_incarnations(self._upstream))]
 

@@ -4,9 +4,15 @@
 `chat_session_events.payload` is the envelope exactly as received (README.md, "Data"), except that PostgreSQL
 `jsonb` cannot hold some strings (NUL); such payloads are stored with a replacement character and
 `payload_lossy = true`, and the exact text is kept in `chat_event_rejects` (see `bridge.store.payload`).
+
+Every table is here, on one `metadata`: the mirror's (sessions, events, rejects), the lifecycle's
+(incarnations, gaps; leases and status are columns of `chat_sessions`, docs/lifecycle.md), the fan-out's
+(permission requests) and the commands' (`chat_commands`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -20,6 +26,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
     false,
     func,
     text,
@@ -58,6 +65,11 @@ chat_sessions = Table(
     Column("updated_at", TIMESTAMPTZ, nullable=False, server_default=func.now()),
     PrimaryKeyConstraint("upstream", "session_id", name="pk_chat_sessions"),
 )
+
+def session_key(upstream: str, session_id: str) -> Any:
+    """The primary key of one `chat_sessions` row, as a WHERE clause (every statement on one session)."""
+    return and_(chat_sessions.c.upstream == upstream, chat_sessions.c.session_id == session_id)
+
 
 chat_session_events = Table(
     "chat_session_events",
@@ -135,6 +147,100 @@ chat_event_rejects = Table(
     Index("ix_chat_event_rejects_session", "upstream", "session_id"),
 )
 
-# Tables of the lifecycle, fan-out, audit and command features live in their own modules on this same
-# metadata; importing them here makes `metadata` complete for Alembic and the migration test.
-from bridge.store import schema_audit, schema_commands, schema_fanout, schema_lifecycle  # noqa: E402, F401
+
+# --- the warm-session lifecycle (docs/lifecycle.md): leases and status live on chat_sessions -----------
+
+# One row per bridge process start. The heartbeat renews `expires_at` (and every lease the incarnation
+# holds); a clean shutdown sets `stopped_at`. Operators read it to see who is alive and owns what.
+bridge_incarnations = Table(
+    "bridge_incarnations",
+    metadata,
+    Column("incarnation_id", Text, nullable=False),
+    Column("upstream", Text, nullable=False),
+    Column("hostname", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started_at", TIMESTAMPTZ, nullable=False, server_default=func.now()),
+    Column("heartbeat_at", TIMESTAMPTZ, nullable=False, server_default=func.now()),
+    Column("expires_at", TIMESTAMPTZ, nullable=False),
+    Column("stopped_at", TIMESTAMPTZ, nullable=True),
+    PrimaryKeyConstraint("incarnation_id", name="pk_bridge_incarnations"),
+    Index("ix_bridge_incarnations_upstream_expires", "upstream", "expires_at"),
+)
+
+# Seq ranges of a session that the durable stream never delivered (legacy-driven turns burn seqs that
+# not on the durable stream, docs/upstream.md §3.1, §5): the mirror is incomplete there.
+chat_session_gaps = Table(
+    "chat_session_gaps",
+    metadata,
+    Column("upstream", Text, nullable=False),
+    Column("session_id", Text, nullable=False),
+    Column("from_seq", BigInteger, nullable=False),
+    Column("to_seq", BigInteger, nullable=False),
+    Column("detected_at", TIMESTAMPTZ, nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("upstream", "session_id", "from_seq", name="pk_chat_session_gaps"),
+)
+
+
+# --- the WebSocket fan-out (docs/websocket.md) ----------------------------------------------------------
+
+# Permission requests are live-only upstream (`permission.v2.*` on `/api/event` only, docs/upstream.md §4.4),
+# so the bridge keeps them itself; a page opened later still sees a pending one. One row per request id;
+# `reply` is NULL while the request is pending.
+chat_permission_requests = Table(
+    "chat_permission_requests",
+    metadata,
+    Column("upstream", Text, nullable=False),
+    Column("request_id", Text, nullable=False),
+    Column("session_id", Text, nullable=False),
+    Column("action", Text, nullable=True),
+    Column("assistant_message_id", Text, nullable=True),
+    Column("call_id", Text, nullable=True),
+    # Which runtime asked (0008): `v2` (`permission.v2.asked`, answered on the v2 endpoint) or `legacy`
+    # (`permission.asked`, answered on `/permission/{id}/reply`; docs/upstream.md §16, §17).
+    Column("runtime", Text, nullable=False, server_default=text("'v2'")),
+    # The asking envelope exactly as received (v2: resources, save, source …; legacy: the bus event).
+    Column("asked", JSONB, nullable=True),
+    Column("asked_at", TIMESTAMPTZ, nullable=True),
+    # once | always | reject; unknown: answered while /api/event was down (found by the re-sync); NULL: pending
+    Column("reply", Text, nullable=True),
+    Column("replied", JSONB, nullable=True),
+    Column("replied_at", TIMESTAMPTZ, nullable=True),
+    Column("updated_at", TIMESTAMPTZ, nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("upstream", "request_id", name="pk_chat_permission_requests"),
+    Index(
+        "ix_chat_permission_requests_pending",
+        "upstream",
+        "session_id",
+        postgresql_where=text("reply IS NULL"),
+    ),
+)
+
+
+# --- commands (docs/commands.md) ------------------------------------------------------------------------
+
+# One row per command sent through the bridge, written before the upstream is called (`state = 'pending'`)
+# and completed after: a retry with the same `command_id` finds the row and returns its result, or re-sends
+# a pending one with the same derived upstream id. `fingerprint` tells a retry (same) from a reuse of the id
+# for something else (409).
+chat_commands = Table(
+    "chat_commands",
+    metadata,
+    Column("upstream", Text, nullable=False),
+    Column("command_id", Text, nullable=False),
+    Column("command", Text, nullable=False),  # prompt | interrupt | model | agent | permission_reply | create_session
+    Column("session_id", Text, nullable=True),  # for create_session: the derived id of the new session
+    Column("subject", Text, nullable=False),  # the token's `sub` ("" when the token has none)
+    Column("scope", Text, nullable=False),
+    Column("fingerprint", Text, nullable=False),
+    Column("body", JSONB, nullable=False),  # the command's canonical arguments
+    Column("state", Text, nullable=False),  # pending | done | failed
+    Column("upstream_id", Text, nullable=True),  # derived upstream message (or session) id, fixed at insert
+    Column("upstream_status", Integer, nullable=True),
+    Column("admitted_seq", BigInteger, nullable=True),  # prompts: seq of the stored `prompt.admitted`
+    Column("http_status", Integer, nullable=True),
+    Column("result", JSONB, nullable=True),  # the answer given to the client, returned again on a retry
+    Column("created_at", TIMESTAMPTZ, nullable=False, server_default=func.now()),
+    Column("completed_at", TIMESTAMPTZ, nullable=True),
+    PrimaryKeyConstraint("upstream", "command_id", name="pk_chat_commands"),
+    Index("ix_chat_commands_session", "upstream", "session_id", "created_at"),
+)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.store.audit import AuditReader, SessionFilter
+from bridge.store.audit import AuditReader
 from bridge.store.events_store import EventStore
+from bridge.store.reads import SessionFilter
 
 from .test_audit_store import captured, mirror
 

@@ -92,7 +92,7 @@ async def test_heartbeat_renews_only_the_unexpired_leases_we_hold(store: EventSt
 
 async def _lapsed(leases: LeaseStore, session_id: str) -> bool:
     """The lease expired by the database clock (what a peer's sweep sees)."""
-    return any(c.session_id == session_id and c.expired for c in await leases.adoption_candidates(B))
+    return any(c.session_id == session_id and c.lease_expired for c in await leases.adoption_candidates(B))
 
 
 async def test_a_lapsed_lease_nobody_took_is_renewed_with_its_epoch(store: EventStore, leases: LeaseStore) -> None:
@@ -143,7 +143,7 @@ async def test_hand_off_expires_our_leases_at_once_and_makes_them_orphans(
     await leases.hand_off(A)
 
     candidates = {c.session_id: c for c in await leases.adoption_candidates(B)}
-    assert set(candidates) == {"ses_1"} and candidates["ses_1"].expired and candidates["ses_1"].owner == A
+    assert set(candidates) == {"ses_1"} and candidates["ses_1"].lease_expired and candidates["ses_1"].lease_owner == A
     assert await store.claim("ses_1", B, lease_ttl_s=60)
     (inc,) = await leases.incarnations()
     assert inc["stopped_at"] is not None and not inc["alive"]
@@ -159,7 +159,7 @@ async def test_released_sessions_are_candidates_only_when_last_known_running(
     await store.release("ses_running", e2)
 
     candidates = await leases.adoption_candidates(B)
-    assert [(c.session_id, c.owner) for c in candidates] == [("ses_running", None)]
+    assert [(c.session_id, c.lease_owner) for c in candidates] == [("ses_running", None)]
 
 
 async def test_only_the_lease_holder_writes_the_status(store: EventStore, leases: LeaseStore) -> None:

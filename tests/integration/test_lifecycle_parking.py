@@ -18,8 +18,9 @@ from bridge.config import Settings
 from bridge.ops.doctor import run_doctor
 from bridge.sessions.parking import FailureStreak
 from bridge.sessions.supervisor import FollowerSupervisor
-from bridge.store.audit import AuditReader, SessionFilter
+from bridge.store.audit import AuditReader
 from bridge.store.events_store import EventStore
+from bridge.store.reads import SessionFilter
 from bridge.upstream.client import UpstreamClient
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.waiting import wait_until

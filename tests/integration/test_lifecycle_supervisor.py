@@ -431,7 +431,7 @@ async def test_a_heartbeat_outage_past_the_ttl_keeps_the_follower_when_nobody_to
         leases.failing = True
 
         async def lapsed() -> bool:
-            return any(c.session_id == "ses_A" and c.expired for c in await leases.adoption_candidates("peer"))
+            return any(c.session_id == "ses_A" and c.lease_expired for c in await leases.adoption_candidates("peer"))
 
         await wait_until(lapsed, 10, 0.05, message="lease expired during the outage")
         renewed = leases.renewed

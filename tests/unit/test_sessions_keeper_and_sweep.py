@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 from bridge.sessions.keeper import LeaseKeeper
 from bridge.sessions.status import Status
 from bridge.sessions.sweep import Sweep
-from bridge.store.leases import Candidate
+from bridge.store.codecs import SessionRow
 
 ME = "host:1:me"
 
@@ -52,7 +52,7 @@ class Registry:
 
 
 class Leases:
-    def __init__(self, held: dict[str, int] | None = None, candidates: list[Candidate] | None = None) -> None:
+    def __init__(self, held: dict[str, int] | None = None, candidates: list[SessionRow] | None = None) -> None:
         self.held = held or {}
         self.candidates = candidates or []
         self.failing = False
@@ -65,8 +65,12 @@ class Leases:
     async def hand_off(self, incarnation_id: str) -> None:
         return None
 
-    async def adoption_candidates(self, me: str) -> list[Candidate]:
+    async def adoption_candidates(self, me: str) -> list[SessionRow]:
         return self.candidates
+
+
+def candidate(session_id: str, owner: str | None, expired: bool) -> SessionRow:
+    return SessionRow(session_id, lease_owner=owner, lease_expired=expired)
 
 
 def keeper(leases: Leases, registry: Registry, now: float = 100.0) -> LeaseKeeper:
@@ -114,9 +118,9 @@ def sweep(leases: Leases, registry: Registry, activity: Activity, dead: set[str]
 
 
 async def test_orphans_and_dead_holders_are_adopted_and_live_peers_deleted_or_warm_sessions_are_not() -> None:
-    candidates = [Candidate("ses_expired", None, "peer:1:a", True), Candidate("ses_dead", None, "host:2:b", False),
-                  Candidate("ses_live", None, "peer:3:c", False), Candidate("ses_running", None, None, False),
-                  Candidate("ses_deleted", None, "peer:1:a", True), Candidate("ses_warm", None, "peer:1:a", True)]
+    candidates = [candidate("ses_expired", "peer:1:a", True), candidate("ses_dead", "host:2:b", False),
+                  candidate("ses_live", "peer:3:c", False), candidate("ses_running", None, False),
+                  candidate("ses_deleted", "peer:1:a", True), candidate("ses_warm", "peer:1:a", True)]
     registry = Registry({"ses_warm": (None, None, 0.0)})
     registry.deleted.add("ses_deleted")
     await sweep(Leases(candidates=candidates), registry, Activity({}), dead={"host:2:b"}).adopt_orphans()
