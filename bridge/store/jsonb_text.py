@@ -32,21 +32,21 @@ def jsonb_text(value: Any) -> str | None:
 
 
 def _ordered(value: Any) -> Any:
-    """`value` with every object's keys in jsonb order (two C sorts: by text, then stably by length; UTF-8
-    keeps code point order, so only the length differs for non-ASCII keys); raises _NotCanonical for a
-    float Python would print otherwise. Only containers and floats are visited (the hot path)."""
+    """`value` with every object's keys in jsonb order; raises _NotCanonical for a float Python would
+    print otherwise. Only containers and floats are visited (the hot path)."""
     t = type(value)
     if t is dict:
-        keys = sorted(value)
-        if "".join(keys).isascii():
-            keys.sort(key=len)
-        else:
-            keys.sort(key=_utf8_len)
-        out = {}
-        for k in keys:
-            v = value[k]
-            tv = type(v)
-            out[k] = _ordered(v) if tv is dict or tv is list or tv is float else v
+        keys = tuple(value)
+        order = _ORDERS.get(keys)
+        if order is None:
+            order = _jsonb_order(keys)
+            if len(_ORDERS) >= _ORDERS_MAX:
+                _ORDERS.clear()
+            _ORDERS[keys] = order
+        out = {k: value[k] for k in order}
+        for k, v in out.items():
+            if type(v) in _VISIT:
+                out[k] = _ordered(v)  # a value replaced, no key added: iterating stays valid
         return out
     if t is list:
         return [_ordered(v) if type(v) in _VISIT else v for v in value]
@@ -55,6 +55,22 @@ def _ordered(value: Any) -> Any:
     if t is not float and isinstance(value, float | dict | list):  # subclasses: be safe, let PostgreSQL link
         raise _NotCanonical
     return value
+
+
+# Events of one type carry the same keys in the same order: their jsonb order is looked up, not sorted.
+_ORDERS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_ORDERS_MAX = 4096
+
+
+def _jsonb_order(keys: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Keys in jsonb order (two C sorts: by text, then stably by length; UTF-8 keeps code point order,
+    so only the length differs for non-ASCII keys)."""
+    ordered = sorted(keys)
+    if "".join(ordered).isascii():
+        ordered.sort(key=len)
+    else:
+        ordered.sort(key=_utf8_len)
+    return tuple(ordered)
 
 
 _VISIT = frozenset((dict, list, float))
