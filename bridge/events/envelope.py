@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from bridge.errors import BadFrame
+from bridge.frozen import build
 from bridge.jsonload import strict_decode
 
 # A seq is stored as a PostgreSQL bigint: a larger one could never be written (nor resumed from).
@@ -62,16 +63,8 @@ def parse_envelope(obj: object) -> Envelope:
     session_id = data.get("sessionID")
     if not isinstance(session_id, str):
         session_id = aggregate_id
-    return Envelope(
-        id=event_id,
-        type=event_type,
-        seq=seq,
-        version=version,
-        aggregate_id=aggregate_id,
-        session_id=session_id,
-        data=data,
-        raw=obj,
-    )
+    return build(Envelope, {"id": event_id, "type": event_type, "seq": seq, "version": version,
+                            "aggregate_id": aggregate_id, "session_id": session_id, "data": data, "raw": obj})
 
 
 def _parse_durable(obj: dict[str, Any]) -> tuple[int | None, int | None, str | None]:

@@ -22,6 +22,7 @@ from bridge.events.chat import ChatEvent
 from bridge.events.envelope import Envelope, is_int, parse_envelope
 from bridge.events.error_envelope import error_fields
 from bridge.events.kinds import Kind, kind_of
+from bridge.frozen import build, defaults
 
 
 def _str(value: object) -> str | None:
@@ -152,14 +153,19 @@ def _common(data: dict[str, Any]) -> Fields:
     }
 
 
+_CHAT_DEFAULTS = defaults(ChatEvent)
+
+
 def normalize(env: Envelope) -> ChatEvent:
     """Map an envelope to a ChatEvent. Never raises on data content."""
     kind = kind_of(env.type)
-    values = _common(env.data)
+    values = _CHAT_DEFAULTS.copy()
+    values["envelope"], values["kind"] = env, kind
+    values.update(_common(env.data))
     extractor = _EXTRACTORS.get(kind)
     if extractor is not None:
         values.update({k: v for k, v in extractor(env.data).items() if v is not None})
-    return ChatEvent(envelope=env, kind=kind, **values)
+    return build(ChatEvent, values)  # ChatEvent(envelope=env, kind=kind, **fields), without its __init__
 
 
 def normalize_stored(payload: object) -> ChatEvent:
