@@ -41,7 +41,7 @@ def storable_text(text: str) -> Storable:
 
 def all_storable(texts: tuple[str | None, ...]) -> bool:
     """True if none of these strings holds a character PostgreSQL cannot store (one check for all)."""
-    joined = "".join([t for t in texts if t is not None])
+    joined = "".join(filter(None, texts))  # leaves out None (and "", which adds nothing)
     if joined.isascii():
         return "\x00" not in joined
     return not _UNSTORABLE_CHARS.search(joined)

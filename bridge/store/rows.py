@@ -48,6 +48,7 @@ COLUMNS = ("session_id", "seq", "event_id", "type", "kind", "schema_version", "e
 
 _texts = attrgetter("event_id", "type", "kind", *_TEXT_FIELDS)
 _bigints = attrgetter(*_BIGINT_FIELDS)
+_NO_BIGINTS = (None,) * len(_BIGINT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def prepare_event(upstream: str, session_id: str, event: ChatEvent, received_at:
         texts = tuple(None if c is None else c.value for c in cleaned)
         lossy = lossy or any(c is not None and c.lossy for c in cleaned)
     bigints: tuple[int | None, ...] = _bigints(event)
-    for b in bigints:
+    for b in () if bigints == _NO_BIGINTS else bigints:
         if b is not None and not BIGINT_MIN <= b <= BIGINT_MAX:
             bigints = tuple(_bigint_or_none(b) for b in bigints)
             break
