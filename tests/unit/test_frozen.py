@@ -60,3 +60,14 @@ def test_hot_path_instances_are_the_instances_init_builds() -> None:
         stored = storable_json_text(ev.envelope.raw)
         assert isinstance(stored, StorableText)
         _same_as_init(stored)
+
+
+def test_every_extractor_names_chat_event_fields_only() -> None:
+    # normalize() hands the extractors' keys to ChatEvent's __dict__: a misspelt one would not fail there.
+    from bridge.events.normalize import _EXTRACTORS
+
+    names = {f.name for f in dataclasses.fields(ChatEvent)}
+    full = {"error": {"type": "x", "message": "m"}, "tokens": {"cache": {}}, "model": {}, "source": {}, "prompt": {}}
+    for extractor in _EXTRACTORS.values():
+        assert set(extractor({})) <= names
+        assert set(extractor(full)) <= names
