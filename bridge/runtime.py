@@ -5,14 +5,14 @@ none of which form cycles; with CPython's default gen-0 threshold (700 allocatio
 pays a young collection every few events, each traversing the long-lived objects promoted so far.
 `tune_gc()` moves everything alive after start-up (modules, settings, engines) into the permanent
 generation (`gc.freeze()`, never scanned again) and raises the gen-0 threshold; reference counting
-still frees the acyclic garbage at once, so memory barely moves (docs/operations.md, "Garbage collector").
+still frees the acyclic garbage at once (docs/operations.md, "Garbage collector": why 5000).
 """
 
 from __future__ import annotations
 
 import gc
 
-GEN0_THRESHOLD = 10_000  # allocations between young collections (CPython's default: 700)
+GEN0_THRESHOLD = 5_000  # allocations between young collections (CPython's default: 700); docs/operations.md
 
 
 def tune_gc(gen0: int = GEN0_THRESHOLD) -> None:

@@ -25,5 +25,5 @@ def test_tune_gc_freezes_start_up_and_raises_the_young_threshold() -> None:
     tune_gc()
     assert gc.get_threshold() == (GEN0_THRESHOLD, gen1, gen2)
     assert gc.get_freeze_count() >= len(survivor)
-    tune_gc(5000)  # again: idempotent but for the threshold asked
-    assert gc.get_threshold() == (5000, gen1, gen2)
+    tune_gc(12_345)  # again: idempotent but for the threshold asked
+    assert gc.get_threshold() == (12_345, gen1, gen2)
