@@ -74,6 +74,7 @@ test-e2e: $(STAMP) $(OPENCODE_BIN) chromium
 
 # Benchmarks (not part of `make test`): numbers for BENCHMARKS.md.
 bench: $(STAMP) $(OPENCODE_BIN)
+	$(BIN)/python -m bench.hotpath
 	$(BIN)/python -m bench.write_path --sessions 1000 --events 20
 	$(BIN)/pytest -q -s tests/integration/test_lifecycle_memory.py
 	$(BIN)/python -m bench.ingest --events 5000 --sessions 20

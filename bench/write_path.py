@@ -41,11 +41,13 @@ from bridge import metrics
 from bridge.events import ChatEvent, normalize, parse_envelope, parse_frame
 from bridge.fanout import protocol as p
 from bridge.log import configure_logging
+from bridge.runtime import GEN0_THRESHOLD, tune_gc
 from bridge.sessions.sink import StoreSink
 from bridge.store.db import make_engine, upgrade_to_head
 from bridge.store.events_store import EventStore
 from bridge.store.fanout import FanoutStore
 from bridge.store.rows import prepare_event
+from bridge.upstream.responses import decode_json
 
 TEMPLATE = Path("fixtures/opencode-1.18.33/b-tool-turn/durable.sse")
 READ = 20  # events per follower read (one write() call)
@@ -198,17 +200,17 @@ def rows_by_path() -> dict[str, float]:
 
 
 async def catch_up(store: EventStore, write: Writer, tag: str, sessions: int, n: int) -> dict[str, float]:
-    """S sessions' `/history` pages (a JSON text per page, decoded like the client does)."""
+    """S sessions' `/history` pages (a JSON body per page, decoded like the client does)."""
     sids = [f"ses_{tag}{k:05d}" for k in range(sessions)]
     epochs = await _claim_all(store, sids)
-    pages = {sid: ['{"events":[' + ",".join(page) + '],"hasMore":false}' for page in chunks(frames(sid, n), 100)]
+    pages = {sid: [f'{{"events":[{",".join(page)}],"hasMore":false}}'.encode() for page in chunks(frames(sid, n), 100)]
              for sid in sids}
 
     async def follower(sid: str) -> None:
         w = write(sid, epochs[sid])
         for page in pages[sid]:
             received = datetime.now(UTC)
-            await w([normalize(parse_envelope(item)) for item in json.loads(page)["events"]], received)
+            await w([normalize(parse_envelope(item)) for item in decode_json(page)["events"]], received)
 
     return await _timed([follower(sid) for sid in sids], sessions * n)
 
@@ -278,11 +280,14 @@ async def replay(engine: Any, upstream: str, sid: str, n: int, page: int = 500,
     return {"events_per_s": n / wall, "cpu_us_per_event": cpu / n * 1e6}
 
 
-async def run(url: str, sessions: int, n: int, naive_budget_s: float, long_n: int) -> dict[str, Any]:
+async def run(url: str, sessions: int, n: int, naive_budget_s: float, long_n: int,
+              gc_gen0: int = GEN0_THRESHOLD) -> dict[str, Any]:
     engine = make_engine(url)
     await upgrade_to_head(engine)
+    if gc_gen0:
+        tune_gc(gc_gen0)  # as the daemon does once started (bridge.runtime)
     store = EventStore(engine, f"bench-{uuid.uuid4().hex[:8]}")
-    out: dict[str, Any] = {"sessions": sessions, "events_per_session": n}
+    out: dict[str, Any] = {"sessions": sessions, "events_per_session": n, "gc_gen0": gc_gen0 or 700}
     try:
         async with engine.connect() as c:
             out["fsync"] = (await c.execute(text("SHOW fsync"))).scalar_one()
@@ -324,6 +329,8 @@ def main() -> None:
     ap.add_argument("--naive-seconds", type=float, default=8.0)
     ap.add_argument("--long", type=int, default=20000, help="events of the long session (catch-up, replay)")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--gc-gen0", type=int, default=GEN0_THRESHOLD,
+                    help="gen-0 threshold given to bridge.runtime.tune_gc (0: CPython's defaults, untuned)")
     a = ap.parse_args()
     configure_logging("console", "warning")
     url = os.environ.get("BRIDGE_DATABASE_URL")
@@ -334,7 +341,7 @@ def main() -> None:
         pg = start_embedded(Path(tempfile.mkdtemp(prefix="bridge-bench-")))
         url = pg.url
     try:
-        res = asyncio.run(run(url, a.sessions, a.events, a.naive_seconds, a.long))
+        res = asyncio.run(run(url, a.sessions, a.events, a.naive_seconds, a.long, a.gc_gen0))
     finally:
         if pg is not None:
             pg.stop()

@@ -38,6 +38,7 @@ from bridge.http.audit import AuditContext
 from bridge.http.commands import mount_commands
 from bridge.ops.readiness import health_monitor, readiness_check, readiness_detail, status_line
 from bridge.ops.sdnotify import Notifier
+from bridge.runtime import tune_gc
 from bridge.sessions.discovery import Discovery
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.audit import AuditReader
@@ -144,6 +145,7 @@ class Daemon:
             health = health_monitor(notifier, liveness_engine, sessions)
             await stack.enter_async_context(_background("health", health.run))
 
+            tune_gc()  # start-up is over: freeze what it left alive (bridge.runtime)
             self._started = True
             self._log.info("bridge_started", warm=len(sessions.warm_sessions()))
             notifier.ready(status_line(sessions))  # database at head, HTTP bound, every part running

@@ -32,13 +32,12 @@ whose twin follows with the same id.
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, TypeGuard
 
 from bridge.events import BadFrame, Envelope
+from bridge.jsonload import strict_loads
 
 DURABLE_PREFIX = "session.next."  # the only persisted events that also reach the durable stream
 
@@ -46,20 +45,9 @@ DURABLE_PREFIX = "session.next."  # the only persisted events that also reach th
 def decode_json(text: str | bytes) -> object:
     """Strict JSON (no NaN/Infinity, no float overflow), any failure as `BadFrame("bad_json")`."""
     try:
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        return strict_loads(text)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and bad UTF-8 are ValueErrors
         raise BadFrame("bad_json", str(exc)[:200]) from None
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number out of range: {text[:40]}")
-    return value
 
 
 def split_type(versioned: str) -> tuple[str, int | None]:

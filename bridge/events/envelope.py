@@ -7,12 +7,12 @@ is optional and type-checked on its own by the normalizer.
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from bridge.errors import BadFrame
+from bridge.frozen import build
+from bridge.jsonload import strict_decode
 
 # A seq is stored as a PostgreSQL bigint: a larger one could never be written (nor resumed from).
 SEQ_MAX = 2**63 - 1
@@ -30,22 +30,6 @@ class Envelope:
     raw: dict[str, Any]  # the whole envelope exactly as parsed
 
 
-def _reject_constant(name: str) -> Any:
-    # NaN/Infinity are not JSON (RFC 8259); PostgreSQL jsonb refuses them and they cannot be re-encoded.
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):  # "1e999" would silently become inf
-        raise ValueError(f"number out of range: {text[:40]}")
-    return value
-
-
-# Built once: json.loads with hooks would build a new decoder on every call (the ingest hot path).
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
-
-
 def is_int(value: object) -> TypeGuard[int]:
     # bool is a subclass of int in Python; JSON true/false must never pass for a number.
     return isinstance(value, int) and not isinstance(value, bool)
@@ -54,7 +38,7 @@ def is_int(value: object) -> TypeGuard[int]:
 def parse_frame(data: str) -> Envelope:
     """Parse the `data:` text of one SSE event into a v2 envelope, or raise `BadFrame`."""
     try:
-        obj = _DECODER.decode(data)
+        obj = strict_decode(data)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; deep nesting recurses
         raise BadFrame("bad_json", str(exc)[:200]) from None
     return parse_envelope(obj)
@@ -79,16 +63,8 @@ def parse_envelope(obj: object) -> Envelope:
     session_id = data.get("sessionID")
     if not isinstance(session_id, str):
         session_id = aggregate_id
-    return Envelope(
-        id=event_id,
-        type=event_type,
-        seq=seq,
-        version=version,
-        aggregate_id=aggregate_id,
-        session_id=session_id,
-        data=data,
-        raw=obj,
-    )
+    return build(Envelope, {"id": event_id, "type": event_type, "seq": seq, "version": version,
+                            "aggregate_id": aggregate_id, "session_id": session_id, "data": data, "raw": obj})
 
 
 def _parse_durable(obj: dict[str, Any]) -> tuple[int | None, int | None, str | None]:

@@ -22,6 +22,7 @@ from bridge.events.chat import ChatEvent
 from bridge.events.envelope import Envelope, is_int, parse_envelope
 from bridge.events.error_envelope import error_fields
 from bridge.events.kinds import Kind, kind_of
+from bridge.frozen import build, defaults
 
 
 def _str(value: object) -> str | None:
@@ -140,26 +141,39 @@ _EXTRACTORS: dict[Kind, Callable[[dict[str, Any]], Fields]] = {
 }
 
 
-def _common(data: dict[str, Any]) -> Fields:
+def _common(data: dict[str, Any], values: Fields) -> None:
     # These keys mean the same thing on every session.next.* type that carries them (docs/upstream.md §9).
-    part_id = _str(data.get("textID"))
-    return {
-        "timestamp_ms": _int(data.get("timestamp")),
-        "message_id": _str(data.get("messageID")),
-        "assistant_message_id": _str(data.get("assistantMessageID")),
-        "part_id": part_id if part_id is not None else _str(data.get("reasoningID")),
-        "call_id": _str(data.get("callID")),
-    }
+    # Set into `values` (ChatEvent's fields, None by default) where present and well typed; inlined
+    # `_int`/`_str` checks: once per event.
+    get = data.get
+    timestamp = get("timestamp")
+    if isinstance(timestamp, int) and not isinstance(timestamp, bool):
+        values["timestamp_ms"] = timestamp
+    for key, name in _COMMON_STRINGS:
+        v = get(key)
+        if isinstance(v, str):
+            values[name] = v
+    part_id = get("textID")
+    if not isinstance(part_id, str):
+        part_id = get("reasoningID")
+    if isinstance(part_id, str):
+        values["part_id"] = part_id
+
+
+_COMMON_STRINGS = (("messageID", "message_id"), ("assistantMessageID", "assistant_message_id"), ("callID", "call_id"))
+_CHAT_DEFAULTS = defaults(ChatEvent)
 
 
 def normalize(env: Envelope) -> ChatEvent:
     """Map an envelope to a ChatEvent. Never raises on data content."""
     kind = kind_of(env.type)
-    values = _common(env.data)
+    values = _CHAT_DEFAULTS.copy()
+    values["envelope"], values["kind"] = env, kind
+    _common(env.data, values)
     extractor = _EXTRACTORS.get(kind)
     if extractor is not None:
         values.update({k: v for k, v in extractor(env.data).items() if v is not None})
-    return ChatEvent(envelope=env, kind=kind, **values)
+    return build(ChatEvent, values)  # ChatEvent(envelope=env, kind=kind, **fields), without its __init__
 
 
 def normalize_stored(payload: object) -> ChatEvent:

@@ -13,10 +13,22 @@ writer also has PostgreSQL confirm, row by row, that the text it sent is the tex
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
+from collections.abc import Callable
 from typing import Any
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+# The C encoder `_ENCODER.encode` builds on every call, built once (no circular-reference markers: a
+# cycle already fails in `_ordered`).
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_encode: Callable[[Any], str] = _ENCODER.encode
+if _c_make_encoder is not None:
+    _chunks = _c_make_encoder(None, _ENCODER.default, json.encoder.encode_basestring, None, ": ", ", ",
+                              False, False, False)
+
+    def _encode(value: Any) -> str:
+        return "".join(_chunks(value, 0))
 
 
 class _NotCanonical(Exception):
@@ -26,27 +38,24 @@ class _NotCanonical(Exception):
 def jsonb_text(value: Any) -> str | None:
     """`value::jsonb::text` as PostgreSQL would print it, or None where Python cannot be sure to."""
     try:
-        return _ENCODER.encode(_ordered(value))
+        return _encode(_ordered(value))
     except (_NotCanonical, ValueError, TypeError, AttributeError):
         return None
 
 
 def _ordered(value: Any) -> Any:
-    """`value` with every object's keys in jsonb order (two C sorts: by text, then stably by length; UTF-8
-    keeps code point order, so only the length differs for non-ASCII keys); raises _NotCanonical for a
-    float Python would print otherwise. Only containers and floats are visited (the hot path)."""
+    """`value` with every object's keys in jsonb order; raises _NotCanonical for a float Python would
+    print otherwise. Only containers and floats are visited (the hot path)."""
     t = type(value)
     if t is dict:
-        keys = sorted(value)
-        if "".join(keys).isascii():
-            keys.sort(key=len)
-        else:
-            keys.sort(key=_utf8_len)
+        keys = tuple(value)
+        order = _ORDERS.get(keys)
+        if order is None:
+            order = _jsonb_order(keys)
         out = {}
-        for k in keys:
+        for k in order:
             v = value[k]
-            tv = type(v)
-            out[k] = _ordered(v) if tv is dict or tv is list or tv is float else v
+            out[k] = _ordered(v) if type(v) in _VISIT else v
         return out
     if t is list:
         return [_ordered(v) if type(v) in _VISIT else v for v in value]
@@ -55,6 +64,31 @@ def _ordered(value: Any) -> Any:
     if t is not float and isinstance(value, float | dict | list):  # subclasses: be safe, let PostgreSQL link
         raise _NotCanonical
     return value
+
+
+# Events of one type carry the same keys in the same order: their jsonb order is looked up, not sorted.
+# Bounded: small key sets only, at most _ORDERS_MAX of them (then all forgotten at once).
+_ORDERS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_ORDERS_MAX = 1024
+_CACHED_KEYS_MAX = 32
+_CACHED_CHARS_MAX = 512
+
+
+def _jsonb_order(keys: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Keys in jsonb order: two C sorts, by text, then stably by length (UTF-8 keeps code point order,
+    so only the length differs for non-ASCII keys)."""
+    ordered = sorted(keys)
+    joined = "".join(ordered)
+    if joined.isascii():
+        ordered.sort(key=len)
+    else:
+        ordered.sort(key=_utf8_len)
+    order = tuple(ordered)
+    if len(order) <= _CACHED_KEYS_MAX and len(joined) <= _CACHED_CHARS_MAX:
+        if len(_ORDERS) >= _ORDERS_MAX:
+            _ORDERS.clear()
+        _ORDERS[keys] = order
+    return order
 
 
 _VISIT = frozenset((dict, list, float))

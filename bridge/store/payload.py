@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.frozen import build
 from bridge.store.jsonb_text import jsonb_text
 
 REPLACEMENT = "\ufffd"
@@ -40,7 +41,7 @@ def storable_text(text: str) -> Storable:
 
 def all_storable(texts: tuple[str | None, ...]) -> bool:
     """True if none of these strings holds a character PostgreSQL cannot store (one check for all)."""
-    joined = "".join([t for t in texts if t is not None])
+    joined = "".join(filter(None, texts))  # leaves out None (and "", which adds nothing)
     if joined.isascii():
         return "\x00" not in joined
     return not _UNSTORABLE_CHARS.search(joined)
@@ -76,7 +77,8 @@ def storable_json_text(value: Any) -> StorableText:
         except ValueError:
             text = None
     if text is not None and (text.isascii() or not _SURROGATES.search(text)) and "\\u0000" not in text:
-        return StorableText(text, value, False, canonical)
+        # StorableText(text, value, False, canonical), without its __init__ (bridge.frozen)
+        return build(StorableText, {"text": text, "value": value, "lossy": False, "canonical": canonical})
     cleaned, lossy = _clean(value)
     text = jsonb_text(cleaned)
     if text is not None:

@@ -13,6 +13,7 @@ from operator import attrgetter
 from typing import Any
 
 from bridge.events import ChatEvent
+from bridge.frozen import build
 from bridge.store.payload import all_storable, exact_json_text, storable_json_text, storable_text
 
 BIGINT_MAX = 2**63 - 1
@@ -47,9 +48,10 @@ COLUMNS = ("session_id", "seq", "event_id", "type", "kind", "schema_version", "e
 
 _texts = attrgetter("event_id", "type", "kind", *_TEXT_FIELDS)
 _bigints = attrgetter(*_BIGINT_FIELDS)
+_NO_BIGINTS = (None,) * len(_BIGINT_FIELDS)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PreparedEvent:
     event: ChatEvent
     seq: int
@@ -92,17 +94,24 @@ def prepare_event(upstream: str, session_id: str, event: ChatEvent, received_at:
         texts = tuple(None if c is None else c.value for c in cleaned)
         lossy = lossy or any(c is not None and c.lossy for c in cleaned)
     bigints: tuple[int | None, ...] = _bigints(event)
-    if any(b is not None and not BIGINT_MIN <= b <= BIGINT_MAX for b in bigints):
-        bigints = tuple(_bigint_or_none(b) for b in bigints)
-    values = (session_id, seq, texts[0], texts[1], texts[2], _int32_or_none(event.envelope.version),
-              _event_time(event.timestamp_ms), received_at, event.cost, *texts[3:], *bigints, lossy)
-    return PreparedEvent(event, seq, str(texts[0]), values, lossy, payload.value, payload.text, upstream,
-                         payload.canonical)
+    for b in () if bigints == _NO_BIGINTS else bigints:
+        if b is not None and not BIGINT_MIN <= b <= BIGINT_MAX:
+            bigints = tuple(_bigint_or_none(b) for b in bigints)
+            break
+    version = event.envelope.version
+    if version is not None and not -(2**31) <= version < 2**31:
+        version = None
+    timestamp_ms = event.timestamp_ms
+    values = (session_id, seq, texts[0], texts[1], texts[2], version,
+              None if timestamp_ms is None else _event_time(timestamp_ms), received_at, event.cost,
+              *texts[3:], *bigints, lossy)
+    # PreparedEvent(event, seq, …), without its __init__ (bridge.frozen)
+    return build(PreparedEvent, {"event": event, "seq": seq, "event_id": str(texts[0]), "values": values,
+                                 "lossy": lossy, "payload": payload.value, "payload_text": payload.text,
+                                 "upstream": upstream, "canonical": payload.canonical})
 
 
-def _event_time(timestamp_ms: int | None) -> datetime | None:
-    if timestamp_ms is None:
-        return None
+def _event_time(timestamp_ms: int) -> datetime | None:
     try:
         return datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC)
     except (OverflowError, OSError, ValueError):
@@ -111,11 +120,5 @@ def _event_time(timestamp_ms: int | None) -> datetime | None:
 
 def _bigint_or_none(value: int | None) -> int | None:
     if value is None or not BIGINT_MIN <= value <= BIGINT_MAX:
-        return None
-    return value
-
-
-def _int32_or_none(value: int | None) -> int | None:
-    if value is None or not -(2**31) <= value < 2**31:
         return None
     return value

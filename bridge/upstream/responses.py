@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +15,7 @@ from bridge.errors import (
     UpstreamError,
     UpstreamUnavailable,
 )
+from bridge.jsonload import lenient_loads
 from bridge.upstream.transport import Response
 
 ERROR_BODY_BYTES = 64 * 1024  # enough for any error envelope's message
@@ -59,7 +59,7 @@ def error_for(status: int, body: Any, what: str) -> UpstreamError:
 
 def decode_json(raw: bytes) -> Any:
     try:
-        return json.loads(raw)
+        return lenient_loads(raw)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
 

@@ -4,17 +4,22 @@ computed by PostgreSQL instead — the stored chain verifies either way."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import pool, text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bridge.audit.chain import verify_chain
 from bridge.store import payload as payload_mod
 from bridge.store.audit import AuditReader
+from bridge.store.db import to_async_url
 from bridge.store.events_store import EventStore
 from bridge.store.jsonb_text import jsonb_text
+from tests.conftest import run_sync
 
 from .chat_events import RECEIVED_AT, SESSION, chat_event
 
@@ -60,3 +65,36 @@ async def test_a_text_postgresql_prints_otherwise_is_caught_and_relinked(
     await store.write_batch(SESSION, epoch, [chat_event(1), chat_event(2)], RECEIVED_AT)
     report = verify_chain(await AuditReader(engine, store.upstream).chain_rows(SESSION))
     assert report.ok and report.events == 2
+
+
+# Generated documents: any JSON PostgreSQL can store (no NUL, no lone surrogate), keys of every length and
+# script (the key-order cache is filled and hit), nesting, numbers of every kind. jsonb reads the plain
+# `json.dumps` text: PostgreSQL's `::text` of it is compared with ours.
+_chars = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+_keys = st.one_of(st.sampled_from(["a", "b", "aa", "id", "seq", "é", "€uro", "", "type", "data"]),
+                  st.text(_chars, max_size=6))
+_leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(min_value=-(2**70), max_value=2**70),
+                    st.floats(allow_nan=False, allow_infinity=False), st.text(_chars, max_size=12))
+_documents = st.recursive(_leaves, lambda kids: st.one_of(st.lists(kids, max_size=4),
+                                                          st.dictionaries(_keys, kids, max_size=6)), max_leaves=25)
+
+
+async def _postgres_texts(url: str, docs: list[str]) -> list[str]:
+    engine = create_async_engine(to_async_url(url), poolclass=pool.NullPool)
+    try:
+        async with engine.connect() as conn:
+            rows = await conn.execute(text("SELECT CAST(d AS jsonb)::text FROM unnest(CAST(:docs AS text[]))"
+                                           " WITH ORDINALITY AS t(d, i) ORDER BY i"), {"docs": docs})
+            return [r[0] for r in rows]
+    finally:
+        await engine.dispose()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_documents, min_size=1, max_size=25))
+def test_generated_documents_print_as_postgresql_prints_them(database_url: str, values: list[Any]) -> None:
+    ours = [jsonb_text(v) for v in values]
+    theirs = run_sync(_postgres_texts(database_url, [json.dumps(v) for v in values]))
+    for value, mine, pg in zip(values, ours, theirs, strict=True):
+        if mine is not None:  # None: a float Python prints otherwise, PostgreSQL links it (tested above)
+            assert mine == pg, value

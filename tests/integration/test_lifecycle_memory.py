@@ -18,6 +18,7 @@ from pathlib import Path
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.config import Settings
+from bridge.runtime import tune_gc
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
@@ -51,6 +52,15 @@ def rss_bytes() -> int:
 
 
 async def test_memory_per_warm_session_is_small(engine: AsyncEngine) -> None:
+    threshold = gc.get_threshold()
+    try:
+        await _measure(engine)
+    finally:  # the daemon's GC tuning is process-wide: give the other tests CPython's defaults back
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
+
+
+async def _measure(engine: AsyncEngine) -> None:
     serve = await asyncio.create_subprocess_exec(sys.executable, "-c", SERVE, cwd=REPO, stdout=subprocess.PIPE)
     try:
         assert serve.stdout is not None
@@ -64,6 +74,7 @@ async def test_memory_per_warm_session_is_small(engine: AsyncEngine) -> None:
             # Warm one first so that imports, pools and caches are not counted per session.
             sup.warm("ses_00000")
             await wait_until(lambda: _mirrored(store, ["ses_00000"]), 30, 0.05)
+            tune_gc()  # start-up is over: the collector as the daemon tunes it (bridge.runtime)
             gc.collect()
             tracemalloc.start()
             rss0, (py0, _) = rss_bytes(), tracemalloc.get_traced_memory()

@@ -1,0 +1,89 @@
+"""JSON decoding on the ingest hot path: orjson first, the stdlib decoder whenever the result could differ.
+
+`strict_loads` is `json.loads` refusing NaN/Infinity and out-of-range floats (PostgreSQL's jsonb holds
+neither); `lenient_loads` is plain `json.loads`. Both give exactly the stdlib's result, values and
+Python types alike, and the stdlib's own errors: orjson is only asked where it is known to agree, and
+anything it refuses is decoded (or refused) by the stdlib. Where they would differ, the stdlib decides:
+
+- integers beyond 64 bits (orjson returns a float): any text with 19 digits in a row;
+- nesting the stdlib refuses (RecursionError, at the interpreter's recursion limit, orjson at 1024):
+  any text with more than `MAX_FAST_OPENINGS` `[`/`{`;
+- NaN/Infinity, `1e999`, lone surrogates (escaped or not), a BOM, bytes in UTF-16/32, other input
+  types: orjson refuses them all, so the stdlib answers.
+Pure; tests/unit/test_jsonload.py checks the equivalence over generated texts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+# Far below the stdlib's nesting limit (~990 less the caller's stack depth).
+MAX_FAST_OPENINGS = 400
+# Every digit → "0" and "{" → "[": one C pass, then a substring test and a count.
+_PROBE = bytes.maketrans(b"123456789{", b"000000000[")
+_LONG_RUN = b"0" * 19  # -2**63 - 1 has 19 digits; every integer orjson turns into a float has >= 19
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN/Infinity are not JSON (RFC 8259); PostgreSQL jsonb refuses them and they cannot be re-encoded.
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # "1e999" would silently become inf
+        raise ValueError(f"number out of range: {text[:40]}")
+    return value
+
+
+# Built once: json.loads with hooks would build a new decoder on every call.
+STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def _stdlib_strict(text: Any) -> Any:
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def fast_loads(text: Any, fallback: Callable[[Any], Any]) -> Any:
+    """`fallback(text)`'s result, through orjson where orjson is sure to give the same; `fallback` must
+    be a stdlib decoding that refuses at least what orjson refuses (NaN, Infinity, non-finite floats)
+    or accepts them its own way."""
+    t = type(text)
+    if t is str:
+        try:
+            raw = text.encode()
+        except UnicodeEncodeError:  # a lone surrogate: orjson refuses it, the stdlib accepts it
+            return fallback(text)
+    elif t is bytes:
+        raw = text
+    else:
+        return fallback(text)
+    probe = raw.translate(_PROBE)
+    if _LONG_RUN not in probe and probe.count(b"[") <= MAX_FAST_OPENINGS:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return fallback(text)
+
+
+def strict_loads(text: str | bytes) -> Any:
+    """`json.loads(text)` refusing NaN/Infinity and non-finite floats (ValueError, RecursionError)."""
+    return fast_loads(text, _stdlib_strict)
+
+
+def strict_decode(text: str) -> Any:
+    """`STRICT_DECODER.decode(text)`: a str only (bytes are a TypeError), the stdlib's errors for it."""
+    if type(text) is not str:
+        return STRICT_DECODER.decode(text)
+    return fast_loads(text, STRICT_DECODER.decode)
+
+
+def lenient_loads(text: str | bytes) -> Any:
+    """`json.loads(text)`, NaN, Infinity and `1e999` (inf) included."""
+    return fast_loads(text, json.loads)
