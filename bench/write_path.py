@@ -37,7 +37,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy import text
 
-from bridge import metrics
+from bridge import metrics, turnstile
 from bridge.events import ChatEvent, normalize, parse_envelope, parse_frame
 from bridge.fanout import protocol as p
 from bridge.log import configure_logging
@@ -175,6 +175,7 @@ async def burst(store: EventStore, write: Writer, tag: str, sessions: int, n: in
     async def follower(sid: str) -> None:
         w = write(sid, epochs[sid])
         for read in chunks(wire[sid], READ):
+            await turnstile.for_loop().enter()  # as the follower does before a read's CPU work
             received = datetime.now(UTC)
             await w([normalize(parse_frame(f)) for f in read], received)
 
@@ -209,8 +210,10 @@ async def catch_up(store: EventStore, write: Writer, tag: str, sessions: int, n:
     async def follower(sid: str) -> None:
         w = write(sid, epochs[sid])
         for page in pages[sid]:
+            body = decode_json(page)
+            await turnstile.for_loop().enter()  # as the catch-up does before a page's CPU work
             received = datetime.now(UTC)
-            await w([normalize(parse_envelope(item)) for item in decode_json(page)["events"]], received)
+            await w([normalize(parse_envelope(item)) for item in body["events"]], received)
 
     return await _timed([follower(sid) for sid in sids], sessions * n)
 

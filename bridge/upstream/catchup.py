@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 from structlog.typing import FilteringBoundLogger
 
-from bridge import metrics
+from bridge import metrics, turnstile
 from bridge.errors import BadFrame, BodyTooLarge
 from bridge.events import ChatEvent, Envelope, Kind, parse_envelope
 from bridge.upstream.client import UpstreamClient
@@ -97,6 +97,7 @@ class HistoryCatchUp:
 
     async def _fetch(self, after: int, limit: int) -> Page:
         page = await self._client.history(self._sid, after, limit)
+        await turnstile.for_loop().enter()  # parsing a page is CPU work: bounded per loop turn
         received_at = datetime.now(UTC)
         events: list[ChatEvent] = []
         rejects: list[Rejected] = []

@@ -30,7 +30,7 @@ from typing import Any
 
 import structlog
 
-from bridge import metrics
+from bridge import metrics, turnstile
 from bridge.errors import (
     BadFrame,
     FrameTooLarge,
@@ -251,6 +251,7 @@ class DurableFollower:
             self.connected.set()
             parser = SSEParser()
             async for chunk in body:
+                await turnstile.for_loop().enter()  # a burst of many sessions' reads: bounded per loop turn
                 received_at = datetime.now(UTC)
                 events: list[ChatEvent] = []
                 for item in parser.feed(chunk):

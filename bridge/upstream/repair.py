@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 
 from structlog.typing import FilteringBoundLogger
 
-from bridge import metrics
+from bridge import metrics, turnstile
 from bridge.errors import BadFrame, BodyTooLarge, InvalidRequest, SessionNotFound, UpstreamError
 from bridge.events import ChatEvent, Envelope, Kind
 from bridge.legacy import LegacyTurnState, normalize_legacy
@@ -189,7 +189,9 @@ class SyncRepair:
     async def _accepted(self, items: list[object], cursor: int, received_at: datetime) -> list[Envelope]:
         """The log's events of this session above `cursor`, once each, in seq order; bad ones rejected."""
         by_seq: dict[int, Envelope] = {}
-        for item in items:
+        for i, item in enumerate(items):
+            if i % 200 == 0:  # a whole log is parsed here: bounded per loop turn (bridge.turnstile)
+                await turnstile.for_loop().enter()
             try:
                 env = parse_sync_item(item)
             except BadFrame as e:
