@@ -196,9 +196,11 @@ async def _chain_links(conn: AsyncConnection, upstream: str, events: Sequence[tu
 
 
 _COPY_COLUMNS = ("upstream", *COLUMNS, "payload", "chain_hash")
-# Below this many rows COPY's three extra round trips (savepoint, release, the check) cost more than the
-# per-row speculative insertion they save: a quiet session's event takes the INSERT path, one round trip.
-COPY_MIN_ROWS = 32
+# COPY pays four extra round trips (savepoint, COPY's own, release, the check) to save about half the
+# server CPU per row: clearly worth it for the groups of a busy bridge (thousands of rows, many sessions),
+# not measurably for one session's page of 100–200 rows or a quiet session's event, which take the INSERT
+# path in one round trip (BENCHMARKS.md).
+COPY_MIN_ROWS = 500
 
 # After a COPY: every stored link of the copied spans checked against PostgreSQL's own text of the payload
 # and the link stored before it (the first row of a span against the anchor the links were computed from).

@@ -12,6 +12,8 @@ from bridge.store.schema import chat_session_events
 
 from .chat_events import RECEIVED_AT, SESSION, batch
 
+pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conftest)
+
 
 async def test_a_connection_killed_between_insert_and_cursor_update_moves_neither(
     store: EventStore, engine: AsyncEngine

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 from structlog.testing import capture_logs
@@ -13,6 +14,8 @@ from bridge.store.events_store import BatchResult, EventStore
 from bridge.store.schema import chat_event_rejects, chat_session_events
 
 from .chat_events import RECEIVED_AT, SESSION, batch, chat_event, event_id
+
+pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conftest)
 
 
 async def _rejects(engine: AsyncEngine) -> list[dict[str, Any]]:

@@ -24,6 +24,9 @@ from tests.support.waiting import wait_until
 
 from .chat_events import RECEIVED_AT, batch, chat_event
 
+pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conftest)
+
+
 SESSIONS = [f"ses_group{k:03d}" for k in range(12)]
 
 

@@ -13,6 +13,8 @@ from bridge.store.schema import chat_event_rejects, chat_session_events
 
 from .chat_events import BASE_MS, RECEIVED_AT, SESSION, batch, chat_event, event_id, ms_to_datetime
 
+pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conftest)
+
 
 async def _claimed(store: EventStore, session_id: str = SESSION) -> int:
     epoch, _ = await store.claim(session_id, "owner-1", "/work/dir")
