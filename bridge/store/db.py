@@ -7,6 +7,7 @@ Alembic runs programmatically here without `alembic.ini`, so it never touches th
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -14,7 +15,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
@@ -147,3 +148,8 @@ def _downgrade(connection: Connection, revision: str) -> None:
 
 def _current_revision(connection: Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
+
+
+async def fetch_rows(conn: AsyncConnection, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """Prepared SQL text straight to asyncpg (cached per connection by the driver adapter); positional rows."""
+    return [tuple(r) for r in await conn.exec_driver_sql(sql, params)]

@@ -4,12 +4,12 @@
     lock the sessions' rows in session_id order (FOR UPDATE) ── fence: a write whose lease_epoch is not
         the stored one (or whose lease was released) is refused; the others go on
     the chain anchor of each session; every event's link computed here (bridge.store.jsonb_text)
-    fast path, a group of COPY_MIN_ROWS rows or more: SAVEPOINT; COPY the rows, links included; RELEASE
-        ── PostgreSQL's multi-row insert; then PostgreSQL checks every stored link against its own text
-        of the payload (one read, no write)
-    otherwise (a payload only PostgreSQL can print, or COPY refused — a clash with a stored row or within
-        the group): ROLLBACK TO SAVEPOINT and INSERT … SELECT FROM unnest(column arrays) ON CONFLICT DO
-        NOTHING, links included, PostgreSQL confirming each payload's text
+    fast path (bridge.store.copy_in), a group of COPY_MIN_ROWS rows or more: SAVEPOINT; COPY the rows,
+        links included; RELEASE ── PostgreSQL's multi-row insert; then PostgreSQL checks every stored
+        link against its own text of the payload (one read, no write)
+    otherwise (a smaller group, a payload only PostgreSQL can print, or COPY refused — a clash with a
+        stored row or within the group, after ROLLBACK TO SAVEPOINT): INSERT … SELECT FROM unnest(column
+        arrays) ON CONFLICT DO NOTHING, links included, PostgreSQL confirming each payload's text
     [rare] fewer rows in than sent: benign or conflicting duplicates (bridge.store.duplicates); a session
         with skipped rows, or a text PostgreSQL prints otherwise, relinked by PostgreSQL
     rejects (conflicts, lossy payloads)
@@ -39,9 +39,10 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bridge import metrics
-from bridge.audit.chain import GENESIS, link
 from bridge.store import audit as audit_q
 from bridge.store import queries as q
+from bridge.store.copy_in import chain_links, copy_events
+from bridge.store.db import fetch_rows
 from bridge.store.duplicates import (
     Outcome,
     classify_skipped,
@@ -114,14 +115,11 @@ WHERE e.upstream = $1 AND (e.session_id, e.seq) IN (SELECT * FROM unnest($2::tex
   AND e.xmin = pg_current_xact_id()::xid
 """
 
-# The link each session's batch is chained to: the stored row just before the batch (NULL: genesis).
-CHAIN_ANCHORS = """
-SELECT g.session_id, (
-    SELECT e.chain_hash FROM chat_session_events e
-    WHERE e.upstream = $1 AND e.session_id = g.session_id AND e.seq < g.min_seq
-    ORDER BY e.seq DESC LIMIT 1)
-FROM unnest($2::text[], $3::bigint[]) AS g(session_id, min_seq)
-"""
+# COPY pays four extra round trips (savepoint, COPY's own, release, the check) to save about half the
+# server CPU per row: clearly worth it for the groups of a busy bridge (thousands of rows, many sessions),
+# not measurably for one session's page of 100 to 200 rows or a quiet session's event, which take the INSERT
+# path in one round trip (BENCHMARKS.md).
+COPY_MIN_ROWS = 500
 
 LOCK_SESSIONS = """
 SELECT session_id, lease_epoch, lease_owner, cursor_seq FROM chat_sessions
@@ -147,17 +145,12 @@ SELECT session_id, cursor_seq, pg_notify($7, notice) FROM moved
 """
 
 
-async def _fetch(conn: AsyncConnection, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-    """Prepared SQL text straight to asyncpg (cached per connection by the driver adapter); positional rows."""
-    return [tuple(r) for r in await conn.exec_driver_sql(sql, params)]
-
-
 async def lock_and_fence(
     conn: AsyncConnection, upstream: str, writes: Sequence[SessionWrite]
 ) -> tuple[dict[str, int], dict[int, Fenced]]:
     """Lock every session of the group; (stored cursor by session, Fenced by index of a refused write)."""
     sids = sorted({w.session_id for w in writes})
-    rows = await _fetch(conn, LOCK_SESSIONS, (upstream, sids))
+    rows = await fetch_rows(conn, LOCK_SESSIONS, (upstream, sids))
     held = {str(r[0]): (int(r[1]), r[2], int(r[3])) for r in rows}
     fenced: dict[int, Fenced] = {}
     for i, w in enumerate(writes):
@@ -167,89 +160,14 @@ async def lock_and_fence(
     return {sid: h[2] for sid, h in held.items()}, fenced
 
 
-@dataclass(frozen=True)
-class _Chain:
-    links: list[str | None]  # the link of every event, in the order given (None: left to PostgreSQL)
-    by_pg: set[str]  # sessions with a payload whose jsonb text Python cannot produce: relinked after the insert
-    spans: dict[str, tuple[int, int, str]]  # linked here: session → (lowest seq, highest seq, anchor link)
-
-
-async def _chain_links(conn: AsyncConnection, upstream: str, events: Sequence[tuple[str, PreparedEvent]]) -> _Chain:
-    """The chain link of every event, computed here from each session's anchor (its stored row just below)."""
-    by_session: dict[str, list[PreparedEvent]] = {}
-    for sid, p in events:
-        by_session.setdefault(sid, []).append(p)
-    by_pg = {sid for sid, ps in by_session.items() if not all(p.canonical for p in ps)}
-    sids = sorted(set(by_session) - by_pg)
-    links: dict[int, str] = {}
-    spans: dict[str, tuple[int, int, str]] = {}
-    if sids:
-        rows = await _fetch(conn, CHAIN_ANCHORS, (upstream, sids, [min(p.seq for p in by_session[s]) for s in sids]))
-        for sid, anchor in rows:
-            prev = anchor or GENESIS
-            ordered = sorted(by_session[sid], key=lambda p: p.seq)
-            spans[sid] = (ordered[0].seq, ordered[-1].seq, prev)
-            for p in ordered:
-                prev = link(prev, p.seq, p.event_id, p.payload_text)
-                links[id(p)] = prev
-    return _Chain([links.get(id(p)) for _, p in events], by_pg, spans)
-
-
-_COPY_COLUMNS = ("upstream", *COLUMNS, "payload", "chain_hash")
-# COPY pays four extra round trips (savepoint, COPY's own, release, the check) to save about half the
-# server CPU per row: clearly worth it for the groups of a busy bridge (thousands of rows, many sessions),
-# not measurably for one session's page of 100–200 rows or a quiet session's event, which take the INSERT
-# path in one round trip (BENCHMARKS.md).
-COPY_MIN_ROWS = 500
-
-# After a COPY: every stored link of the copied spans checked against PostgreSQL's own text of the payload
-# and the link stored before it (the first row of a span against the anchor the links were computed from).
-# One read; the sessions where anything differs are relinked by PostgreSQL.
-CHECK_LINKS = """
-SELECT DISTINCT x.session_id FROM (
-    SELECT e.session_id, e.seq, e.event_id, e.payload, e.chain_hash,
-           coalesce(lag(e.chain_hash) OVER (PARTITION BY e.session_id ORDER BY e.seq), g.anchor) AS prev
-    FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::text[]) AS g(session_id, lo, hi, anchor)
-    JOIN chat_session_events e ON e.upstream = $1 AND e.session_id = g.session_id AND e.seq BETWEEN g.lo AND g.hi
-) x
-WHERE x.chain_hash IS DISTINCT FROM encode(sha256(convert_to(
-    x.prev || E'\\n' || x.seq || E'\\n' || x.event_id || E'\\n' || x.payload::text, 'UTF8')), 'hex')
-"""
-
-
-async def _copy_events(
-    conn: AsyncConnection, upstream: str, events: Sequence[tuple[str, PreparedEvent]], chain: _Chain
-) -> set[str] | None:
-    """COPY every event with its link; the sessions whose stored links PostgreSQL does not confirm, or None
-    if COPY was refused (nothing of it stored: the savepoint is rolled back)."""
-    raw = await conn.get_raw_connection()
-    driver: Any = raw.driver_connection
-    records = [(upstream, *p.values, p.payload_text, h) for (_, p), h in zip(events, chain.links, strict=True)]
-    # The savepoint statements go through SQLAlchemy (its error translation: a lost connection is an
-    # invalidated DBAPIError, here as everywhere). Rolled back *and released*: the INSERT path that follows
-    # runs in the transaction itself (it tells its own rows by the transaction id).
-    await conn.exec_driver_sql("SAVEPOINT bridge_copy")
-    try:
-        await driver.copy_records_to_table("chat_session_events", records=records, columns=_COPY_COLUMNS)
-    except Exception:
-        await conn.exec_driver_sql("ROLLBACK TO SAVEPOINT bridge_copy")
-        await conn.exec_driver_sql("RELEASE SAVEPOINT bridge_copy")
-        return None
-    await conn.exec_driver_sql("RELEASE SAVEPOINT bridge_copy")
-    sids = sorted(chain.spans)
-    spans = [chain.spans[s] for s in sids]
-    params = (upstream, sids, [s[0] for s in spans], [s[1] for s in spans], [s[2] for s in spans])
-    return {str(r[0]) for r in await _fetch(conn, CHECK_LINKS, params)}
-
-
 async def insert_events(conn: AsyncConnection, upstream: str, writes: Sequence[SessionWrite]) -> list[Outcome]:
     """Insert the events of every write, chained; the outcome of each write, in order."""
     tagged = [(w.session_id, p) for w in writes for p in w.events]
     if not tagged:
         return [Outcome() for _ in writes]
-    chain = await _chain_links(conn, upstream, tagged)
+    chain = await chain_links(conn, upstream, tagged)
     if not chain.by_pg and len(tagged) >= COPY_MIN_ROWS:
-        unconfirmed = await _copy_events(conn, upstream, tagged, chain)
+        unconfirmed = await copy_events(conn, upstream, tagged, chain)
         if unconfirmed is not None:
             metrics.GROUP_ROWS.labels(path="copy").inc(len(tagged))
             for sid in sorted(unconfirmed):
@@ -260,7 +178,7 @@ async def insert_events(conn: AsyncConnection, upstream: str, writes: Sequence[S
     relink = set(chain.by_pg)
     columns: list[Any] = [list(c) for c in zip(*(p.values for _, p in tagged), strict=True)]
     columns.append([p.payload_text for _, p in tagged])
-    ((count, unlinked),) = await _fetch(conn, INSERT_EVENTS, (upstream, *columns, chain.links))
+    ((count, unlinked),) = await fetch_rows(conn, INSERT_EVENTS, (upstream, *columns, chain.links))
     relink.update(unlinked)  # left to PostgreSQL, or it prints the payload otherwise than the text hashed
     if count == len(tagged):  # the common case: every row went in, nothing to tell apart
         outcomes = [Outcome(inserted=list(w.events)) for w in writes]
@@ -282,7 +200,7 @@ async def _tell_apart(
     """Which events went in (of two that clash in one batch, the first), and the skipped ones by session."""
     returned: Counter[tuple[str, int, str]] = Counter(
         (str(sid), int(seq), str(eid))
-        for sid, seq, eid in await _fetch(conn, INSERTED_HERE, (upstream, columns[0], columns[1])))
+        for sid, seq, eid in await fetch_rows(conn, INSERTED_HERE, (upstream, columns[0], columns[1])))
     outcomes: list[Outcome] = []
     skipped_by_session: dict[str, list[tuple[Outcome, PreparedEvent]]] = {}
     for w in writes:
@@ -317,7 +235,7 @@ async def advance_and_notify(conn: AsyncConnection, upstream: str, writes: Seque
         upstream, sids, [span[s][0] for s in sids], [span[s][1] for s in sids], [span[s][2] for s in sids],
         [notice_payload(upstream, s, span[s][0]) for s in sids], NOTIFY_CHANNEL,
     )
-    return {str(r[0]): int(r[1]) for r in await _fetch(conn, ADVANCE_AND_NOTIFY, params)}
+    return {str(r[0]): int(r[1]) for r in await fetch_rows(conn, ADVANCE_AND_NOTIFY, params)}
 
 
 async def commit_writes(
