@@ -45,6 +45,9 @@ MAX_KNOWN_AGGREGATES = 50_000  # ~2 MiB of request body at most
 # sessions pages at this pace instead of 1,000 requests at once. A slot is held only while one page is
 # fetched and decoded, never across a write or the durable stream (docs/mirror.md "Catch-up").
 HISTORY_PAGES_IN_FLIGHT = 32
+# Sync logs (`POST /sync/history`) read at once, likewise: an answer may be as large as the body bound, so
+# fewer (8 of 64 MiB at the very worst) — a warm-up of 1,000 sessions repairs at this pace.
+SYNC_LOGS_IN_FLIGHT = 8
 
 
 class UpstreamClient:
@@ -59,6 +62,7 @@ class UpstreamClient:
         transport: Transport | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         history_pages_in_flight: int = HISTORY_PAGES_IN_FLIGHT,
+        sync_logs_in_flight: int = SYNC_LOGS_IN_FLIGHT,
     ) -> None:
         # Credentials in the URL are taken out of it, so `base_url` is always safe to log.
         url, url_user, url_password = split_credentials(base_url.rstrip("/"))
@@ -78,6 +82,8 @@ class UpstreamClient:
         self._known_aggregates: set[str] = set()  # left out of sync-log answers (sync_history)
         self._history_slots = asyncio.Semaphore(history_pages_in_flight)
         self.history_waiting = 0  # `/history` requests waiting for a slot (tests)
+        self._sync_slots = asyncio.Semaphore(sync_logs_in_flight)
+        self.sync_waiting = 0  # sync-log reads waiting for a slot (tests)
 
     def __repr__(self) -> str:
         return f"UpstreamClient({self.base_url!r})"
@@ -277,10 +283,18 @@ class UpstreamClient:
         req = Request(req.method, req.url, {**req.headers, "Content-Type": "application/json",
                                             "Accept": "application/json"},
                       req.timeout_s, req.connect_timeout_s, body)
-        async with self.transport.send(req) as resp:
-            if resp.status != 200:
-                raise error_for(resp.status, await error_body(resp), what)
-            data = decode_json(await read_bounded(resp, self._max_body_bytes, what))
+        self.sync_waiting += 1
+        try:
+            await self._sync_slots.acquire()
+        finally:
+            self.sync_waiting -= 1
+        try:  # a slot is held while the log is read and decoded, nothing longer
+            async with self.transport.send(req) as resp:
+                if resp.status != 200:
+                    raise error_for(resp.status, await error_body(resp), what)
+                data = decode_json(await read_bounded(resp, self._max_body_bytes, what))
+        finally:
+            self._sync_slots.release()
         if not isinstance(data, list):
             raise UpstreamError(f"{what}: answer is not a JSON array")
         self.learn_aggregates(i.get("aggregate_id") for i in data if isinstance(i, dict))

@@ -248,3 +248,39 @@ async def test_history_pages_in_flight_are_bounded_across_followers(fake: FakeUp
     assert fake.history_max_in_flight == 4
     for sid in sids:
         assert await store.stored_ids(sid) == upstream_ids(fake, sid)
+
+
+async def test_sync_logs_in_flight_are_bounded_across_followers(fake: FakeUpstream, engine: AsyncEngine) -> None:
+    # Every catch-up starts with a sync-log read: at most the client's bound at once, the rest wait for a
+    # slot (and get it: every session is mirrored).
+    store = EventStore(engine, UPSTREAM)
+    sids = [f"ses_S{k}" for k in range(6)]
+    for sid in sids:
+        fake.add_session(sid)
+        await fake.append(sid, "session.next.text.ended", {"assistantMessageID": "m", "textID": "t", "text": "x"},
+                          live=False)
+    gate = asyncio.Event()
+
+    async def held() -> None:
+        await gate.wait()
+
+    fake.on_sync = held
+    async with UpstreamClient(fake.url, sync_logs_in_flight=2) as client:
+        followers, tasks = [], []
+        for sid in sids:
+            epoch, cursor = await store.claim(sid, "owner-1")
+            f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, upstream=UPSTREAM)
+            followers.append(f)
+            tasks.append(asyncio.create_task(f.run()))
+        try:
+            await wait_until(lambda: fake.sync_in_flight == 2 and client.sync_waiting == 4, 10, 0.01,
+                             message="2 sync logs in flight, 4 waiting for a slot")
+            gate.set()
+            await wait_until(lambda: all(f.connected.is_set() or fake.durable_requests(f.session_id)
+                                         for f in followers), 10, 0.01, message="all caught up, streaming")
+        finally:
+            for t in tasks:
+                await stop(t)
+    assert fake.sync_max_in_flight == 2
+    for sid in sids:
+        assert await store.stored_ids(sid) == upstream_ids(fake, sid)

@@ -104,6 +104,10 @@ class FakeUpstream:
         self.on_history: Callable[[str, int], Awaitable[None]] | None = None
         self.history_in_flight = 0
         self.history_max_in_flight = 0
+        # Awaited by every POST /sync/history before it is answered, like on_history.
+        self.on_sync: Callable[[], Awaitable[None]] | None = None
+        self.sync_in_flight = 0
+        self.sync_max_in_flight = 0
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.request_paths: list[str] = []  # every request's path and query exactly as received
@@ -408,6 +412,13 @@ class FakeUpstream:
         if (failed := self._failure("sync")) is not None:
             return failed
         asked = await request.json()
+        if self.on_sync is not None:
+            self.sync_in_flight += 1
+            self.sync_max_in_flight = max(self.sync_max_in_flight, self.sync_in_flight)
+            try:
+                await self.on_sync()
+            finally:
+                self.sync_in_flight -= 1
         if not isinstance(asked, dict):
             raise web.HTTPBadRequest(text=dumps({"_tag": "InvalidRequestError", "kind": "Payload"}),
                                      content_type="application/json")
