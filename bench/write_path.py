@@ -291,10 +291,10 @@ async def replay(engine: Any, upstream: str, sid: str, n: int, page: int = 500,
 
 async def run(url: str, sessions: int, n: int, naive_budget_s: float, long_n: int,
               gc_gen0: int = GEN0_THRESHOLD) -> dict[str, Any]:
+    if gc_gen0:
+        tune_gc(gc_gen0)  # as the daemon does first thing (bridge.runtime)
     engine = make_engine(url)
     await upgrade_to_head(engine)
-    if gc_gen0:
-        tune_gc(gc_gen0)  # as the daemon does once started (bridge.runtime)
     store = EventStore(engine, f"bench-{uuid.uuid4().hex[:8]}")
     out: dict[str, Any] = {"sessions": sessions, "events_per_session": n, "gc_gen0": gc_gen0 or 700}
     try:

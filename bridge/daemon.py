@@ -100,6 +100,8 @@ class Daemon:
 
     async def _run(self) -> int:
         s = self.settings
+        # Before anything that can die is built: what is frozen is never collected (bridge.runtime).
+        tune_gc()
         async with AsyncExitStack() as stack:
             engine = await stack.enter_async_context(_disposing(make_engine(self.database_url)))
             liveness_engine = await stack.enter_async_context(
@@ -145,7 +147,6 @@ class Daemon:
             health = health_monitor(notifier, liveness_engine, sessions)
             await stack.enter_async_context(_background("health", health.run))
 
-            tune_gc()  # start-up is over: freeze what it left alive (bridge.runtime)
             self._started = True
             self._log.info("bridge_started", warm=len(sessions.warm_sessions()))
             notifier.ready(status_line(sessions))  # database at head, HTTP bound, every part running

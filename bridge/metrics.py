@@ -51,6 +51,12 @@ GROUP_ROWS = Counter(
     "Event rows sent to chat_session_events, by how: copy (COPY, the fast path) or insert (INSERT … ON CONFLICT: "
     "a clash in the group, a payload only PostgreSQL can print, or COPY refused)", ["path"], registry=REGISTRY,
 )
+COPY_REFUSED = Counter(
+    "bridge_group_commit_copy_refused_total",
+    "Groups whose COPY PostgreSQL or the driver refused (the rows then took the INSERT path), by exception: "
+    "UniqueViolationError is a replayed or clashing event, anything else is worth a look", ["reason"],
+    registry=REGISTRY,
+)
 UPSTREAM_TO_COMMIT = Histogram(
     "bridge_upstream_to_commit_seconds", "From the upstream event timestamp to our commit",
     registry=REGISTRY, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),

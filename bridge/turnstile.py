@@ -5,8 +5,11 @@ the loop: each parses and prepares its events before anything else runs — no d
 group commit starts, no heartbeat or WebSocket frame goes out — for as long as all of that takes (half a
 second for 1,000 sessions of 20 events here). The turnstile bounds it: a follower `enter()`s before the
 CPU work of a read; within a slice of `slice_s` every entry passes, after it the rest queue in order and
-are let through, as many per turn as fitted in the last full slice. Between those turns the loop reads
-the database's replies and starts the next group, so parsing and committing overlap.
+are let through a batch per turn. The batch starts as what fitted in the first full slice and follows the
+time batches really take (halved after one that overran the slice, one more after one that did not): reads
+differ in cost (an SSE chunk, a page of 100 events). The batch woken in a turn is the next turn's slice.
+Between those turns the loop reads the database's replies and starts the next group, so parsing and
+committing overlap.
 
 One turnstile per event loop (`for_loop()`); nothing here does I/O.
 """
@@ -28,7 +31,8 @@ class Turnstile:
         self._clock = clock
         self._opened: float | None = None  # when the current slice began; None: none open
         self._passed = 0  # entries let through in the current slice
-        self._per_turn = 1  # entries let through per turn while some wait: what fitted in the last slice
+        self.per_turn = 1  # entries let through per turn while some wait
+        self._woke_at: float | None = None  # when the last batch was woken (it runs in the next turn)
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._scheduled = False
         self.queued = 0  # entries that had to wait, in all (tests, bench)
@@ -47,7 +51,8 @@ class Turnstile:
             if now - self._opened <= self._slice:
                 self._passed += 1
                 return
-            self._per_turn = max(1, self._passed)
+            if self._woke_at is None:  # a full slice of fresh entries: the first estimate of a batch
+                self.per_turn = max(1, self._passed)
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         self._waiting.append(waiter)
@@ -61,18 +66,26 @@ class Turnstile:
             asyncio.get_running_loop().call_soon(self._turn)
 
     def _turn(self) -> None:
-        """Runs once per turn of the loop while entries wait: a new slice, and the next ones let through
-        (they run in the next turn, with whatever else is ready by then)."""
+        """Once per turn while a slice is open or entries wait. The batch woken last turn has run by now (it
+        was ready before this callback): its time sets the next batch's size. Then the next batch is woken;
+        it runs in the next turn and is that turn's slice."""
         self._scheduled = False
-        self._opened = None
+        now = self._clock()
+        if self._woke_at is not None:
+            took, self._woke_at = now - self._woke_at, None
+            self.per_turn = max(1, self.per_turn // 2) if took > self._slice else self.per_turn + 1
         woken = 0
-        while self._waiting and woken < self._per_turn:
+        while self._waiting and woken < self.per_turn:
             waiter = self._waiting.popleft()
             if not waiter.done():
                 waiter.set_result(None)
                 woken += 1
-        if self._waiting:
+        if woken:
+            self._woke_at = now
+            self._opened, self._passed = now, woken
             self._schedule()
+        else:  # nobody waits any more: the next entry opens a fresh slice
+            self._opened, self._passed = None, 0
 
 
 _BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Turnstile] = weakref.WeakKeyDictionary()

@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from bridge import metrics
 from bridge.audit.chain import GENESIS, link
 from bridge.store.db import fetch_rows
 from bridge.store.rows import COLUMNS, PreparedEvent
@@ -61,6 +63,7 @@ async def chain_links(conn: AsyncConnection, upstream: str, events: Sequence[tup
 
 
 COPY_COLUMNS = ("upstream", *COLUMNS, "payload", "chain_hash")
+_log = structlog.get_logger("bridge.store")
 
 # After a COPY: every stored link of the copied spans checked against PostgreSQL's own text of the payload
 # and the link stored before it (the first row of a span against the anchor the links were computed from).
@@ -91,9 +94,15 @@ async def copy_events(
     await conn.exec_driver_sql("SAVEPOINT bridge_copy")
     try:
         await driver.copy_records_to_table("chat_session_events", records=records, columns=COPY_COLUMNS)
-    except Exception:
+    except Exception as e:
         await conn.exec_driver_sql("ROLLBACK TO SAVEPOINT bridge_copy")
         await conn.exec_driver_sql("RELEASE SAVEPOINT bridge_copy")
+        # A clash (a replayed event) is expected now and then; anything else refused every time would make
+        # every large group pay for a COPY in vain: counted by kind, and said.
+        reason = type(e).__name__
+        metrics.COPY_REFUSED.labels(reason=reason).inc()
+        if reason != "UniqueViolationError":
+            _log.warning("copy_refused", reason=reason, error=str(e)[:300], rows=len(records))
         return None
     await conn.exec_driver_sql("RELEASE SAVEPOINT bridge_copy")
     sids = sorted(chain.spans)

@@ -147,9 +147,10 @@ class HistoryCatchUp:
                 after = max(after, cursor)
                 if not more:
                     return None
-                if cursor == before and (page.last_seq is None or page.last_seq > cursor):
-                    # Every event of the page was rejected (e.g. another session's aggregate): asking again
-                    # returns the same page.
+                if cursor == before and not page.events:
+                    # Every item of the page was rejected (e.g. another session's aggregate): the pass
+                    # ends instead of paging on through answers that are not this session's. A page whose
+                    # events were all stored already (a repair ran meanwhile) is not that: `after` moved.
                     return "history_all_rejected"
         finally:
             if ahead is not None:  # the write failed (or we are stopped): the page ahead is dropped

@@ -28,6 +28,10 @@ def copy_every_group(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(write, "COPY_MIN_ROWS", 1)
 
 
+def refused(reason: str) -> float:
+    return metrics.REGISTRY.get_sample_value("bridge_group_commit_copy_refused_total", {"reason": reason}) or 0.0
+
+
 def rows_sent(path: str) -> float:
     return metrics.REGISTRY.get_sample_value("bridge_group_commit_rows_total", {"path": path}) or 0.0
 
@@ -72,12 +76,13 @@ async def test_a_clash_with_a_stored_row_rolls_back_the_copy_and_takes_the_inser
     sid = "ses_copyclash"
     epoch, _ = await store.claim(sid, "owner-1")
     await store.write_batch(sid, epoch, batch(1, 2, 3, session_id=sid), RECEIVED_AT)
-    copied, inserted = rows_sent("copy"), rows_sent("insert")
+    copied, inserted, refusals = rows_sent("copy"), rows_sent("insert"), refused("UniqueViolationError")
 
     result = await store.write_batch(sid, epoch, batch(2, 3, 4, 5, session_id=sid), RECEIVED_AT)
 
     assert result == BatchResult(inserted=2, duplicates=2, rejected=0, cursor_seq=5)
     assert rows_sent("copy") == copied and rows_sent("insert") - inserted == 4
+    assert refused("UniqueViolationError") - refusals == 1
     assert [s for s, _ in await store.stored_ids(sid)] == [1, 2, 3, 4, 5]
     assert verify_chain(await AuditReader(engine, store.upstream).chain_rows(sid)).ok
 

@@ -61,6 +61,7 @@ async def test_memory_per_warm_session_is_small(engine: AsyncEngine) -> None:
 
 
 async def _measure(engine: AsyncEngine) -> None:
+    tune_gc()  # the collector as the daemon tunes it, first thing (bridge.runtime)
     serve = await asyncio.create_subprocess_exec(sys.executable, "-c", SERVE, cwd=REPO, stdout=subprocess.PIPE)
     try:
         assert serve.stdout is not None
@@ -74,7 +75,6 @@ async def _measure(engine: AsyncEngine) -> None:
             # Warm one first so that imports, pools and caches are not counted per session.
             sup.warm("ses_00000")
             await wait_until(lambda: _mirrored(store, ["ses_00000"]), 30, 0.05)
-            tune_gc()  # start-up is over: the collector as the daemon tunes it (bridge.runtime)
             gc.collect()
             tracemalloc.start()
             rss0, (py0, _) = rss_bytes(), tracemalloc.get_traced_memory()

@@ -1,4 +1,4 @@
-"""bridge.runtime.tune_gc: what start-up left alive is frozen, young collections are rarer."""
+"""bridge.runtime.tune_gc: what is alive when it runs is frozen, young collections are rarer."""
 
 from __future__ import annotations
 
