@@ -41,6 +41,7 @@ from sqlalchemy import text
 from bridge import metrics, turnstile
 from bridge.events import ChatEvent, normalize, parse_envelope, parse_frame
 from bridge.fanout import protocol as p
+from bridge.fanout.connection import FanoutService
 from bridge.log import configure_logging
 from bridge.runtime import GEN0_THRESHOLD, tune_gc
 from bridge.sessions.sink import StoreSink
@@ -265,7 +266,7 @@ async def quiet_latency(store: EventStore, write: Writer, count: int) -> dict[st
     return {"p50_ms": statistics.median(lat), "p99_ms": lat[max(0, int(len(lat) * 0.99) - 1)]}
 
 
-async def replay(engine: Any, upstream: str, sid: str, n: int, page: int = 500,
+async def replay(engine: Any, upstream: str, sid: str, n: int, page: int = FanoutService.replay_page,
                  python: bool = False) -> dict[str, float]:
     """What a WebSocket replay does per event minus the socket: read pages of frames (PostgreSQL builds a
     v2 row's, bridge.store.replay) — or, `python`, of stored rows to frame here (`event_frames`)."""
