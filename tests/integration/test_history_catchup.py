@@ -212,6 +212,26 @@ async def test_a_connection_killed_mid_write_drops_the_page_ahead_and_the_follow
     assert await stored_count(engine) == (EVENTS, 0)
 
 
+async def warm_up_through_a_bound(fake: FakeUpstream, store: EventStore, client: UpstreamClient, sids: list[str],
+                                  gate: asyncio.Event, held: Callable[[], bool], message: str) -> None:
+    """Start a follower per session on one client; wait until `held` (requests held by the fake behind
+    `gate`, the rest waiting for a slot), open the gate, wait until every follower streams, stop them."""
+    followers, tasks = [], []
+    for sid in sids:
+        epoch, cursor = await store.claim(sid, "owner-1")
+        f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, upstream=UPSTREAM)
+        followers.append(f)
+        tasks.append(asyncio.create_task(f.run()))
+    try:
+        await wait_until(held, 10, 0.01, message=message)
+        gate.set()
+        await wait_until(lambda: all(f.connected.is_set() or fake.durable_requests(f.session_id)
+                                     for f in followers), 10, 0.01, message="all caught up, streaming")
+    finally:
+        for t in tasks:
+            await stop(t)
+
+
 async def test_history_pages_in_flight_are_bounded_across_followers(fake: FakeUpstream,
                                                                    engine: AsyncEngine) -> None:
     # A warm-up of many sessions pages /history through one client: at most its bound at once, the rest
@@ -230,21 +250,9 @@ async def test_history_pages_in_flight_are_bounded_across_followers(fake: FakeUp
 
     fake.on_history = held
     async with UpstreamClient(fake.url, history_pages_in_flight=4) as client:
-        followers, tasks = [], []
-        for sid in sids:
-            epoch, cursor = await store.claim(sid, "owner-1")
-            f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, upstream=UPSTREAM)
-            followers.append(f)
-            tasks.append(asyncio.create_task(f.run()))
-        try:
-            await wait_until(lambda: fake.history_in_flight == 4 and client.history_waiting == 6, 10, 0.01,
-                             message="4 pages in flight, 6 waiting for a slot")
-            gate.set()
-            await wait_until(lambda: all(f.connected.is_set() or fake.durable_requests(f.session_id)
-                                         for f in followers), 10, 0.01, message="all caught up, streaming")
-        finally:
-            for t in tasks:
-                await stop(t)
+        await warm_up_through_a_bound(fake, store, client, sids, gate,
+                                      lambda: fake.history_in_flight == 4 and client.history_waiting == 6,
+                                      "4 pages in flight, 6 waiting for a slot")
     assert fake.history_max_in_flight == 4
     for sid in sids:
         assert await store.stored_ids(sid) == upstream_ids(fake, sid)
@@ -266,21 +274,9 @@ async def test_sync_logs_in_flight_are_bounded_across_followers(fake: FakeUpstre
 
     fake.on_sync = held
     async with UpstreamClient(fake.url, sync_logs_in_flight=2) as client:
-        followers, tasks = [], []
-        for sid in sids:
-            epoch, cursor = await store.claim(sid, "owner-1")
-            f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, upstream=UPSTREAM)
-            followers.append(f)
-            tasks.append(asyncio.create_task(f.run()))
-        try:
-            await wait_until(lambda: fake.sync_in_flight == 2 and client.sync_waiting == 4, 10, 0.01,
-                             message="2 sync logs in flight, 4 waiting for a slot")
-            gate.set()
-            await wait_until(lambda: all(f.connected.is_set() or fake.durable_requests(f.session_id)
-                                         for f in followers), 10, 0.01, message="all caught up, streaming")
-        finally:
-            for t in tasks:
-                await stop(t)
+        await warm_up_through_a_bound(fake, store, client, sids, gate,
+                                      lambda: fake.sync_in_flight == 2 and client.sync_waiting == 4,
+                                      "2 sync logs in flight, 4 waiting for a slot")
     assert fake.sync_max_in_flight == 2
     for sid in sids:
         assert await store.stored_ids(sid) == upstream_ids(fake, sid)
