@@ -155,7 +155,10 @@ class Demo:
 
         async def complete() -> dict[str, Any] | None:
             shown = await mirrored(bridge_url, token, convo.session_id)
-            return shown if shown["prompts"] == want and shown["tools_succeeded"] >= 2 else None
+            # Every prompt, the two tools that ran, and the one waiting for permission: its call may be
+            # committed a moment after the two that succeeded.
+            whole = shown["prompts"] == want and shown["tools_succeeded"] >= 2 and shown["tool_calls"] >= 3
+            return shown if whole else None
 
         shown = await wait_until(complete, 30, 0.2, message="conversation mirrored by the bridge")
         self.say(f"conversation done: the bridge shows {shown['prompts']} prompts and {shown['tool_calls']} tool "
