@@ -142,6 +142,22 @@ async def test_a_long_catch_up_fetches_the_next_page_while_one_is_written_and_st
     assert await stored_count(engine) == (EVENTS, 0)
 
 
+async def resume(client: UpstreamClient, store: EventStore, asked: Asked, owner: str,
+                 expected_cursor: int) -> PipelineSink:
+    """What the registry does after a follower ended: claim, and a new follower from the stored cursor,
+    until it has caught up; its sink (the writes it made)."""
+    epoch, cursor = await store.claim(SID, owner)
+    assert cursor == expected_cursor
+    sink = PipelineSink(store, epoch, asked, start=cursor)
+    again = follower(client, sink, cursor)
+    task = asyncio.create_task(again.run())
+    try:
+        await wait_until(lambda: again.cursor == EVENTS, 30, 0.01, message="resumed and caught up")
+    finally:
+        await stop(task)
+    return sink
+
+
 async def test_a_lease_taken_over_mid_catch_up_drops_the_page_ahead_and_the_new_owner_resumes(
         fake: FakeUpstream, client: UpstreamClient, store: EventStore, engine: AsyncEngine) -> None:
     await long_session(fake)
@@ -157,15 +173,7 @@ async def test_a_lease_taken_over_mid_catch_up_drops_the_page_ahead_and_the_new_
     assert asked.event(500).is_set()
     assert [s for s, _ in await store.stored_ids(SID)] == list(range(1, 401))  # nothing of pages 5 and 6
 
-    epoch2, cursor = await store.claim(SID, "owner-2")
-    assert cursor == 400
-    sink = PipelineSink(store, epoch2, asked, start=cursor)
-    second = follower(client, sink, cursor)
-    task = asyncio.create_task(second.run())
-    try:
-        await wait_until(lambda: second.cursor == EVENTS, 30, 0.01, message="the new owner caught up")
-    finally:
-        await stop(task)
+    sink = await resume(client, store, asked, "owner-2", expected_cursor=400)
     assert sink.writes[0] == (401, 500)
     assert await store.stored_ids(SID) == upstream_ids(fake)
     assert await stored_count(engine) == (EVENTS, 0)
@@ -198,15 +206,7 @@ async def test_a_connection_killed_mid_write_drops_the_page_ahead_and_the_follow
     assert row is not None and row.cursor_seq == 600
     assert [s for s, _ in await store.stored_ids(SID)] == list(range(1, 601))  # page 7 rolled back whole
 
-    # What the registry does after a crash: a new follower from the stored cursor.
-    epoch, cursor = await store.claim(SID, "owner-1")
-    sink = PipelineSink(store, epoch, asked, start=cursor)
-    again = follower(client, sink, cursor)
-    task = asyncio.create_task(again.run())
-    try:
-        await wait_until(lambda: again.cursor == EVENTS, 30, 0.01, message="resumed and caught up")
-    finally:
-        await stop(task)
+    sink = await resume(client, store, asked, "owner-1", expected_cursor=600)
     assert sink.writes[0] == (601, 700)
     assert await store.stored_ids(SID) == upstream_ids(fake)
     assert await stored_count(engine) == (EVENTS, 0)
