@@ -2,7 +2,7 @@
 
 Same tokens as the WebSocket (bridge.auth), as `Authorization: Bearer …` only (`?token=` is for the
 WebSocket: in a URL it ends up in logs); a token scoped to sessions sees only those.
-`BRIDGE_AUTH_DISABLED=true` (local development, loopback only) skips the check. Every parameter is
+`BRIDGE_AUTH_DISABLED=true` only replaces the secret by one per start (docs/security.md). Every parameter is
 checked before it reaches the database: a bad one is a 400, never a 500.
 """
 
@@ -26,6 +26,7 @@ from bridge.audit.transcript import TranscriptBuilder
 from bridge.auth import Claims, bearer_token, verify_token
 from bridge.errors import AuthError, BadRequest
 from bridge.ids import SESSION_ID_RULE, valid_session_id
+from bridge.revocation import never_revoked
 from bridge.store.audit import AuditReader
 from bridge.store.reads import SessionFilter, ToolCallFilter
 
@@ -45,8 +46,8 @@ TRANSCRIPT_MAX_EVENTS = 10_000  # per transcript response: bounded memory; `next
 class AuditContext:
     reader: AuditReader
     secret: str
-    auth_disabled: bool = False
     now: Callable[[], float] = field(default=time.time)
+    revoked: Callable[[str], bool] = field(default=never_revoked)  # bridge.revocation
     concurrency: Mapping[str, int] = field(default_factory=lambda: dict(ROUTE_CONCURRENCY))
     _slots: dict[str, asyncio.Semaphore] = field(default_factory=dict, repr=False, compare=False)
 
@@ -196,12 +197,10 @@ def _check_path_session(request: web.Request) -> None:
 
 
 def _authorize(request: web.Request, ctx: AuditContext) -> Claims | None:
-    if ctx.auth_disabled:
-        return None
     token = bearer_token(request.headers)
     if token is None and "token" in request.query:
         raise AuthError("missing", "?token= is accepted on /v1/ws only: send Authorization: Bearer <token>")
-    return verify_token(token, ctx.secret, ctx.reader.upstream, now=ctx.now())
+    return verify_token(token, ctx.secret, ctx.reader.upstream, now=ctx.now(), revoked=ctx.revoked)
 
 
 def _scope(claims: Claims | None) -> frozenset[str] | None:
