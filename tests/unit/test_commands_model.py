@@ -102,10 +102,15 @@ def test_the_token_command_mints_the_asked_scope(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("BRIDGE_AUTH_SECRET", "t" * 40)
     monkeypatch.setenv("BRIDGE_UPSTREAM_NAME", "u")
     scopes = []
-    for argv in (["token"], ["token", "--scope", "prompt"], ["token", "--scope", "control", "--session", SID]):
+    for argv in (["token"], ["token", "--scope", "prompt", "--subject", "web"],
+                 ["token", "--scope", "control", "--subject", "ops", "--session", SID]):
         assert main(argv) == 0
         scopes.append(verify_token(capsys.readouterr().out.strip(), "t" * 40, "u").scope)
     assert scopes == ["read", "prompt", "control"]
+    # prompt and control need a subject (who the command rows are credited to); --subject "" is refused.
+    for argv in (["token", "--scope", "prompt"], ["token", "--subject", " "],
+                 ["token", "--scope", "control", "--subject", "ops", "--approve", "always", "--session", SID]):
+        assert main(argv) == 2, argv
     with pytest.raises(SystemExit):
         main(["token", "--scope", "admin"])
 
