@@ -154,7 +154,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.command == "token" and args.revoke is not None:
-            configure_logging(settings.log_format, settings.log_level)
             return _revoke(settings, args.revoke, args.reason)
         if args.command == "token":
             return _token(settings, args.session, args.ttl, args.subject, args.scope, args.approve)
