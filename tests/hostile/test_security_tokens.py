@@ -102,7 +102,8 @@ async def test_forged_tokens_are_401_on_a_command_route_and_nothing_is_sent(engi
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as http:
         for rule, change in FORGED.items():
-            r = await http.post(f"/v1/sessions/{SID}/prompt", json={"command_id": "f", "text": "hi", "delivery": "queue"},
+            body = {"command_id": "f", "text": "hi", "delivery": "queue"}
+            r = await http.post(f"/v1/sessions/{SID}/prompt", json=body,
                                 headers={"Authorization": f"Bearer {forge(change)}"})
             assert (r.status, (await r.json())["error"]) == (401, "unauthorized"), rule
     assert twin.calls == []

@@ -59,7 +59,8 @@ def test_scope_matrix(scope: str, allowed: set[str]) -> None:
 def test_tokens_without_a_scope_are_read_and_unknown_scopes_are_refused() -> None:
     secret = "s" * 40
     assert verify_token(mint_token(secret, "u", ttl_s=60), secret, "u").scope == "read"
-    assert verify_token(mint_token(secret, "u", ttl_s=60, scope="control", subject="ops"), secret, "u").scope == "control"
+    control = mint_token(secret, "u", ttl_s=60, scope="control", subject="ops")
+    assert verify_token(control, secret, "u").scope == "control"
     import jwt
     now = int(time.time())
     forged = jwt.encode({"iss": "opencode-bridge", "upstream": "u", "iat": now, "exp": now + 60, "jti": "j",
