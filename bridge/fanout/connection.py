@@ -72,7 +72,7 @@ class Connection:
     def hello(self) -> None:
         c = self.claims
         self._send(p.hello_message(self._svc.upstream, sorted(c.sessions) if c.sessions is not None else None,
-                                   None if math.isinf(c.expires_at) else c.expires_at, c.scope))
+                                   None if math.isinf(c.expires_at) else c.expires_at, c.scope, c.approve))
 
     def expired(self) -> bool:
         return self.claims.expires_at <= self._svc.now()

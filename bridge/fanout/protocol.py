@@ -283,9 +283,10 @@ def pong_message(ref: object) -> dict[str, Any]:
 
 
 def hello_message(upstream: str, sessions: list[str] | None, expires_at: float | None,
-                  scope: str = "read") -> dict[str, Any]:
+                  scope: str = "read", approve: str = "none") -> dict[str, Any]:
     return {"type": "hello", "upstream": upstream, "sessions": sessions, "expires_at": expires_at,
-            "max_subscriptions": MAX_SUBSCRIPTIONS, "max_message_bytes": MAX_CLIENT_MESSAGE_BYTES, "scope": scope}
+            "max_subscriptions": MAX_SUBSCRIPTIONS, "max_message_bytes": MAX_CLIENT_MESSAGE_BYTES, "scope": scope,
+            "approve": approve}
 
 
 def command_result_message(command: str, status: int, body: dict[str, Any], ref: object) -> dict[str, Any]:
