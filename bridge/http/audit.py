@@ -200,7 +200,11 @@ def _authorize(request: web.Request, ctx: AuditContext) -> Claims | None:
     token = bearer_token(request.headers)
     if token is None and "token" in request.query:
         raise AuthError("missing", "?token= is accepted on /v1/ws only: send Authorization: Bearer <token>")
-    return verify_token(token, ctx.secret, ctx.reader.upstream, now=ctx.now(), revoked=ctx.revoked)
+    try:
+        return verify_token(token, ctx.secret, ctx.reader.upstream, now=ctx.now(), revoked=ctx.revoked)
+    except AuthError as e:
+        metrics.TOKENS_REFUSED.labels(reason=e.code).inc()
+        raise
 
 
 def _scope(claims: Claims | None) -> frozenset[str] | None:

@@ -18,6 +18,7 @@ from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bridge import metrics
 from bridge.auth import Claims, bearer_token, verify_token
 from bridge.commands.directories import realpath
 from bridge.commands.model import MAX_BODY_BYTES, CommandError, parse_command
@@ -97,7 +98,11 @@ def _authorized(request: web.Request, ctx: CommandsContext) -> Claims:
     token = bearer_token(request.headers)
     if token is None and "token" in request.query:
         raise AuthError("missing", "?token= is accepted on /v1/ws only: send Authorization: Bearer <token>")
-    return ctx.claims(token)
+    try:
+        return ctx.claims(token)
+    except AuthError as e:
+        metrics.TOKENS_REFUSED.labels(reason=e.code).inc()
+        raise
 
 
 def _route(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:

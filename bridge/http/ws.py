@@ -10,6 +10,7 @@ import time
 import structlog
 from aiohttp import WSMsgType, web
 
+from bridge import metrics as bridge_metrics
 from bridge.auth import Claims, bearer_token
 from bridge.errors import AuthError
 from bridge.fanout import metrics
@@ -53,6 +54,7 @@ async def ws_handler(request: web.Request) -> web.StreamResponse:
         # Close codes, not HTTP statuses: a browser cannot see the status of a refused upgrade.
         code = p.CLOSE_TOKEN_EXPIRED if e.code == "expired" else p.CLOSE_UNAUTHORIZED
         metrics.WS_REFUSED.labels(reason=e.code).inc()
+        bridge_metrics.TOKENS_REFUSED.labels(reason=e.code).inc()
         metrics.WS_CLOSED.labels(code=str(code)).inc()
         _log.info("ws_refused", reason=e.code)
         await ws.close(code=code, message=e.code.encode())
@@ -64,8 +66,9 @@ async def ws_handler(request: web.Request) -> web.StreamResponse:
         metrics.WS_REFUSED.labels(reason=f"too_many_connections:{refused}").inc()
         metrics.WS_CLOSED.labels(code=str(p.CLOSE_TRY_AGAIN)).inc()
         _log.info("ws_refused", reason="too_many_connections", per=refused, subject=claims.subject)
-        await ws.send_str(p.dumps(p.error_message(p.ERR_TOO_MANY_CONNECTIONS,
-                                                  f"too many open connections (per {refused}): retry later")))
+        with contextlib.suppress(ConnectionError):
+            await ws.send_str(p.dumps(p.error_message(p.ERR_TOO_MANY_CONNECTIONS,
+                                                      f"too many open connections (per {refused}): retry later")))
         await ws.close(code=p.CLOSE_TRY_AGAIN, message=b"too_many_connections")
         return ws
     try:
