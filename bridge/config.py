@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from bridge.commands.directories import parse_roots
+from bridge.directories import parse_roots
 from bridge.errors import ConfigError
 from bridge.http.hosts import is_loopback_host
 from bridge.upstream.urls import redact_url

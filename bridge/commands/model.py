@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.auth import SCOPES, printable_id
-from bridge.commands.directories import path_problem
+from bridge.directories import path_problem
 from bridge.errors import BridgeError
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 
@@ -154,7 +154,7 @@ def parse_command(name: str, body: object, session_id: str | None = None,
     if name == "create_session":
         directory = _string(body, "directory", MAX_DIRECTORY_CHARS)
         assert directory is not None
-        problem = path_problem(directory)  # the allow-list is the service's (bridge.commands.directories)
+        problem = path_problem(directory)  # the allow-list is the service's (bridge.directories)
         if problem is not None:
             raise _bad(f"directory: {problem}")
         args["directory"] = directory

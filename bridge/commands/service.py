@@ -17,7 +17,6 @@ from typing import Any
 import structlog
 
 from bridge.auth import Claims
-from bridge.commands.directories import DirectoryRefused, check_directory
 from bridge.commands.model import (
     Command,
     CommandError,
@@ -27,6 +26,7 @@ from bridge.commands.model import (
     upstream_session_id,
 )
 from bridge.commands.ratelimit import RateLimiter
+from bridge.directories import DirectoryRefused, check_directory
 from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
 from bridge.store.commands import CommandKey, CommandRow, CommandStore
 from bridge.upstream.commands import UpstreamCommands

@@ -20,10 +20,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
 from bridge.auth import Claims, bearer_token, verify_token
-from bridge.commands.directories import realpath
 from bridge.commands.model import MAX_BODY_BYTES, CommandError, parse_command
 from bridge.commands.service import CommandService, Outcome
 from bridge.config import Settings
+from bridge.directories import realpath
 from bridge.errors import AuthError
 from bridge.fanout.connection import FanoutService
 from bridge.ids import SESSION_ID_RULE, valid_session_id

@@ -1,4 +1,4 @@
-"""The directory allow-list (bridge.commands.directories): shapes, roots, symlinks. Pure."""
+"""The directory allow-list (bridge.directories): shapes, roots, symlinks. Pure."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge.commands.directories import DirectoryRefused, check_directory, inside, parse_roots, path_problem
 from bridge.config import load_settings
+from bridge.directories import DirectoryRefused, check_directory, inside, parse_roots, path_problem
 from bridge.errors import ConfigError
 
 ROOTS = ("/srv/projects", "/home/dev/work")
