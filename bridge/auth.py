@@ -1,8 +1,11 @@
-"""Signed, expiring access tokens (HS256 JWT) for the WebSocket and the audit API.
+"""Signed, expiring access tokens (HS256 JWT) for the WebSocket, the commands and the audit API.
 
 A token is scoped to one upstream and either to a list of session ids or to every session of that
-upstream (`sessions` absent). Browsers cannot set headers on a WebSocket, so the token may come as
-`?token=` as well as `Authorization: Bearer`. Pure apart from reading the clock through `now`.
+upstream (`sessions` absent), with a scope, an `approve` right, a subject and an id (`jti`) that the
+revocation list names. Every claim rule (docs/security.md, "Tokens") lives in `claim_problem` and
+`verify_token`, the same for minting and checking. Browsers cannot set headers on a WebSocket, so the
+token may come as `?token=` as well as `Authorization: Bearer`. Pure apart from reading the clock
+through `now` (and the secret file below).
 """
 
 from __future__ import annotations
