@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from bridge.commands.model import (
 from bridge.commands.ratelimit import RateLimiter
 from bridge.directories import DirectoryRefused, check_directory
 from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
+from bridge.log import correlation_id
 from bridge.store.commands import CommandKey, CommandRow, CommandStore
 from bridge.upstream.commands import UpstreamCommands
 
@@ -63,7 +63,7 @@ class _Done:
 def _generic(code: str, message: str, cause: Exception) -> CommandError:
     """A client-facing error without the upstream's details (URLs, status texts): those go to the log
     line carrying the same correlation id (docs/security.md, "Errors")."""
-    ref = secrets.token_hex(8)
+    ref = correlation_id()
     _log.warning("command_upstream_error", correlation_id=ref, error=f"{type(cause).__name__}: {cause}"[:500])
     return CommandError(code, f"{message} (correlation id {ref})", ref)
 

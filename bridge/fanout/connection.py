@@ -20,6 +20,7 @@ from bridge.fanout.hub import Client, Hub, Subscription
 from bridge.fanout.limits import ConnectionSlots, OpLimits
 from bridge.fanout.queue import QueueLimits
 from bridge.http.hosts import LOOPBACK_TRUSTED
+from bridge.log import correlation_id
 from bridge.revocation import never_revoked
 from bridge.store.fanout import FanoutStore
 from bridge.stored import stored_permission
@@ -106,8 +107,10 @@ class Connection:
                 self._send(p.error_message(p.ERR_BAD_MESSAGE, "next is not a cursor of a sessions reply", op.ref))
                 return
             except Exception as e:
-                self._log.error("ws_sessions_failed", error=f"{type(e).__name__}: {e}")
-                self._send(p.error_message(p.ERR_INTERNAL, "listing failed, retry later", op.ref))
+                ref = correlation_id()
+                self._log.error("ws_sessions_failed", correlation_id=ref, error=f"{type(e).__name__}: {e}")
+                self._send(p.error_message(p.ERR_INTERNAL, f"listing failed, retry later (correlation id {ref})",
+                                           op.ref))
                 return
             self._send(p.sessions_message(listed, op.ref, nxt))
         elif isinstance(op, p.CommandOp):
@@ -122,9 +125,12 @@ class Connection:
             try:
                 await self.subscribe(op)
             except Exception as e:  # the database is away: say so, keep the connection
-                self._log.error("ws_subscribe_failed", session_id=op.session, error=f"{type(e).__name__}: {e}")
+                ref = correlation_id()
+                self._log.error("ws_subscribe_failed", session_id=op.session, correlation_id=ref,
+                                error=f"{type(e).__name__}: {e}")
                 self._svc.hub.unregister(self.client, op.session)
-                self._send(p.error_message(p.ERR_INTERNAL, "subscribe failed, retry later", op.ref, op.session))
+                self._send(p.error_message(p.ERR_INTERNAL, f"subscribe failed, retry later (correlation id {ref})",
+                                           op.ref, op.session))
 
     async def subscribe(self, op: p.Subscribe) -> None:
         sid = op.session
@@ -180,9 +186,11 @@ class Connection:
             try:
                 out = await self._svc.commands(self.claims, op.command, op.body, op.session, op.request_id)
             except Exception as e:  # keep the connection, as for the other ops
-                self._log.error("ws_command_failed", command=op.command, error=f"{type(e).__name__}: {e}"[:300])
-                self._send(p.error_message(p.ERR_INTERNAL, "command failed, retry with the same command_id",
-                                           op.ref))
+                ref = correlation_id()
+                self._log.error("ws_command_failed", command=op.command, correlation_id=ref,
+                                error=f"{type(e).__name__}: {e}"[:300])
+                self._send(p.error_message(p.ERR_INTERNAL, "command failed, retry with the same command_id "
+                                           f"(correlation id {ref})", op.ref))
                 return
             self._send(p.command_result_message(op.command, out.status, out.body, op.ref))
 

@@ -26,6 +26,7 @@ from bridge.audit.transcript import TranscriptBuilder
 from bridge.auth import Claims, bearer_token, verify_token
 from bridge.errors import AuthError, BadRequest
 from bridge.ids import SESSION_ID_RULE, valid_session_id
+from bridge.log import correlation_id
 from bridge.revocation import never_revoked
 from bridge.store.audit import AuditReader
 from bridge.store.reads import SessionFilter, ToolCallFilter
@@ -181,8 +182,10 @@ def _route(name: str, handler: Handler) -> Callable[[web.Request], Awaitable[web
         except BadRequest as e:
             resp = _error(400, "bad_request", str(e))
         except (SQLAlchemyError, OSError) as e:  # read pool exhausted, statement timeout, database away
-            _log.warning("audit_read_failed", route=name, error=f"{type(e).__name__}: {e}"[:300])
-            resp = _busy("the database did not answer in time, retry in a moment", code="unavailable")
+            ref = correlation_id()
+            _log.warning("audit_read_failed", route=name, correlation_id=ref, error=f"{type(e).__name__}: {e}"[:300])
+            resp = _busy(f"the database did not answer in time, retry in a moment (correlation id {ref})",
+                         code="unavailable")
         metrics.AUDIT_REQUESTS.labels(route=name, status=str(resp.status)).inc()
         return resp
 

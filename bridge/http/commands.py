@@ -27,6 +27,7 @@ from bridge.directories import realpath
 from bridge.errors import AuthError
 from bridge.fanout.connection import FanoutService
 from bridge.ids import SESSION_ID_RULE, valid_session_id
+from bridge.log import correlation_id
 from bridge.revocation import never_revoked
 from bridge.store.commands import CommandStore
 from bridge.upstream.client import UpstreamClient
@@ -60,8 +61,11 @@ class CommandsContext:
                       scope=claims.scope, error=e.code)
             return Outcome(e.status, e.body())
         except (SQLAlchemyError, OSError) as e:
-            _log.warning("command_store_failed", command=name, error=f"{type(e).__name__}: {e}"[:300])
-            return Outcome(503, {"error": "upstream_unavailable", "message": "the database did not answer, retry"})
+            ref = correlation_id()
+            _log.warning("command_store_failed", command=name, correlation_id=ref,
+                         error=f"{type(e).__name__}: {e}"[:300])
+            return Outcome(503, {"error": "upstream_unavailable", "correlation_id": ref,
+                                 "message": f"the database did not answer, retry (correlation id {ref})"})
 
 
 COMMANDS_KEY: web.AppKey[CommandsContext] = web.AppKey("commands", CommandsContext)
