@@ -125,7 +125,9 @@ class Demo:
         await self.serve.start()
         self.say("starting the bridge…", event="demo_starting_bridge")
         self.bridge = BridgeProcess(self.workdir, self.serve.base_url, self.pg.url, extra_env={
-            "BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": self.secret}, start_new_session=True)
+            "BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": self.secret,
+            # Sessions may be created (the viewer, a control token) only in the demo's own work directory.
+            "BRIDGE_ALLOWED_DIRECTORIES": str(self.workdir.resolve())}, start_new_session=True)
         if self.args.port:
             self.bridge.port = self.args.port
         self.bridge.start()

@@ -1,28 +1,40 @@
-"""Signed, expiring access tokens (HS256 JWT) for the WebSocket and the audit API.
+"""Signed, expiring access tokens (HS256 JWT) for the WebSocket, the commands and the audit API.
 
 A token is scoped to one upstream and either to a list of session ids or to every session of that
-upstream (`sessions` absent). Browsers cannot set headers on a WebSocket, so the token may come as
-`?token=` as well as `Authorization: Bearer`. Pure apart from reading the clock through `now`.
+upstream (`sessions` absent), with a scope, an `approve` right, a subject and an id (`jti`) that the
+revocation list names. Every claim rule (docs/security.md, "Tokens") lives in `claim_problem` and
+`verify_token`, the same for minting and checking. Browsers cannot set headers on a WebSocket, so the
+token may come as `?token=` as well as `Authorization: Bearer`. Pure apart from reading the clock
+through `now` (and the secret file below).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import stat
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import jwt
 
 from bridge.errors import AuthError, SecretFileError
+from bridge.ids import valid_session_id
 
 ALGORITHM = "HS256"
 ISSUER = "opencode-bridge"
 SCOPES = ("read", "prompt", "control")  # each grants what the one before does, and more (docs/commands.md)
-MAX_TTL_S = 30 * 86400.0  # `opencode-bridge token --ttl`: a leaked token stops working within a month
+# The right to answer permission requests (docs/security.md, "Approvals"): `once` answers `once` and
+# `reject`; `always` also `always`, which upstream turns into a standing rule for the whole project
+# directory, so it needs a token not limited to sessions. Absent: no approvals at all.
+APPROVALS = ("none", "once", "always")
+MAX_TTL_S = 30 * 86400.0  # `exp - iat` at most: a leaked token stops working within a month
+CLOCK_SKEW_S = 60.0  # an `iat` this far in the future is still taken (clocks of two hosts)
+MAX_JTI_CHARS = 64
+MAX_SUBJECT_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -31,8 +43,10 @@ class Claims:
     sessions: frozenset[str] | None  # None: every session of the upstream
     expires_at: float
     subject: str = ""
-    # read | prompt | control (docs/commands.md); a token minted before scopes existed is `read`.
+    # read | prompt | control (docs/commands.md)
     scope: str = "read"
+    approve: str = "none"  # none | once | always (APPROVALS)
+    jti: str = ""
 
     def allows(self, session_id: str) -> bool:
         return self.sessions is None or session_id in self.sessions
@@ -42,52 +56,109 @@ class Claims:
             raise AuthError("forbidden", f"token does not grant session {session_id}")
 
 
+def printable_id(value: object, max_chars: int) -> bool:
+    """A non-empty string of at most `max_chars` printable characters (no CR, LF, ESC, NUL: log lines
+    stay one line each, whatever the log format)."""
+    return isinstance(value, str) and 0 < len(value) <= max_chars and value.isprintable() \
+        and value.strip() == value
+
+
+def default_approve(scope: str) -> str:
+    """What `opencode-bridge token` grants unless told: a prompter may answer `once` (one token for the
+    common product set-up, docs/security.md); `always` is never a default."""
+    return "none" if scope == "read" else "once"
+
+
 def mint_token(secret: str, upstream: str, sessions: Iterable[str] | None = None, ttl_s: float = 3600,
-               subject: str = "", now: float | None = None, scope: str = "read") -> str:
+               subject: str = "", now: float | None = None, scope: str = "read", approve: str | None = None,
+               jti: str | None = None) -> str:
     if not 0 < ttl_s <= MAX_TTL_S:  # also refuses nan
         raise ValueError(f"ttl must be more than 0 and at most {MAX_TTL_S:.0f} seconds")
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}")
+    approve = default_approve(scope) if approve is None else approve
+    problem = claim_problem(scope, subject, approve, sessions is not None)
+    if problem is not None:
+        raise ValueError(problem)
     t = time.time() if now is None else now
-    payload: dict[str, object] = {"iss": ISSUER, "upstream": upstream, "iat": int(t), "exp": int(t + ttl_s)}
+    payload: dict[str, object] = {"iss": ISSUER, "upstream": upstream, "iat": int(t), "exp": int(t + ttl_s),
+                                  "jti": jti or secrets.token_urlsafe(12)}
     if sessions is not None:
         payload["sessions"] = sorted(set(sessions))
     if subject:
         payload["sub"] = subject
     if scope != "read":
         payload["scope"] = scope
+    if approve != "none":
+        payload["approve"] = approve
     return jwt.encode(payload, secret, algorithm=ALGORITHM)
 
 
-def verify_token(token: str | None, secret: str, upstream: str, now: float | None = None) -> Claims:
+def claim_problem(scope: str, subject: str, approve: str, limited: bool) -> str | None:
+    """What is wrong with this combination of claims, or None (the same rules for minting and checking)."""
+    if subject and not printable_id(subject, MAX_SUBJECT_CHARS):
+        return f"subject must be 1 to {MAX_SUBJECT_CHARS} printable characters"
+    if scope != "read" and not subject:
+        return f"a {scope} token needs a subject (who sends the commands, kept in every command row)"
+    if approve not in APPROVALS:
+        return f"approve must be one of {', '.join(APPROVALS)}"
+    if approve != "none" and scope == "read":
+        return "a read token cannot approve"
+    if approve == "always" and limited:
+        return "approve always needs a token not limited to sessions (it allows the whole directory)"
+    return None
+
+
+def _number(payload: Mapping[str, object], key: str) -> float:
+    v = payload.get(key)
+    if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+        raise AuthError("invalid", f"invalid token: {key} is not a finite number")
+    return float(v)
+
+
+def verify_token(token: str | None, secret: str, upstream: str, now: float | None = None,
+                 revoked: Callable[[str], bool] | None = None) -> Claims:
+    """The claims of a valid token, else AuthError (docs/security.md, "Tokens": every rule checked here).
+    `revoked`: whether a `jti` is on the revocation list (bridge.revocation)."""
     if not token:
         raise AuthError("missing", "no token: pass ?token= or Authorization: Bearer")
     t = time.time() if now is None else now
     try:
         # Expiry is checked below against the injected clock, not by PyJWT's own.
         payload = jwt.decode(token, secret, algorithms=[ALGORITHM], issuer=ISSUER,
-                             options={"verify_exp": False, "verify_iat": False, "require": ["exp", "iss", "upstream"]})
+                             options={"verify_exp": False, "verify_iat": False,
+                                      "require": ["exp", "iat", "jti", "iss", "upstream"]})
     except jwt.InvalidTokenError as e:
         raise AuthError("invalid", f"invalid token: {e}") from None
-    exp = payload.get("exp")
-    if not isinstance(exp, int | float) or isinstance(exp, bool):
-        raise AuthError("invalid", "invalid token: exp is not a number")
+    exp, iat = _number(payload, "exp"), _number(payload, "iat")
+    if iat > t + CLOCK_SKEW_S:
+        raise AuthError("invalid", "invalid token: issued in the future")
+    if not 0 < exp - iat <= MAX_TTL_S:
+        raise AuthError("invalid", f"invalid token: exp - iat must be more than 0 and at most {MAX_TTL_S:.0f} s")
     if exp <= t:
         raise AuthError("expired", "token expired")
+    jti = payload.get("jti")
+    if not printable_id(jti, MAX_JTI_CHARS):
+        raise AuthError("invalid", f"invalid token: jti must be 1 to {MAX_JTI_CHARS} printable characters")
+    assert isinstance(jti, str)
     if payload.get("upstream") != upstream:
         raise AuthError("wrong_upstream", "token is for another upstream")
     raw = payload.get("sessions")
     sessions: frozenset[str] | None = None
     if raw is not None:
-        if not isinstance(raw, list) or not all(isinstance(s, str) for s in raw):
-            raise AuthError("invalid", "invalid token: sessions is not a list of ids")
+        if not isinstance(raw, list) or not all(valid_session_id(s) for s in raw):
+            raise AuthError("invalid", "invalid token: sessions is not a list of session ids")
         sessions = frozenset(raw)
-    sub = payload.get("sub")
-    scope = payload.get("scope", "read")
-    if scope not in SCOPES:
-        raise AuthError("invalid", "invalid token: unknown scope")
-    return Claims(upstream=upstream, sessions=sessions, expires_at=float(exp),
-                  subject=sub if isinstance(sub, str) else "", scope=scope)
+    sub, scope, approve = payload.get("sub", ""), payload.get("scope", "read"), payload.get("approve", "none")
+    if not isinstance(sub, str) or scope not in SCOPES or not isinstance(approve, str):
+        raise AuthError("invalid", "invalid token: sub, scope or approve has the wrong type or value")
+    problem = claim_problem(scope, sub, approve, sessions is not None)
+    if problem is not None:
+        raise AuthError("invalid", f"invalid token: {problem}")
+    if revoked is not None and revoked(jti):
+        raise AuthError("revoked", "token revoked")
+    return Claims(upstream=upstream, sessions=sessions, expires_at=exp, subject=sub, scope=scope,
+                  approve=approve, jti=jti)
 
 
 def bearer_token(headers: Mapping[str, str], query: Mapping[str, str] | None = None) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import secrets
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -28,10 +29,17 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--session", action="append", default=None, metavar="ID",
                    help="grant this session (repeatable); none: every session of the upstream")
     t.add_argument("--ttl", type=float, default=3600.0, metavar="SECONDS", help="lifetime (default 3600)")
-    t.add_argument("--subject", default="", help="who the token is for (kept in the token, logged on use)")
+    t.add_argument("--subject", default=None, help="who the token is for (kept in the token and in every command "
+                   "row, logged on use); required for prompt and control")
     t.add_argument("--scope", choices=("read", "prompt", "control"), default="read",
-                   help="read (default): watch and audit; prompt: also send prompts and answer permissions; "
-                        "control: also interrupt, switch model or agent, create sessions (docs/commands.md)")
+                   help="read (default): watch and audit; prompt: also send prompts; control: also interrupt, "
+                        "switch model or agent, create sessions (docs/commands.md, docs/security.md)")
+    t.add_argument("--approve", choices=("none", "once", "always"), default=None,
+                   help="answering permission requests: once (default for prompt and control: once or reject), "
+                        "always (also `always`; not with --session), none (docs/security.md)")
+    t.add_argument("--revoke", metavar="JTI", default=None,
+                   help="revoke the token with this jti (printed on stderr when it was minted) and exit")
+    t.add_argument("--reason", default="", help="with --revoke: why (kept with the revocation)")
     sub.add_parser("doctor", help="check database, migrations, upstream, credentials and clock; explain fixes")
     from bridge.audit.commands import add_parsers as add_audit_parsers
 
@@ -58,9 +66,19 @@ async def _run(settings: Settings, url: str) -> int:
     return await daemon.run()
 
 
-def _token(settings: Settings, sessions: list[str] | None, ttl: float, subject: str, scope: str = "read") -> int:
-    from bridge.auth import MAX_TTL_S, load_or_create_secret, mint_token
+def _token(settings: Settings, sessions: list[str] | None, ttl: float, subject: str | None, scope: str = "read",
+           approve: str | None = None) -> int:
+    from bridge.auth import MAX_TTL_S, claim_problem, default_approve, load_or_create_secret, mint_token
     from bridge.ids import SESSION_ID_RULE, valid_session_id
+
+    if subject is not None and not subject.strip():
+        print("opencode-bridge token: --subject must not be empty", file=sys.stderr)
+        return 2
+    problem = claim_problem(scope, subject or "", default_approve(scope) if approve is None else approve,
+                            sessions is not None)
+    if problem is not None:
+        print(f"opencode-bridge token: {problem} (--subject, --approve, --session)", file=sys.stderr)
+        return 2
 
     bad = [sid for sid in sessions or [] if not valid_session_id(sid)]
     if bad:
@@ -71,7 +89,35 @@ def _token(settings: Settings, sessions: list[str] | None, ttl: float, subject: 
               file=sys.stderr)
         return 2
     secret = load_or_create_secret(settings.auth_secret.value, settings.state_dir)
-    print(mint_token(secret, settings.upstream_name, sessions, ttl, subject, scope=scope))
+    jti = secrets.token_urlsafe(12)
+    print(mint_token(secret, settings.upstream_name, sessions, ttl, subject or "", scope=scope, approve=approve,
+                     jti=jti))
+    print(f"jti {jti} (revoke: opencode-bridge token --revoke {jti})", file=sys.stderr)
+    return 0
+
+
+def _revoke(settings: Settings, jti: str, reason: str) -> int:
+    from bridge.auth import MAX_JTI_CHARS, printable_id
+    from bridge.store.db import make_engine, migrate_database
+    from bridge.store.revoked import revoke
+
+    if not printable_id(jti, MAX_JTI_CHARS):
+        print(f"opencode-bridge token: --revoke takes a jti of 1 to {MAX_JTI_CHARS} printable characters",
+              file=sys.stderr)
+        return 2
+    url, _embedded = _database_url(settings)
+
+    async def run() -> bool:
+        await migrate_database(url)  # the list's table exists even before the first `run`
+        engine = make_engine(url, pool_size=1)
+        try:
+            return await revoke(engine, jti, reason)
+        finally:
+            await engine.dispose()
+
+    fresh = asyncio.run(run())
+    print(f"jti {jti} {'revoked' if fresh else 'was already revoked'}: refused everywhere within 5 s",
+          file=sys.stderr)
     return 0
 
 
@@ -107,8 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"opencode-bridge: configuration error: {e}", file=sys.stderr)
         return 2
     try:
+        if args.command == "token" and args.revoke is not None:
+            return _revoke(settings, args.revoke, args.reason)
         if args.command == "token":
-            return _token(settings, args.session, args.ttl, args.subject, args.scope)
+            return _token(settings, args.session, args.ttl, args.subject, args.scope, args.approve)
         return _main(args, settings)
     except ConfigError as e:  # e.g. an unusable auth_secret file (bridge.auth.SecretFileError)
         print(f"opencode-bridge: configuration error: {e}", file=sys.stderr)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from bridge.directories import parse_roots
 from bridge.errors import ConfigError
 from bridge.http.hosts import is_loopback_host
 from bridge.upstream.urls import redact_url
@@ -71,10 +72,20 @@ class Settings:
     discovery_interval_s: float = 10.0
     # Access tokens for the WebSocket and audit API (bridge.auth). Empty: a secret under state_dir.
     auth_secret: Secret = field(default_factory=lambda: Secret(""))
-    # Local development only: accept unauthenticated clients (logged loudly at start).
+    # Local development only: no configured secret; a random one per start and a control token printed on
+    # the console, as Jupyter does (docs/security.md). Loopback hosts only.
     auth_disabled: bool = False
-    # Origins allowed to open the WebSocket (comma-separated); empty: same-origin and non-browser clients.
+    # Origins allowed to open the WebSocket and to POST commands (comma-separated); empty: same-origin and
+    # non-browser clients.
     allowed_origins: str = ""
+    # Host names requests may carry besides loopback, BRIDGE_HTTP_HOST and the allowed origins' hosts
+    # (comma-separated; DNS rebinding, docs/security.md). IP literals are always taken.
+    allowed_hosts: str = ""
+    # Roots a session may be created at or under (`:`-separated absolute paths); empty: no session creation.
+    allowed_directories: str = ""
+    # WebSocket connections open at once per token (`jti`) and per client address, counted after auth.
+    ws_max_per_token: int = 32
+    ws_max_per_address: int = 256
     # Per WebSocket client outgoing queue (docs/websocket.md): deltas are dropped above half of these,
     # a client still behind at the limit is closed with 4429 and resumes from its last seq.
     ws_queue_max_messages: int = 2000
@@ -86,6 +97,10 @@ class Settings:
     read_statement_timeout_s: float = 10.0
     log_format: str = "auto"  # auto | json | console
     log_level: str = "info"
+
+    @property
+    def directory_roots(self) -> tuple[str, ...]:
+        return parse_roots(self.allowed_directories)
 
     @property
     def embedded_database(self) -> bool:
@@ -126,6 +141,10 @@ ENV_VARS: dict[str, str] = {
     "BRIDGE_AUTH_SECRET": "auth_secret",
     "BRIDGE_AUTH_DISABLED": "auth_disabled",
     "BRIDGE_ALLOWED_ORIGINS": "allowed_origins",
+    "BRIDGE_ALLOWED_HOSTS": "allowed_hosts",
+    "BRIDGE_ALLOWED_DIRECTORIES": "allowed_directories",
+    "BRIDGE_WS_MAX_PER_TOKEN": "ws_max_per_token",
+    "BRIDGE_WS_MAX_PER_ADDRESS": "ws_max_per_address",
     "BRIDGE_WS_QUEUE_MAX_MESSAGES": "ws_queue_max_messages",
     "BRIDGE_WS_QUEUE_MAX_BYTES": "ws_queue_max_bytes",
     "BRIDGE_HTTP_MAX_CONNECTIONS": "http_max_connections",
@@ -196,6 +215,10 @@ def _validate(s: Settings) -> Settings:
         # Anyone who reaches the port could read every session.
         raise ConfigError(f"BRIDGE_AUTH_DISABLED=true is refused with BRIDGE_HTTP_HOST={s.http_host!r}: "
                           "auth may be off only on a loopback host (127.0.0.1, ::1, localhost)")
+    try:
+        parse_roots(s.allowed_directories)
+    except ValueError as e:
+        raise ConfigError(f"BRIDGE_ALLOWED_DIRECTORIES: {e}") from None
     if s.auth_secret.value and len(s.auth_secret.value) < 32:
         raise ConfigError("BRIDGE_AUTH_SECRET must be at least 32 characters (HS256 key)")
     if not s.upstream_name:

@@ -32,12 +32,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.config import Settings
 from bridge.dispatch import LiveDispatch
-from bridge.fanout.service import Fanout, auth_secret
+from bridge.fanout.service import Fanout, auth_secret, print_local_token
 from bridge.http.app import build_app, serving
 from bridge.http.audit import AuditContext
 from bridge.http.commands import mount_commands
 from bridge.ops.readiness import health_monitor, readiness_check, readiness_detail, status_line
 from bridge.ops.sdnotify import Notifier
+from bridge.revocation import RevocationList
 from bridge.runtime import tune_gc
 from bridge.sessions.discovery import Discovery
 from bridge.sessions.supervisor import FollowerSupervisor
@@ -45,6 +46,7 @@ from bridge.store.audit import AuditReader
 from bridge.store.db import make_engine, make_read_engine, upgrade_to_head
 from bridge.store.events_store import EventStore
 from bridge.store.leases import LeaseStore
+from bridge.store.revoked import revoked_jtis
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.live import LiveStream
 
@@ -112,12 +114,16 @@ class Daemon:
             client = await stack.enter_async_context(
                 UpstreamClient(s.upstream_url, s.upstream_username, s.upstream_password.value))
             secret = auth_secret(s)
+            # Revoked tokens (docs/security.md): loaded before the first request, reloaded every few seconds.
+            revocations = RevocationList(lambda: revoked_jtis(engine))
+            await revocations.refresh()
+            revoked = revocations.revoked
 
             store = EventStore(engine, s.upstream_name)
             sessions = FollowerSupervisor(store, client, s, self.owner,
                                           leases=LeaseStore(engine, s.upstream_name, liveness_engine))
             fanout = Fanout(s, engine, self.database_url, secret=secret, sessions=sessions, client=client,
-                            read_engine=read_engine)
+                            read_engine=read_engine, revoked=revoked)
             discovery = Discovery(client, store, sessions, min_interval_s=s.discovery_interval_s,
                                   retry_min_s=s.reconnect_min_s, retry_max_s=s.reconnect_max_s)
             dispatch = LiveDispatch(relay=fanout.relay, resync=fanout.resync, sessions=sessions, discovery=discovery)
@@ -126,14 +132,16 @@ class Daemon:
                               upstream=s.upstream_name)
             app = build_app(readiness_check(engine, client, live, sessions, self.started),
                             websocket=fanout.service,
-                            audit=AuditContext(AuditReader(read_engine, s.upstream_name), secret, s.auth_disabled),
-                            detail=readiness_detail(secret, s),
-                            trusted_hosts=fanout.service.trusted_hosts if s.auth_disabled else None)
-            mount_commands(app, s, engine, client, fanout.service, secret)  # docs/commands.md
+                            audit=AuditContext(AuditReader(read_engine, s.upstream_name), secret, revoked=revoked),
+                            detail=readiness_detail(secret, s, revoked))
+            mount_commands(app, s, engine, client, fanout.service, secret, revoked)  # docs/commands.md
 
             await stack.enter_async_context(serving(app, s.http_host, s.http_port,
                                                     max_connections=s.http_max_connections))
             self._log.info("http_listening", host=s.http_host, port=s.http_port, owner=self.owner)
+            if s.auth_disabled:
+                print_local_token(s, secret)
+            await stack.enter_async_context(_background("revocation", revocations.run))
             # Group commit across sessions (docs/mirror.md): entered before the followers start, so it
             # stops after them and commits what they queued.
             await stack.enter_async_context(store.group_commit())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import sys
 from collections.abc import MutableMapping
 from typing import Any
@@ -52,3 +53,9 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
 def get_logger(**bound: object) -> structlog.stdlib.BoundLogger:
     logger: structlog.stdlib.BoundLogger = structlog.get_logger("bridge").bind(**bound)
     return logger
+
+
+def correlation_id() -> str:
+    """An id put both in a client-facing error and in the log line holding its details (docs/security.md,
+    "Errors"): the client learns nothing about the bridge's insides, the operator finds the line."""
+    return secrets.token_hex(8)

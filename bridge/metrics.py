@@ -112,6 +112,14 @@ HTTP_REFUSED = Counter(
     "HTTP requests or connections refused by a bound (bad_host, connections, busy:<route>, too_large)",
     ["reason"], registry=REGISTRY,
 )
+TOKENS_REFUSED = Counter(
+    "bridge_tokens_refused_total", "Tokens refused on HTTP or the WebSocket, by reason (invalid, expired, revoked, …)",
+    ["reason"], registry=REGISTRY,
+)
+REVOCATION_REFRESH_FAILURES = Counter(
+    "bridge_revocation_refresh_failures_total",
+    "Reloads of the revocation list that failed (the last list stays in force)", registry=REGISTRY,
+)
 SESSIONS_PARKED = Counter(
     "bridge_sessions_parked_total",
     "Sessions parked: their follower kept failing, so it is no longer retried until warmed explicitly",

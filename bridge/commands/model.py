@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.auth import SCOPES
+from bridge.auth import SCOPES, printable_id
+from bridge.directories import path_problem
 from bridge.errors import BridgeError
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 
@@ -26,7 +27,8 @@ MAX_NAME_CHARS = 200  # provider, model, agent, permission request ids
 _RANK = {scope: n for n, scope in enumerate(SCOPES)}
 
 # Which scope each command needs: `prompt` may talk and answer permissions, `control` may also stop a
-# turn, switch model or agent and create sessions.
+# turn, switch model or agent and create sessions. Answering a permission also needs the token's
+# `approve` right (bridge.auth.APPROVALS, `approval_problem` below; docs/security.md).
 REQUIRED_SCOPE: dict[str, str] = {
     "prompt": "prompt",
     "permission_reply": "prompt",
@@ -45,10 +47,17 @@ class CommandError(BridgeError):
     STATUS = {"bad_request": 400, "unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,
               "model_unavailable": 422, "rate_limited": 429, "upstream_unavailable": 503}
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, correlation_id: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.correlation_id = correlation_id  # the log line with the details carries the same id
+
+    def body(self) -> dict[str, Any]:
+        out = {"error": self.code, "message": self.message}
+        if self.correlation_id is not None:
+            out["correlation_id"] = self.correlation_id
+        return out
 
     @property
     def status(self) -> int:
@@ -75,6 +84,16 @@ class Command:
 def scope_allows(scope: str, command: str) -> bool:
     need = REQUIRED_SCOPE.get(command)
     return need is not None and _RANK.get(scope, -1) >= _RANK[need]
+
+
+def approval_problem(reply: str, approve: str, limited: bool) -> str | None:
+    """Why a token with this `approve` right (and limited to sessions or not) may not send `reply`.
+    `reject` needs no approval right: refusing a tool never lets the agent do more."""
+    if reply == "always" and (approve != "always" or limited):
+        return "answering always needs a token with approve=always, not limited to sessions"
+    if reply == "once" and approve not in ("once", "always"):
+        return "answering once needs a token with approve=once or always"
+    return None
 
 
 def _bad(message: str) -> CommandError:
@@ -128,13 +147,16 @@ def parse_command(name: str, body: object, session_id: str | None = None,
     if not isinstance(body, dict):
         raise _bad("the body is a JSON object")
     command_id = _string(body, "command_id", MAX_COMMAND_ID)
+    if not printable_id(command_id, MAX_COMMAND_ID):  # no CR, LF, ESC: ids end up in log lines
+        raise _bad(f"command_id must be 1 to {MAX_COMMAND_ID} printable characters without surrounding spaces")
     assert command_id is not None
     args: dict[str, Any] = {}
     if name == "create_session":
         directory = _string(body, "directory", MAX_DIRECTORY_CHARS)
         assert directory is not None
-        if not directory.startswith("/"):
-            raise _bad("directory must be an absolute path")
+        problem = path_problem(directory)  # the allow-list is the service's (bridge.directories)
+        if problem is not None:
+            raise _bad(f"directory: {problem}")
         args["directory"] = directory
         provider, model = _create_model(body)
         if provider is not None:
@@ -185,13 +207,16 @@ def _digest62(upstream: str, scope: str, command_id: str, n: int = 14) -> str:
     return "".join(out)
 
 
-def upstream_message_id(upstream: str, session_id: str, command_id: str, now_ms: int) -> str:
+def upstream_message_id(upstream: str, session_id: str, command_id: str, now_ms: int, subject: str) -> str:
     """`msg_` + 12 hex of opencode's ascending time stamp + 14 base62 of a hash of the command: the shape of
     the serve's own ids (`msg_22a47d535001o65INCu84jsLQJ`), so messages keep sorting by time. The time is
-    the first attempt's: it is stored with the pending row, and every retry re-sends the stored id."""
-    return "msg_" + format((now_ms * 0x1000) % 2**48, "012x") + _digest62(upstream, session_id, command_id)
+    the first attempt's: it is stored with the pending row, and every retry re-sends the stored id. The
+    subject is hashed in: command ids are per subject (docs/security.md), so are the ids derived from them."""
+    return "msg_" + format((now_ms * 0x1000) % 2**48, "012x") + _digest62(upstream, f"{session_id}\x00{subject}",
+                                                                          command_id)
 
 
-def upstream_session_id(upstream: str, command_id: str, now_ms: int) -> str:
-    """`ses_` + opencode's descending time stamp (newest sorts first) + a hash of the command."""
-    return "ses_" + format(~(now_ms * 0x1000) % 2**48, "012x") + _digest62(upstream, "session", command_id)
+def upstream_session_id(upstream: str, command_id: str, now_ms: int, subject: str) -> str:
+    """`ses_` + opencode's descending time stamp (newest sorts first) + a hash of the command and its subject."""
+    return "ses_" + format(~(now_ms * 0x1000) % 2**48, "012x") + _digest62(upstream, f"session\x00{subject}",
+                                                                           command_id)

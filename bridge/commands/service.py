@@ -6,6 +6,7 @@ other commands are idempotent upstream (interrupt, model, agent) or checked firs
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -15,10 +16,19 @@ from typing import Any
 import structlog
 
 from bridge.auth import Claims
-from bridge.commands.model import Command, CommandError, scope_allows, upstream_message_id, upstream_session_id
+from bridge.commands.model import (
+    Command,
+    CommandError,
+    approval_problem,
+    scope_allows,
+    upstream_message_id,
+    upstream_session_id,
+)
 from bridge.commands.ratelimit import RateLimiter
+from bridge.directories import DirectoryRefused, check_directory
 from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
-from bridge.store.commands import CommandRow, CommandStore
+from bridge.log import correlation_id
+from bridge.store.commands import CommandKey, CommandRow, CommandStore
 from bridge.upstream.commands import UpstreamCommands
 
 _log = structlog.get_logger("bridge.commands")
@@ -50,17 +60,28 @@ class _Done:
     admitted_seq: int | None = None
 
 
+def _generic(code: str, message: str, cause: Exception) -> CommandError:
+    """A client-facing error without the upstream's details (URLs, status texts): those go to the log
+    line carrying the same correlation id (docs/security.md, "Errors")."""
+    ref = correlation_id()
+    _log.warning("command_upstream_error", correlation_id=ref, error=f"{type(cause).__name__}: {cause}"[:500])
+    return CommandError(code, f"{message} (correlation id {ref})", ref)
+
+
 def rate_key(claims: Claims) -> str:
-    """One bucket per token: what a token holds identifies it well enough (it has no id of its own)."""
-    sessions = ",".join(sorted(claims.sessions)) if claims.sessions is not None else "*"
-    return f"{claims.subject}|{claims.scope}|{claims.expires_at}|{sessions}"
+    """One bucket per token: its `jti` (every token has one, bridge.auth)."""
+    return claims.jti or claims.subject
 
 
 class CommandService:
     def __init__(self, store: CommandStore, upstream: UpstreamCommands, limiter: RateLimiter | None = None,
                  now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-                 clock: Callable[[], float] = time.monotonic, exit_after_upstream: str | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, exit_after_upstream: str | None = None,
+                 directories: tuple[str, ...] = (), resolve: Callable[[str], str] | None = None) -> None:
         self.store = store
+        # BRIDGE_ALLOWED_DIRECTORIES (empty: no session creation) and the symlink resolver (daemon: realpath)
+        self.directories = directories
+        self._resolve = resolve
         self.upstream = upstream
         self.limiter = limiter or RateLimiter(clock=clock)
         self._now_ms = now_ms
@@ -76,13 +97,29 @@ class CommandService:
             raise CommandError("forbidden", f"token does not grant session {cmd.session_id}")
         if cmd.session_id is None and claims.sessions is not None:
             raise CommandError("forbidden", "a token limited to sessions may not create sessions")
+        if cmd.name == "permission_reply":
+            problem = approval_problem(cmd.args["reply"], claims.approve, claims.sessions is not None)
+            if problem is not None:
+                raise CommandError("forbidden", problem)
+
+    def placed(self, cmd: Command) -> Command:
+        """A create_session with its directory checked against the allow-list and resolved (symlinks), before
+        any row or upstream call (docs/security.md, "Directories"); other commands unchanged."""
+        if cmd.name != "create_session":
+            return cmd
+        try:
+            real = check_directory(cmd.args["directory"], self.directories, self._resolve)
+        except DirectoryRefused as e:
+            raise CommandError(e.code, e.message) from None
+        return dataclasses.replace(cmd, args={**cmd.args, "directory": real})
 
     async def execute(self, claims: Claims, cmd: Command) -> Outcome:
         self.authorize(claims, cmd)
+        cmd = self.placed(cmd)
         wait = self.limiter.take(rate_key(claims))
         if wait > 0:
             raise CommandError("rate_limited", f"too many commands, retry in {wait:.1f} s")
-        upstream_id = self._derive_id(cmd)
+        upstream_id = self._derive_id(cmd, claims.subject)
         sid = cmd.session_id if cmd.name != "create_session" else upstream_id
         row, fresh = await self.store.claim(cmd, claims.subject, claims.scope, upstream_id, sid)
         if not fresh:
@@ -92,12 +129,13 @@ class CommandService:
                 return Outcome(row.http_status, row.result)
         return await self._run_and_store(claims, cmd, row)
 
-    def _derive_id(self, cmd: Command) -> str | None:
+    def _derive_id(self, cmd: Command, subject: str) -> str | None:
+        """Two subjects' equal command ids derive different upstream ids (docs/security.md)."""
         upstream = self.store.upstream
         if cmd.name == "prompt" and cmd.session_id is not None:
-            return upstream_message_id(upstream, cmd.session_id, cmd.command_id, self._now_ms())
+            return upstream_message_id(upstream, cmd.session_id, cmd.command_id, self._now_ms(), subject)
         if cmd.name == "create_session":
-            return upstream_session_id(upstream, cmd.command_id, self._now_ms())
+            return upstream_session_id(upstream, cmd.command_id, self._now_ms(), subject)
         return None
 
     async def _run_and_store(self, claims: Claims, cmd: Command, row: CommandRow) -> Outcome:
@@ -108,12 +146,13 @@ class CommandService:
         except CommandError as e:
             log.info("command_failed", error=e.code)
             if e.code != "upstream_unavailable":  # kept pending: a retry sends it again, idempotently
-                await self.store.complete(cmd.command_id, state="failed", http_status=e.status,
-                                          result={"error": e.code, "message": e.message})
+                await self.store.complete(CommandKey.of(cmd, claims.subject), state="failed", http_status=e.status,
+                                          result=e.body())
             raise
         if self._exit_after is not None and self._exit_after == cmd.command_id:
             os._exit(99)  # test hook, see EXIT_AFTER_UPSTREAM_ENV
-        await self.store.complete(cmd.command_id, state="done", http_status=done.status, result=done.body,
+        key = CommandKey.of(cmd, claims.subject)
+        await self.store.complete(key, state="done", http_status=done.status, result=done.body,
                                   upstream_status=done.upstream_status, admitted_seq=done.admitted_seq)
         log.info("command_done", status=done.status, upstream_status=done.upstream_status)
         return Outcome(done.status, done.body)
@@ -128,11 +167,11 @@ class CommandService:
         except SessionNotFound:
             raise CommandError("not_found", "no such session upstream") from None
         except InvalidRequest as e:
-            raise CommandError("bad_request", f"the upstream refused the command: {e}") from None
+            raise _generic("bad_request", "the upstream refused the command", e) from None
         except UpstreamError as e:
             if e.status == 409:
                 raise CommandError("conflict", "the upstream holds another message with this id") from None
-            raise CommandError("upstream_unavailable", f"the upstream did not take the command: {e}") from None
+            raise _generic("upstream_unavailable", "the upstream did not take the command", e) from None
 
     async def _target(self, session_id: str) -> _Target:
         mirrored = await self.store.session(session_id)

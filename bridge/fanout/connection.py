@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -16,8 +17,11 @@ from bridge.errors import AuthError, ProtocolError
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.hub import Client, Hub, Subscription
+from bridge.fanout.limits import ConnectionSlots, OpLimits
 from bridge.fanout.queue import QueueLimits
 from bridge.http.hosts import LOOPBACK_TRUSTED
+from bridge.log import correlation_id
+from bridge.revocation import never_revoked
 from bridge.store.fanout import FanoutStore
 from bridge.stored import stored_permission
 
@@ -30,7 +34,6 @@ class FanoutService:
     store: FanoutStore
     upstream: str
     secret: str
-    auth_disabled: bool = False
     allowed_origins: frozenset[str] = frozenset()
     trusted_hosts: frozenset[str] = LOOPBACK_TRUSTED  # `Host`s a same-origin page may come from
     limits: QueueLimits = field(default_factory=QueueLimits)
@@ -46,10 +49,14 @@ class FanoutService:
     # The `command` op (docs/commands.md): bridge.http.commands.CommandsContext.run; None: not offered.
     commands: Callable[..., Awaitable[Outcome]] | None = None
 
+    # Whether a token's `jti` was revoked (bridge.revocation): checked at connect and while the socket is open.
+    revoked: Callable[[str], bool] = never_revoked
+    # WebSocket bounds (docs/security.md, "Floods"): ops per connection, connections per token and address.
+    op_limits: OpLimits = field(default_factory=OpLimits)
+    slots: ConnectionSlots = field(default_factory=ConnectionSlots)
+
     def authenticate(self, token: str | None) -> Claims:
-        if self.auth_disabled:
-            return Claims(upstream=self.upstream, sessions=None, expires_at=math.inf, subject="auth-disabled")
-        return verify_token(token, self.secret, self.upstream, now=self.now())
+        return verify_token(token, self.secret, self.upstream, now=self.now(), revoked=self.revoked)
 
 
 class Connection:
@@ -57,6 +64,7 @@ class Connection:
         self._svc = service
         self.claims = claims
         self.client = client
+        self._ops = service.op_limits.bucket()
         self._log = structlog.get_logger("bridge.ws").bind(client=client.id, subject=claims.subject)
 
     def _send(self, message: dict[str, object]) -> None:
@@ -65,12 +73,25 @@ class Connection:
     def hello(self) -> None:
         c = self.claims
         self._send(p.hello_message(self._svc.upstream, sorted(c.sessions) if c.sessions is not None else None,
-                                   None if math.isinf(c.expires_at) else c.expires_at, c.scope))
+                                   None if math.isinf(c.expires_at) else c.expires_at, c.scope, c.approve))
 
     def expired(self) -> bool:
         return self.claims.expires_at <= self._svc.now()
 
+    async def _admit_op(self) -> None:
+        """Wait until this connection's op bucket has a token (bridge.fanout.limits); told once per flood."""
+        while (wait := self._ops.take()) > 0:
+            metrics.WS_THROTTLED.inc()
+            if not self._ops.throttled:
+                self._ops.throttled = True
+                self._log.warning("ws_ops_throttled")
+                rate = self._svc.op_limits.rate_per_s
+                self._send(p.error_message(p.ERR_RATE_LIMITED, f"too many ops: this connection's ops are held "
+                                           f"back to {rate:g} a second; slow down"))
+            await asyncio.sleep(wait)  # a deadline (the bucket's refill), not a condition
+
     async def handle_text(self, text: str) -> None:
+        await self._admit_op()
         try:
             op = p.parse_client_message(text)
         except ProtocolError as e:
@@ -86,8 +107,10 @@ class Connection:
                 self._send(p.error_message(p.ERR_BAD_MESSAGE, "next is not a cursor of a sessions reply", op.ref))
                 return
             except Exception as e:
-                self._log.error("ws_sessions_failed", error=f"{type(e).__name__}: {e}")
-                self._send(p.error_message(p.ERR_INTERNAL, "listing failed, retry later", op.ref))
+                ref = correlation_id()
+                self._log.error("ws_sessions_failed", correlation_id=ref, error=f"{type(e).__name__}: {e}")
+                self._send(p.error_message(p.ERR_INTERNAL, f"listing failed, retry later (correlation id {ref})",
+                                           op.ref))
                 return
             self._send(p.sessions_message(listed, op.ref, nxt))
         elif isinstance(op, p.CommandOp):
@@ -102,9 +125,12 @@ class Connection:
             try:
                 await self.subscribe(op)
             except Exception as e:  # the database is away: say so, keep the connection
-                self._log.error("ws_subscribe_failed", session_id=op.session, error=f"{type(e).__name__}: {e}")
+                ref = correlation_id()
+                self._log.error("ws_subscribe_failed", session_id=op.session, correlation_id=ref,
+                                error=f"{type(e).__name__}: {e}")
                 self._svc.hub.unregister(self.client, op.session)
-                self._send(p.error_message(p.ERR_INTERNAL, "subscribe failed, retry later", op.ref, op.session))
+                self._send(p.error_message(p.ERR_INTERNAL, f"subscribe failed, retry later (correlation id {ref})",
+                                           op.ref, op.session))
 
     async def subscribe(self, op: p.Subscribe) -> None:
         sid = op.session
@@ -160,9 +186,11 @@ class Connection:
             try:
                 out = await self._svc.commands(self.claims, op.command, op.body, op.session, op.request_id)
             except Exception as e:  # keep the connection, as for the other ops
-                self._log.error("ws_command_failed", command=op.command, error=f"{type(e).__name__}: {e}"[:300])
-                self._send(p.error_message(p.ERR_INTERNAL, "command failed, retry with the same command_id",
-                                           op.ref))
+                ref = correlation_id()
+                self._log.error("ws_command_failed", command=op.command, correlation_id=ref,
+                                error=f"{type(e).__name__}: {e}"[:300])
+                self._send(p.error_message(p.ERR_INTERNAL, "command failed, retry with the same command_id "
+                                           f"(correlation id {ref})", op.ref))
                 return
             self._send(p.command_result_message(op.command, out.status, out.body, op.ref))
 

@@ -10,6 +10,8 @@ WS_CONNECTIONS = Gauge("bridge_ws_connections", "Open /v1/ws connections", regis
 WS_SUBSCRIPTIONS = Gauge("bridge_ws_subscriptions", "Session subscriptions over all connections", registry=REGISTRY)
 WS_REFUSED = Counter("bridge_ws_refused_total", "Connections or subscriptions refused, by reason", ["reason"],
                      registry=REGISTRY)
+WS_THROTTLED = Counter("bridge_ws_ops_throttled_total",
+                       "Client ops held back by the per-connection rate limit (docs/security.md)", registry=REGISTRY)
 WS_BAD_MESSAGES = Counter("bridge_ws_bad_messages_total", "Client frames answered with bad_message, by reason",
                           ["reason"], registry=REGISTRY)
 WS_EVENTS_TRUNCATED = Counter("bridge_ws_events_truncated_total",

@@ -21,6 +21,7 @@ CLOSE_GOING_AWAY = 1001  # the bridge is shutting down: reconnect (to any replic
 CLOSE_MESSAGE_TOO_BIG = 1009  # a client frame exceeded MAX_CLIENT_MESSAGE_BYTES
 CLOSE_UNAUTHORIZED = 4401  # token missing, malformed, badly signed or for another upstream: do not retry as is
 CLOSE_TOKEN_EXPIRED = 4402  # the token expired (at connect or later): reconnect with a fresh token and resume
+CLOSE_TRY_AGAIN = 1013  # too many connections for this token, address or bridge: retry later
 CLOSE_SLOW_CONSUMER = 4429  # the client fell too far behind: reconnect and resume from the last seq received
 
 MAX_CLIENT_MESSAGE_BYTES = 64 * 1024
@@ -36,6 +37,9 @@ ERR_NOT_SUBSCRIBED = "not_subscribed"
 ERR_SLOW_CONSUMER = "slow_consumer"  # sent just before CLOSE_SLOW_CONSUMER, with `resume`
 ERR_TOKEN_EXPIRED = "token_expired"  # sent just before CLOSE_TOKEN_EXPIRED
 ERR_INTERNAL = "internal"
+ERR_RATE_LIMITED = "rate_limited"  # the connection sends ops too fast: they are held back (docs/security.md)
+ERR_TOKEN_REVOKED = "token_revoked"  # sent just before CLOSE_UNAUTHORIZED when the token is revoked
+ERR_TOO_MANY_CONNECTIONS = "too_many_connections"  # sent just before CLOSE_TRY_AGAIN
 ERR_UNKNOWN_SESSION = "unknown_session"  # neither the mirror nor the upstream knows this (well-formed) id
 
 
@@ -279,9 +283,10 @@ def pong_message(ref: object) -> dict[str, Any]:
 
 
 def hello_message(upstream: str, sessions: list[str] | None, expires_at: float | None,
-                  scope: str = "read") -> dict[str, Any]:
+                  scope: str = "read", approve: str = "none") -> dict[str, Any]:
     return {"type": "hello", "upstream": upstream, "sessions": sessions, "expires_at": expires_at,
-            "max_subscriptions": MAX_SUBSCRIPTIONS, "max_message_bytes": MAX_CLIENT_MESSAGE_BYTES, "scope": scope}
+            "max_subscriptions": MAX_SUBSCRIPTIONS, "max_message_bytes": MAX_CLIENT_MESSAGE_BYTES, "scope": scope,
+            "approve": approve}
 
 
 def command_result_message(command: str, status: int, body: dict[str, Any], ref: object) -> dict[str, Any]:

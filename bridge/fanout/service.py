@@ -10,6 +10,8 @@ this one included): one path, whichever process wrote them (docs/websocket.md)."
 from __future__ import annotations
 
 import asyncio
+import secrets
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -17,15 +19,17 @@ from typing import Protocol
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.auth import load_or_create_secret
+from bridge.auth import load_or_create_secret, mint_token
 from bridge.config import Settings
 from bridge.errors import SessionNotFound
 from bridge.fanout.connection import FanoutService
 from bridge.fanout.feed import CommitListener, DurableFeed
 from bridge.fanout.hub import Hub
+from bridge.fanout.limits import HEALTH_RESERVE, ConnectionSlots
 from bridge.fanout.queue import QueueLimits
 from bridge.fanout.relay import LiveRelay, PermissionResync
 from bridge.http.hosts import trusted_hosts
+from bridge.revocation import never_revoked
 from bridge.store.fanout import FanoutStore
 from bridge.upstream.client import UpstreamClient
 
@@ -71,22 +75,46 @@ def _no_warming(_session_id: str) -> bool:
 
 
 def auth_secret(settings: Settings) -> str:
-    """The HS256 key of the WebSocket and the audit API ("" when auth is disabled): loaded once, at start."""
+    """The HS256 key of the WebSocket, the commands and the audit API: loaded once, at start. With
+    BRIDGE_AUTH_DISABLED=true a random key of this process only (never written anywhere): the daemon
+    prints a token for it on the console, as Jupyter does (docs/security.md, "Local development")."""
     log = structlog.get_logger("bridge.fanout").bind(upstream=settings.upstream_name)
     if settings.auth_disabled:
-        log.warning("AUTH_DISABLED_ANY_CLIENT_CAN_READ_EVERY_SESSION", setting="BRIDGE_AUTH_DISABLED=true",
-                    note="local development only")
-        return ""
+        log.warning("AUTH_PER_START_TOKEN", setting="BRIDGE_AUTH_DISABLED=true",
+                    note="local development only: a random secret for this process, a token on the console")
+        return secrets.token_urlsafe(48)
     if not settings.auth_secret.value:
         log.info("auth_secret_from_state_dir", path=str(settings.state_dir / "auth_secret"),
                  mint="opencode-bridge token [--session ID]... [--ttl SECONDS]")
     return load_or_create_secret(settings.auth_secret.value, settings.state_dir)
 
 
+def ws_total(http_max_connections: int) -> int:
+    """WebSockets open at once: the HTTP cap less a reserve for probes and plain requests (at least 1 each)."""
+    return max(1, http_max_connections - max(1, int(http_max_connections * HEALTH_RESERVE)))
+
+
+LOCAL_TOKEN_TTL_S = 30 * 86400.0  # the per-start secret dies with the process anyway
+
+
+def print_local_token(settings: Settings, secret: str) -> str:
+    """BRIDGE_AUTH_DISABLED=true: a control token (approve always, every session) for this process's
+    secret, printed on the console with the viewer's address, as Jupyter prints its URL. Never logged."""
+    token = mint_token(secret, settings.upstream_name, None, LOCAL_TOKEN_TTL_S, "local-developer", scope="control",
+                       approve="always")
+    host = settings.http_host if ":" not in settings.http_host else f"[{settings.http_host}]"
+    print(f"\nopencode-bridge: auth is in local mode (BRIDGE_AUTH_DISABLED=true). Token for this run only:\n"
+          f"    http://{host}:{settings.http_port}/?token={token}\n"
+          f"  (Authorization: Bearer <token> for /v1 requests; a new one at every start)\n",
+          file=sys.stderr, flush=True)
+    structlog.get_logger("bridge.fanout").info("local_token_printed", stream="stderr")
+    return token
+
+
 class Fanout:
     def __init__(self, settings: Settings, engine: AsyncEngine, database_url: str, *, secret: str,
                  sessions: SubscribedSessions | None = None, client: UpstreamClient | None = None,
-                 read_engine: AsyncEngine | None = None) -> None:
+                 read_engine: AsyncEngine | None = None, revoked: Callable[[str], bool] = never_revoked) -> None:
         self.hub = Hub(on_subscribers=None if sessions is None else sessions.set_subscriber_count)
         self.store = FanoutStore(engine, settings.upstream_name, read_engine)
         self.feed = DurableFeed(self.hub, self.store)
@@ -101,9 +129,11 @@ class Fanout:
             store=self.store,
             upstream=settings.upstream_name,
             secret=secret,
-            auth_disabled=settings.auth_disabled,
             allowed_origins=origins,
-            trusted_hosts=trusted_hosts(settings.http_host, origins),
+            trusted_hosts=trusted_hosts(settings.http_host, origins, settings.allowed_hosts.split(",")),
+            revoked=revoked,
+            slots=ConnectionSlots(settings.ws_max_per_token, settings.ws_max_per_address,
+                                  ws_total(settings.http_max_connections)),
             limits=QueueLimits(settings.ws_queue_max_messages, settings.ws_queue_max_bytes),
             warm=_no_warming if sessions is None else sessions.warm_for_subscriber,
             confirm=None if client is None else upstream_confirms(client),

@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from bridge import metrics
 from bridge.fanout.connection import FanoutService
 from bridge.http.audit import AuditContext, add_audit_routes
+from bridge.http.hosts import LOOPBACK_TRUSTED
 from bridge.http.security import protect
 from bridge.http.server import make_runner
 from bridge.http.ws import add_websocket
@@ -106,8 +107,10 @@ def _add_viewer(app: web.Application) -> None:
 
 def build_app(readiness: ReadinessCheck, *, websocket: FanoutService | None = None,
               audit: AuditContext | None = None, detail: Callable[[web.Request], bool] | None = None,
-              trusted_hosts: frozenset[str] | None = None) -> web.Application:
-    """`detail`: who may see /readyz error texts; `trusted_hosts`: the `Host` allow-list (auth disabled)."""
+              trusted_hosts: frozenset[str] | None = None,
+              allowed_origins: frozenset[str] | None = None) -> web.Application:
+    """`detail`: who may see /readyz error texts; `trusted_hosts`: the `Host` allow-list; `allowed_origins`:
+    who may POST besides the same origin (both default to the WebSocket service's, else loopback only)."""
     app = web.Application()
     app[READINESS_KEY] = readiness
     if detail is not None:
@@ -120,7 +123,12 @@ def build_app(readiness: ReadinessCheck, *, websocket: FanoutService | None = No
         _add_viewer(app)
     if audit is not None:
         add_audit_routes(app, audit)
-    return protect(app, trusted_hosts=trusted_hosts)  # security headers on every response
+    if trusted_hosts is None:
+        trusted_hosts = websocket.trusted_hosts if websocket is not None else LOOPBACK_TRUSTED
+    if allowed_origins is None:
+        allowed_origins = websocket.allowed_origins if websocket is not None else frozenset()
+    # Security headers on every response, the Host check and the write guard on every request.
+    return protect(app, trusted_hosts=trusted_hosts, allowed_origins=allowed_origins)
 
 
 @asynccontextmanager

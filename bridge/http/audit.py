@@ -2,7 +2,7 @@
 
 Same tokens as the WebSocket (bridge.auth), as `Authorization: Bearer …` only (`?token=` is for the
 WebSocket: in a URL it ends up in logs); a token scoped to sessions sees only those.
-`BRIDGE_AUTH_DISABLED=true` (local development, loopback only) skips the check. Every parameter is
+`BRIDGE_AUTH_DISABLED=true` only replaces the secret by one per start (docs/security.md). Every parameter is
 checked before it reaches the database: a bad one is a 400, never a 500.
 """
 
@@ -26,6 +26,8 @@ from bridge.audit.transcript import TranscriptBuilder
 from bridge.auth import Claims, bearer_token, verify_token
 from bridge.errors import AuthError, BadRequest
 from bridge.ids import SESSION_ID_RULE, valid_session_id
+from bridge.log import correlation_id
+from bridge.revocation import never_revoked
 from bridge.store.audit import AuditReader
 from bridge.store.reads import SessionFilter, ToolCallFilter
 
@@ -45,8 +47,8 @@ TRANSCRIPT_MAX_EVENTS = 10_000  # per transcript response: bounded memory; `next
 class AuditContext:
     reader: AuditReader
     secret: str
-    auth_disabled: bool = False
     now: Callable[[], float] = field(default=time.time)
+    revoked: Callable[[str], bool] = field(default=never_revoked)  # bridge.revocation
     concurrency: Mapping[str, int] = field(default_factory=lambda: dict(ROUTE_CONCURRENCY))
     _slots: dict[str, asyncio.Semaphore] = field(default_factory=dict, repr=False, compare=False)
 
@@ -180,8 +182,10 @@ def _route(name: str, handler: Handler) -> Callable[[web.Request], Awaitable[web
         except BadRequest as e:
             resp = _error(400, "bad_request", str(e))
         except (SQLAlchemyError, OSError) as e:  # read pool exhausted, statement timeout, database away
-            _log.warning("audit_read_failed", route=name, error=f"{type(e).__name__}: {e}"[:300])
-            resp = _busy("the database did not answer in time, retry in a moment", code="unavailable")
+            ref = correlation_id()
+            _log.warning("audit_read_failed", route=name, correlation_id=ref, error=f"{type(e).__name__}: {e}"[:300])
+            resp = _busy(f"the database did not answer in time, retry in a moment (correlation id {ref})",
+                         code="unavailable")
         metrics.AUDIT_REQUESTS.labels(route=name, status=str(resp.status)).inc()
         return resp
 
@@ -196,12 +200,14 @@ def _check_path_session(request: web.Request) -> None:
 
 
 def _authorize(request: web.Request, ctx: AuditContext) -> Claims | None:
-    if ctx.auth_disabled:
-        return None
     token = bearer_token(request.headers)
     if token is None and "token" in request.query:
         raise AuthError("missing", "?token= is accepted on /v1/ws only: send Authorization: Bearer <token>")
-    return verify_token(token, ctx.secret, ctx.reader.upstream, now=ctx.now())
+    try:
+        return verify_token(token, ctx.secret, ctx.reader.upstream, now=ctx.now(), revoked=ctx.revoked)
+    except AuthError as e:
+        metrics.TOKENS_REFUSED.labels(reason=e.code).inc()
+        raise
 
 
 def _scope(claims: Claims | None) -> frozenset[str] | None:

@@ -8,7 +8,6 @@ Errors are `{"error": "<code>", "message": "…"}`. Bodies are read with a bound
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -19,13 +18,17 @@ from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bridge import metrics
 from bridge.auth import Claims, bearer_token, verify_token
 from bridge.commands.model import MAX_BODY_BYTES, CommandError, parse_command
 from bridge.commands.service import CommandService, Outcome
 from bridge.config import Settings
+from bridge.directories import realpath
 from bridge.errors import AuthError
 from bridge.fanout.connection import FanoutService
 from bridge.ids import SESSION_ID_RULE, valid_session_id
+from bridge.log import correlation_id
+from bridge.revocation import never_revoked
 from bridge.store.commands import CommandStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.commands import UpstreamCommands
@@ -35,18 +38,15 @@ MAX_LIST = 500
 
 
 class CommandsContext:
-    def __init__(self, service: CommandService, secret: str, auth_disabled: bool = False,
-                 now: Callable[[], float] = time.time) -> None:
+    def __init__(self, service: CommandService, secret: str, now: Callable[[], float] = time.time,
+                 revoked: Callable[[str], bool] = never_revoked) -> None:
         self.service = service
         self.secret = secret
-        self.auth_disabled = auth_disabled
         self.now = now
+        self.revoked = revoked  # bridge.revocation
 
     def claims(self, token: str | None) -> Claims:
-        if self.auth_disabled:
-            return Claims(upstream=self.service.store.upstream, sessions=None, expires_at=math.inf,
-                          subject="auth-disabled", scope="control")
-        return verify_token(token, self.secret, self.service.store.upstream, now=self.now())
+        return verify_token(token, self.secret, self.service.store.upstream, now=self.now(), revoked=self.revoked)
 
     async def run(self, claims: Claims, name: str, body: object, session_id: str | None = None,
                   request_id: str | None = None) -> Outcome:
@@ -59,10 +59,13 @@ class CommandsContext:
             # Refused before or after its row was written; never the body (prompt text) or the token.
             _log.info("command_refused", command=name, session_id=session_id, subject=claims.subject,
                       scope=claims.scope, error=e.code)
-            return Outcome(e.status, {"error": e.code, "message": e.message})
+            return Outcome(e.status, e.body())
         except (SQLAlchemyError, OSError) as e:
-            _log.warning("command_store_failed", command=name, error=f"{type(e).__name__}: {e}"[:300])
-            return Outcome(503, {"error": "upstream_unavailable", "message": "the database did not answer, retry"})
+            ref = correlation_id()
+            _log.warning("command_store_failed", command=name, correlation_id=ref,
+                         error=f"{type(e).__name__}: {e}"[:300])
+            return Outcome(503, {"error": "upstream_unavailable", "correlation_id": ref,
+                                 "message": f"the database did not answer, retry (correlation id {ref})"})
 
 
 COMMANDS_KEY: web.AppKey[CommandsContext] = web.AppKey("commands", CommandsContext)
@@ -97,9 +100,13 @@ async def _body(request: web.Request) -> object:
 
 def _authorized(request: web.Request, ctx: CommandsContext) -> Claims:
     token = bearer_token(request.headers)
-    if token is None and "token" in request.query and not ctx.auth_disabled:
+    if token is None and "token" in request.query:
         raise AuthError("missing", "?token= is accepted on /v1/ws only: send Authorization: Bearer <token>")
-    return ctx.claims(token)
+    try:
+        return ctx.claims(token)
+    except AuthError as e:
+        metrics.TOKENS_REFUSED.labels(reason=e.code).inc()
+        raise
 
 
 def _route(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -155,11 +162,13 @@ def add_command_routes(app: web.Application, ctx: CommandsContext) -> None:
 
 
 def mount_commands(app: web.Application, settings: Settings, engine: AsyncEngine, client: UpstreamClient,
-                   fanout: FanoutService | None, secret: str) -> CommandsContext:
+                   fanout: FanoutService | None, secret: str,
+                   revoked: Callable[[str], bool] = never_revoked) -> CommandsContext:
     """The command routes on `app` and, given the fan-out, the WebSocket `command` op (the daemon's wiring).
     `engine` is the writers' pool: a command writes its row before and after the upstream call."""
-    service = CommandService(CommandStore(engine, settings.upstream_name), UpstreamCommands(client))
-    ctx = CommandsContext(service, secret, settings.auth_disabled)
+    service = CommandService(CommandStore(engine, settings.upstream_name), UpstreamCommands(client),
+                             directories=settings.directory_roots, resolve=realpath)
+    ctx = CommandsContext(service, secret, revoked=revoked)
     add_command_routes(app, ctx)
     if fanout is not None:
         fanout.commands = ctx.run

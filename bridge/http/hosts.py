@@ -41,9 +41,11 @@ def hostname_of(host_header: str | None) -> str | None:
     return name.lower() if name else None
 
 
-def trusted_hosts(http_host: str, allowed_origins: Iterable[str]) -> frozenset[str]:
-    """Host names a request may carry: loopback, the bind address (unless a wildcard), allowed origins."""
-    names = set(LOOPBACK_TRUSTED)
+def trusted_hosts(http_host: str, allowed_origins: Iterable[str], allowed_hosts: Iterable[str] = ()
+                  ) -> frozenset[str]:
+    """Host names a request may carry: loopback, the bind address (unless a wildcard), allowed origins'
+    hosts and BRIDGE_ALLOWED_HOSTS."""
+    names = set(LOOPBACK_TRUSTED) | {h.strip().strip("[]").lower() for h in allowed_hosts if h.strip()}
     if http_host.strip().lower() not in _WILDCARDS:
         names.add(http_host.strip().strip("[]").lower())
     for origin in allowed_origins:
@@ -53,6 +55,28 @@ def trusted_hosts(http_host: str, allowed_origins: Iterable[str]) -> frozenset[s
     return frozenset(names)
 
 
+def is_ip_literal(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def host_trusted(host_header: str | None, trusted: frozenset[str]) -> bool:
+    """A trusted name, or an IP literal: rebinding needs a name the attacker controls, and a page whose
+    origin is the bridge's own address is the bridge's own page (probes and scrapers by address pass)."""
     name = hostname_of(host_header)
-    return name is not None and (name in trusted or is_loopback_host(name))
+    return name is not None and (name in trusted or is_ip_literal(name))
+
+
+def origin_allowed(origin: str | None, host: str | None, allowed: frozenset[str],
+                   trusted: frozenset[str] = LOOPBACK_TRUSTED) -> bool:
+    """No Origin: not a browser (a browser sends it on a WebSocket and on every POST). Same origin: the
+    built-in viewer, but only under a `Host` the operator meant (a rebound name proves nothing). Anything
+    else only if listed in BRIDGE_ALLOWED_ORIGINS (`*` allows every origin)."""
+    if origin is None:
+        return True
+    if "*" in allowed or origin.rstrip("/") in allowed:
+        return True
+    return bool(host) and urlsplit(origin).netloc == host and host_trusted(host, trusted)

@@ -3,8 +3,11 @@
 - Every response gets `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer` and a CSP that
   allows only the viewer's own script, its inline styles and a connection back to itself, with
   `frame-ancestors 'none'` (no framing, no click-jacking of the viewer).
-- With `BRIDGE_AUTH_DISABLED=true` (loopback only) every request must carry a trusted `Host`
-  (bridge.http.hosts): a DNS-rebound page is refused 403 `bad_host` before any route runs.
+- Every request must carry a trusted `Host` (bridge.http.hosts): a DNS-rebound page is refused 403
+  `bad_host` before any route runs, in every mode (it would read `/metrics`, `/readyz`, the OpenAPI).
+- Every request that is not GET/HEAD/OPTIONS (the commands) must come from an allowed Origin (or none: not
+  a browser) and carry `Content-Type: application/json`: a cross-site page cannot POST a command, not even
+  a "simple" `no-cors` one (403 `bad_origin`, 415 `unsupported_media_type`; docs/security.md, "CSRF").
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from aiohttp.typedefs import Middleware
 from bridge import metrics
 from bridge.auth import bearer_token, verify_token
 from bridge.errors import AuthError
-from bridge.http.hosts import host_trusted
+from bridge.http.hosts import LOOPBACK_TRUSTED, host_trusted, origin_allowed
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -50,20 +53,45 @@ def host_guard(trusted: frozenset[str]) -> Middleware:
     return guard
 
 
-def protect(app: web.Application, *, trusted_hosts: frozenset[str] | None) -> web.Application:
-    """Security headers on every response; the `Host` guard when `trusted_hosts` is given (auth off)."""
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def write_guard(allowed_origins: frozenset[str], trusted: frozenset[str]) -> Middleware:
+    """Origin and content type of every state-changing request (errors in the commands' flat shape)."""
+
+    @web.middleware
+    async def guard(request: web.Request, handler: _Handler) -> web.StreamResponse:
+        if request.method in _SAFE_METHODS:
+            return await handler(request)
+        if not origin_allowed(request.headers.get("Origin"), request.headers.get("Host"), allowed_origins, trusted):
+            metrics.HTTP_REFUSED.labels(reason="bad_origin").inc()
+            return web.json_response({"error": "bad_origin", "message": "origin not allowed: same origin or one "
+                                      "of BRIDGE_ALLOWED_ORIGINS"}, status=403)
+        if request.content_type != "application/json":
+            metrics.HTTP_REFUSED.labels(reason="content_type").inc()
+            return web.json_response({"error": "unsupported_media_type",
+                                      "message": "send Content-Type: application/json"}, status=415)
+        return await handler(request)
+
+    return guard
+
+
+def protect(app: web.Application, *, trusted_hosts: frozenset[str] = LOOPBACK_TRUSTED,
+            allowed_origins: frozenset[str] = frozenset()) -> web.Application:
+    """Security headers on every response; the `Host` guard and the write guard on every request."""
     app.on_response_prepare.append(_add_headers)
-    if trusted_hosts is not None:
-        app.middlewares.append(host_guard(trusted_hosts))
+    app.middlewares.append(host_guard(trusted_hosts))
+    app.middlewares.append(write_guard(allowed_origins, trusted_hosts))
     return app
 
 
-def token_holder(secret: str, upstream: str) -> Callable[[web.Request], bool]:
+def token_holder(secret: str, upstream: str, revoked: Callable[[str], bool] | None = None
+                 ) -> Callable[[web.Request], bool]:
     """Whether a request carries a valid token (`Authorization: Bearer`): who may see readiness details."""
 
     def check(request: web.Request) -> bool:
         try:
-            verify_token(bearer_token(request.headers), secret, upstream)
+            verify_token(bearer_token(request.headers), secret, upstream, revoked=revoked)
         except AuthError:
             return False
         return True

@@ -2,9 +2,12 @@
 
 - `keepalive_timeout` 75 s (aiohttp's default is 3630 s): an idle keep-alive socket, or one that never
   sends a request, is closed instead of holding a file descriptor for an hour.
-- At most `max_connections` open connections: beyond that a new connection gets a bare `503` and is
-  closed at once (`bridge_http_refused_total{reason="connections"}`), so idle sockets cannot exhaust the
-  descriptors the database and upstream connections need (the unit's `LimitNOFILE` is well above it).
+- At most `max_connections` open connections. At the cap a new connection first takes the place of the
+  oldest idle one (no request read or running, not a WebSocket: a socket that never sent a request, or a
+  keep-alive between requests; `bridge_http_refused_total{reason="idle_evicted"}`), so strangers holding
+  sockets open cannot starve `/readyz` and the commands (docs/security.md, "Floods"). Only when every
+  connection is busy does it get a bare `503` and is closed at once (`reason="connections"`): idle sockets
+  never exhaust the descriptors the database and upstream connections need.
 - `handler_cancellation=True`: a handler whose client went away is cancelled (aiohttp ≥ 3.9 lets it
   run to the end by default), so an abandoned heavy read stops using the read pool.
 """
@@ -49,6 +52,13 @@ def _cap_connections(server: web.Server, cap: int) -> None:
 
     def connection_made(handler: RequestHandler, transport: asyncio.Transport) -> None:
         if len(server.connections) >= cap:
+            idle = next((h for h in server.connections if _idle(h)), None)
+            if idle is not None:
+                metrics.HTTP_REFUSED.labels(reason="idle_evicted").inc()
+                idle.force_close()
+                # Unregistered now (its connection_lost comes a loop turn later and then finds nothing).
+                server._connections.pop(idle, None)
+        if len(server.connections) >= cap:
             # Not registered with the server: its connection_lost ignores it; the handler sees EOF.
             metrics.HTTP_REFUSED.labels(reason="connections").inc()
             transport.write(_REFUSAL)
@@ -57,3 +67,10 @@ def _cap_connections(server: web.Server, cap: int) -> None:
         admit(handler, transport)
 
     server.connection_made = connection_made  # type: ignore[method-assign]
+
+
+def _idle(handler: RequestHandler) -> bool:
+    """No request being read or handled and not upgraded (aiohttp 3.x internals, checked in
+    tests/hostile/test_security_floods.py): closing it loses no work."""
+    return not (getattr(handler, "_request_in_progress", True) or getattr(handler, "_messages", True)
+                or getattr(handler, "_upgraded", True))

@@ -6,38 +6,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from urllib.parse import urlsplit
 
 import structlog
 from aiohttp import WSMsgType, web
 
-from bridge.auth import bearer_token
+from bridge import metrics as bridge_metrics
+from bridge.auth import Claims, bearer_token
 from bridge.errors import AuthError
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.connection import Connection, FanoutService
 from bridge.fanout.hub import Client
-from bridge.http.hosts import LOOPBACK_TRUSTED, host_trusted
+from bridge.http.hosts import origin_allowed
 
 FANOUT_KEY: web.AppKey[FanoutService] = web.AppKey("fanout")
 _SOCKETS_KEY: web.AppKey[set[web.WebSocketResponse[bool]]] = web.AppKey("fanout_sockets")
 
 HEARTBEAT_S = 30.0
+REVOCATION_CHECK_S = 5.0  # as bridge.revocation.REFRESH_S
 CLOSE_TIMEOUT_S = 5.0
 
 _log = structlog.get_logger("bridge.ws")
-
-
-def origin_allowed(origin: str | None, host: str | None, allowed: frozenset[str],
-                   trusted: frozenset[str] = LOOPBACK_TRUSTED) -> bool:
-    """No Origin: not a browser (a browser always sends it on a WebSocket). Same origin: the built-in
-    viewer, but only under a `Host` the operator meant (bridge.http.hosts: a rebound name proves nothing).
-    Anything else only if listed in BRIDGE_ALLOWED_ORIGINS (`*` allows every origin)."""
-    if origin is None:
-        return True
-    if "*" in allowed or origin.rstrip("/") in allowed:
-        return True
-    return bool(host) and urlsplit(origin).netloc == host and host_trusted(host, trusted)
 
 
 def _close_code(reason: str | None) -> tuple[int, str | None]:
@@ -45,6 +34,8 @@ def _close_code(reason: str | None) -> tuple[int, str | None]:
         return p.CLOSE_SLOW_CONSUMER, p.ERR_SLOW_CONSUMER
     if reason == "token_expired":
         return p.CLOSE_TOKEN_EXPIRED, p.ERR_TOKEN_EXPIRED
+    if reason == "token_revoked":
+        return p.CLOSE_UNAUTHORIZED, p.ERR_TOKEN_REVOKED
     return p.CLOSE_GOING_AWAY, None
 
 
@@ -63,10 +54,31 @@ async def ws_handler(request: web.Request) -> web.StreamResponse:
         # Close codes, not HTTP statuses: a browser cannot see the status of a refused upgrade.
         code = p.CLOSE_TOKEN_EXPIRED if e.code == "expired" else p.CLOSE_UNAUTHORIZED
         metrics.WS_REFUSED.labels(reason=e.code).inc()
+        bridge_metrics.TOKENS_REFUSED.labels(reason=e.code).inc()
         metrics.WS_CLOSED.labels(code=str(code)).inc()
         _log.info("ws_refused", reason=e.code)
         await ws.close(code=code, message=e.code.encode())
         return ws
+    # A slot is taken only now, after the token was checked: a stranger never holds one (docs/security.md).
+    address = request.remote or ""
+    refused = svc.slots.acquire(claims.jti, address)
+    if refused is not None:
+        metrics.WS_REFUSED.labels(reason=f"too_many_connections:{refused}").inc()
+        metrics.WS_CLOSED.labels(code=str(p.CLOSE_TRY_AGAIN)).inc()
+        _log.info("ws_refused", reason="too_many_connections", per=refused, subject=claims.subject)
+        with contextlib.suppress(ConnectionError):
+            await ws.send_str(p.dumps(p.error_message(p.ERR_TOO_MANY_CONNECTIONS,
+                                                      f"too many open connections (per {refused}): retry later")))
+        await ws.close(code=p.CLOSE_TRY_AGAIN, message=b"too_many_connections")
+        return ws
+    try:
+        return await _serve(request, ws, svc, claims)
+    finally:
+        svc.slots.release(claims.jti, address)
+
+
+async def _serve(request: web.Request, ws: web.WebSocketResponse, svc: FanoutService, claims: Claims
+                 ) -> web.WebSocketResponse:
     sockets = request.app[_SOCKETS_KEY]
     sockets.add(ws)
     metrics.WS_CONNECTIONS.inc()
@@ -137,12 +149,18 @@ async def _write(ws: web.WebSocketResponse, client: Client) -> None:
 
 
 async def _expire_at(conn: Connection, svc: FanoutService) -> None:
-    remaining = conn.claims.expires_at - svc.now()
-    if remaining == float("inf"):
-        return
-    # Waiting for a deadline, not for a condition: the token's expiry is the event.
-    await asyncio.sleep(max(0.0, remaining))
-    conn.client.end("token_expired")
+    """Ends the connection at the token's expiry, or within REVOCATION_CHECK_S of its revocation."""
+    while True:
+        remaining = conn.claims.expires_at - svc.now()
+        if remaining <= 0:
+            conn.client.end("token_expired")
+            return
+        if svc.revoked(conn.claims.jti):
+            metrics.WS_REFUSED.labels(reason="revoked").inc()
+            conn.client.end("token_revoked")
+            return
+        # Waiting for a deadline (expiry) or the next look at the revocation list (bridge.revocation).
+        await asyncio.sleep(min(remaining, REVOCATION_CHECK_S))
 
 
 async def _shutdown(app: web.Application) -> None:

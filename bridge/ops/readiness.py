@@ -65,12 +65,11 @@ def readiness_check(engine: AsyncEngine, client: UpstreamClient, live: LiveStrea
     return readiness
 
 
-def readiness_detail(secret: str, settings: Settings) -> Callable[[web.Request], bool]:
-    """Who sees /readyz error texts (they name hosts and users): a valid token's holder; everyone when
-    auth is disabled (then only loopback hosts reach the bridge: docs/operations.md "Limits")."""
-    if settings.auth_disabled:
-        return lambda _request: True
-    return token_holder(secret, settings.upstream_name)
+def readiness_detail(secret: str, settings: Settings, revoked: Callable[[str], bool] | None = None
+                     ) -> Callable[[web.Request], bool]:
+    """Who sees /readyz error texts (they name hosts and users): a valid token's holder, in every mode
+    (BRIDGE_AUTH_DISABLED=true has a token too: the one printed at start)."""
+    return token_holder(secret, settings.upstream_name, revoked)
 
 
 def health_monitor(notifier: Notifier, engine: AsyncEngine, sessions: FollowerSupervisor) -> HealthMonitor:

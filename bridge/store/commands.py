@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, select
+from sqlalchemy import ColumnElement, and_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -20,6 +20,19 @@ S = chat_sessions.c
 P = chat_permission_requests.c
 
 MAX_LIST = 500
+
+
+@dataclass(frozen=True)
+class CommandKey:
+    """Whose `command_id` this is (docs/security.md): ids are per subject and per target session."""
+
+    subject: str
+    target_session: str  # the session of the path; "" for create_session
+    command_id: str
+
+    @classmethod
+    def of(cls, cmd: Command, subject: str) -> CommandKey:
+        return cls(subject, cmd.session_id or "", cmd.command_id)
 
 
 @dataclass(frozen=True)
@@ -48,23 +61,28 @@ class CommandStore:
     async def claim(self, cmd: Command, subject: str, scope: str, upstream_id: str | None,
                     session_id: str | None) -> tuple[CommandRow, bool]:
         """Insert the pending row; (row, True) if it is new, else (the existing row, False)."""
+        key = CommandKey.of(cmd, subject)
         values = dict(upstream=self.upstream, command_id=cmd.command_id, command=cmd.name, session_id=session_id,
-                      subject=subject, scope=scope, fingerprint=cmd.fingerprint, body=dict(cmd.args),
+                      subject=subject, target_session=key.target_session, scope=scope,
+                      fingerprint=cmd.fingerprint, body=dict(cmd.args),
                       state="pending", upstream_id=upstream_id)
         stmt = pg_insert(chat_commands).values(**values).on_conflict_do_nothing().returning(*chat_commands.c)
         async with self._engine.begin() as conn:
             got = (await conn.execute(stmt)).first()
             if got is not None:
                 return _row(got), True
-            old = (await conn.execute(select(chat_commands).where(
-                and_(C.upstream == self.upstream, C.command_id == cmd.command_id)))).first()
+            old = (await conn.execute(select(chat_commands).where(self._key(key)))).first()
         assert old is not None  # rows are never deleted
         return _row(old), False
 
-    async def complete(self, command_id: str, *, state: str, http_status: int, result: dict[str, Any],
+    def _key(self, key: CommandKey) -> ColumnElement[bool]:
+        return and_(C.upstream == self.upstream, C.subject == key.subject, C.target_session == key.target_session,
+                    C.command_id == key.command_id)
+
+    async def complete(self, key: CommandKey, *, state: str, http_status: int, result: dict[str, Any],
                        upstream_status: int | None = None, admitted_seq: int | None = None) -> None:
         stmt = (chat_commands.update()
-                .where(and_(C.upstream == self.upstream, C.command_id == command_id, C.state == "pending"))
+                .where(and_(self._key(key), C.state == "pending"))
                 .values(state=state, http_status=http_status, result=result, upstream_status=upstream_status,
                         admitted_seq=admitted_seq, completed_at=datetime.now().astimezone()))
         async with self._engine.begin() as conn:

@@ -7,7 +7,7 @@
 
 Every table is here, on one `metadata`: the mirror's (sessions, events, rejects), the lifecycle's
 (incarnations, gaps; leases and status are columns of `chat_sessions`, docs/lifecycle.md), the fan-out's
-(permission requests) and the commands' (`chat_commands`).
+(permission requests), the commands' (`chat_commands`) and the revoked tokens (`bridge_revoked_tokens`).
 """
 
 from __future__ import annotations
@@ -221,7 +221,8 @@ chat_permission_requests = Table(
 # One row per command sent through the bridge, written before the upstream is called (`state = 'pending'`)
 # and completed after: a retry with the same `command_id` finds the row and returns its result, or re-sends
 # a pending one with the same derived upstream id. `fingerprint` tells a retry (same) from a reuse of the id
-# for something else (409).
+# for something else (409). A `command_id` belongs to its sender and target: the key is (upstream, subject,
+# target_session, command_id), so another caller's ids are invisible and never clash (docs/security.md).
 chat_commands = Table(
     "chat_commands",
     metadata,
@@ -229,6 +230,9 @@ chat_commands = Table(
     Column("command_id", Text, nullable=False),
     Column("command", Text, nullable=False),  # prompt | interrupt | model | agent | permission_reply | create_session
     Column("session_id", Text, nullable=True),  # for create_session: the derived id of the new session
+    # The session named in the request's path; "" for create_session (part of the key, unlike session_id,
+    # which for a new session is derived from the command and its time).
+    Column("target_session", Text, nullable=False, server_default=text("''")),
     Column("subject", Text, nullable=False),  # the token's `sub` ("" when the token has none)
     Column("scope", Text, nullable=False),
     Column("fingerprint", Text, nullable=False),
@@ -241,6 +245,21 @@ chat_commands = Table(
     Column("result", JSONB, nullable=True),  # the answer given to the client, returned again on a retry
     Column("created_at", TIMESTAMPTZ, nullable=False, server_default=func.now()),
     Column("completed_at", TIMESTAMPTZ, nullable=True),
-    PrimaryKeyConstraint("upstream", "command_id", name="pk_chat_commands"),
+    PrimaryKeyConstraint("upstream", "subject", "target_session", "command_id", name="pk_chat_commands"),
     Index("ix_chat_commands_session", "upstream", "session_id", "created_at"),
+)
+
+
+# --- revoked tokens (docs/security.md, "Tokens") ------------------------------------------------------------
+
+# `opencode-bridge token --revoke JTI`: every process reloads the list every few seconds (bridge.revocation)
+# and refuses a token whose `jti` is here, on HTTP and on the WebSocket. Rows are never deleted: a jti is
+# random, the list stays small, and a revoked token must never come back.
+bridge_revoked_tokens = Table(
+    "bridge_revoked_tokens",
+    metadata,
+    Column("jti", Text, nullable=False),
+    Column("revoked_at", TIMESTAMPTZ, nullable=False, server_default=func.now()),
+    Column("reason", Text, nullable=False, server_default=text("''")),
+    PrimaryKeyConstraint("jti", name="pk_bridge_revoked_tokens"),
 )

@@ -62,7 +62,8 @@ async def bridge_factory(tmp_path: Path, database_url: str, opencode: OpencodeSe
 
     async def make(name: str = "bridge", **env: str) -> Bridge:
         proc = BridgeProcess(tmp_path, opencode.base_url, database_url, name=name,
-                             extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET, **env})
+                             extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET,
+                                        "BRIDGE_ALLOWED_DIRECTORIES": str(opencode.project_dir), **env})
         made.append(proc)
         proc.start()
         await proc.wait_ready(60)
@@ -333,3 +334,23 @@ async def test_the_websocket_command_op_answers_with_a_command_result(
     finally:
         await reader.close()
         await writer.close()
+
+
+async def test_a_session_outside_the_allowed_directories_never_reaches_the_serve(
+    opencode: OpencodeServe, bridge: Bridge, tmp_path: Path
+) -> None:
+    """docs/security.md, "Directories": the real serve would load opencode.json and .opencode/ from
+    whatever directory it is given; the bridge refuses before asking it anything."""
+    before = {s["id"] for s in await opencode.list_sessions()}
+    evil = tmp_path / "evil"
+    (evil / ".opencode").mkdir(parents=True)
+    (opencode.project_dir / "escape").symlink_to(evil)
+    cases = (("/", 403), (str(evil), 403), (str(opencode.project_dir / "escape"), 403),
+             (f"{opencode.project_dir}/../evil", 400), (f"{opencode.project_dir}/a\nb", 400))
+    for n, (directory, status) in enumerate(cases):
+        got = await bridge.post("/v1/sessions", {"command_id": f"d-{n}", "directory": directory})
+        assert (got[0], got[1]["error"]) == (status, "forbidden" if status == 403 else "bad_request"), directory
+        assert "directory" in got[1]["message"], got
+    assert {s["id"] for s in await opencode.list_sessions()} == before
+    sid = await bridge.create(opencode, "d-ok")  # the allowed root itself still works
+    assert sid not in before

@@ -37,7 +37,8 @@ async def test_the_viewer_sends_queues_and_answers_a_permission_with_a_control_t
     opencode: OpencodeServe, tmp_path: Path, database_url: str, browser: Page  # noqa: F811
 ) -> None:
     bridge = BridgeProcess(tmp_path, opencode.base_url, database_url,
-                           extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET})
+                           extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET,
+                                      "BRIDGE_ALLOWED_DIRECTORIES": str(opencode.project_dir)})
     bridge.start()
     try:
         await bridge.wait_ready(60)
@@ -50,6 +51,9 @@ async def test_the_viewer_sends_queues_and_answers_a_permission_with_a_control_t
         await browser.open(f"{bridge.url}/?token={mint_token(SECRET, UPSTREAM, None, 600)}#/sessions/{sid}")
         await wait_until(lambda: browser.js("document.getElementById('session-id').textContent"), 30, 0.1,
                          message="session selected")
+        # The token left the address bar once read; the deep link stays (docs/security.md).
+        assert await browser.js("location.search") == ""
+        assert await browser.js("location.hash") == f"#/sessions/{sid}"
         assert await browser.js("document.getElementById('composer').hidden") is True  # read token
 
         await browser.open(f"{bridge.url}/?token={control}#/sessions/{sid}")
@@ -62,6 +66,8 @@ async def test_the_viewer_sends_queues_and_answers_a_permission_with_a_control_t
         await _type_and_click(browser, "MOCK:perm touch it", "send-queue")
         await wait_until(lambda: browser.js("document.querySelector('.msg.permission.pending .perm-once') !== null"),
                          30, 0.1, message="permission buttons shown")
+        # A control token minted without --approve answers `once`, never `always` (no such button).
+        assert await browser.js("document.querySelector('.msg.permission.pending .perm-always')") is None
         await browser.js("document.querySelector('.msg.permission.pending .perm-once').click()")
         await wait_until(lambda: (opencode.project_dir / "perm-test.txt").exists(), 30, 0.1, message="tool ran")
         assert await _admitted(opencode, sid) == [("MOCK:text from the viewer", "steer"),

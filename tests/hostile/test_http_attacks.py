@@ -82,17 +82,17 @@ async def test_a_seq_beyond_bigint_in_events_or_transcript_is_400(
         assert r.status == 400, path
 
 
-async def test_dns_rebinding_with_auth_disabled_is_refused_by_the_host_check(
+async def test_dns_rebinding_is_refused_by_the_host_check_in_every_mode(
     audit_api: Callable[..., Any], store: EventStore
 ) -> None:
     await stored(store)
     app = protect(web.Application(), trusted_hosts=trusted_hosts("127.0.0.1", ["https://chat.example"]))
-    api: TestClient[Any, Any] = await audit_api(app=app, auth_disabled=True)
+    api: TestClient[Any, Any] = await audit_api(app=app)
     port = api.port
-    r = await api.get("/v1/sessions", headers={"Host": f"evil.example:{port}"})
+    r = await api.get("/v1/sessions", headers={"Host": f"evil.example:{port}", **bearer()})
     assert r.status == 403 and (await r.json())["error"]["code"] == "bad_host"
-    for host in (f"127.0.0.1:{port}", f"localhost:{port}", "chat.example", f"[::1]:{port}"):
-        r = await api.get("/v1/sessions", headers={"Host": host})
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", "chat.example", f"[::1]:{port}", f"10.1.2.3:{port}"):
+        r = await api.get("/v1/sessions", headers={"Host": host, **bearer()})
         assert r.status == 200, host
 
 

@@ -53,16 +53,26 @@ async def _get(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
 
 
 async def test_connections_beyond_the_cap_get_503_and_are_closed(serve: Callable[..., Any]) -> None:
+    release = asyncio.Event()
+    entered: list[int] = []
+
+    async def busy(request: web.Request) -> web.Response:
+        entered.append(1)
+        await release.wait()
+        return web.json_response({"ok": True})
+
     app = web.Application()
-    app.router.add_get("/", _hello)
+    app.router.add_get("/", busy)
     port = await serve(app, max_connections=2)
-    held = [await _get(port) for _ in range(2)]
-    for reader, _ in held:  # kept alive (HTTP/1.1): both count
-        assert b"200 OK" in await reader.readuntil(b"\r\n")
+    held = [await _get(port) for _ in range(2)]  # both are handling a request: busy, never evicted
+    await wait_until(lambda: len(entered) == 2, 10, 0.01, message="both requests in their handler")
     reader, writer = await _get(port)
     answer = await asyncio.wait_for(reader.read(), 10)  # read() to EOF: the bridge closed it
     assert answer.startswith(b"HTTP/1.1 503") and b"too_many_connections" in answer
     writer.close()
+    release.set()
+    for r, _ in held:
+        assert b"200 OK" in await r.readuntil(b"\r\n")
     held[0][1].close()
 
     async def admitted() -> bool:
@@ -73,6 +83,21 @@ async def test_connections_beyond_the_cap_get_503_and_are_closed(serve: Callable
 
     await wait_until(admitted, 10, 0.05, message="a connection admitted once one closed")
     held[1][1].close()
+
+
+async def test_at_the_cap_a_newcomer_takes_the_place_of_the_oldest_idle_connection(serve: Callable[..., Any]) -> None:
+    app = web.Application()
+    app.router.add_get("/", _hello)
+    port = await serve(app, max_connections=2)
+    held = [await _get(port) for _ in range(2)]
+    for reader, _ in held:  # answered, kept alive (HTTP/1.1): idle now
+        assert b"200 OK" in await reader.readuntil(b"\r\n")
+    reader, writer = await _get(port)
+    assert b"200 OK" in await asyncio.wait_for(reader.readuntil(b"\r\n"), 10)
+    await asyncio.wait_for(held[0][0].read(), 10)  # the oldest idle one: closed (read() returns at EOF)
+    assert held[0][0].at_eof() and not held[1][0].at_eof()
+    for _, w in (*held, (reader, writer)):
+        w.close()
 
 
 async def test_an_idle_connection_is_closed_after_the_keepalive_timeout(serve: Callable[..., Any]) -> None:

@@ -31,7 +31,7 @@ UPSTREAM = "it-upstream"
 class Node:
     def __init__(self, engine: AsyncEngine, database_url: str, *, limits: QueueLimits | None = None,
                  allowed_origins: frozenset[str] = frozenset(),
-                 auth_disabled: bool = False, confirm: Callable[[str], Awaitable[bool]] | None = None) -> None:
+                 confirm: Callable[[str], Awaitable[bool]] | None = None) -> None:
         self.engine = engine
         self.hub = Hub()
         self.store = FanoutStore(engine, UPSTREAM)
@@ -40,7 +40,7 @@ class Node:
                                        on_status=self.feed.status)
         self.warmed: list[str] = []
         self.service = FanoutService(hub=self.hub, store=self.store, upstream=UPSTREAM, secret=SECRET,
-                                     auth_disabled=auth_disabled, allowed_origins=allowed_origins,
+                                     allowed_origins=allowed_origins,
                                      limits=limits or QueueLimits(), warm=self.warmed.append, confirm=confirm)
         self.writer = EventStore(engine, UPSTREAM)
         self._epochs: dict[str, int] = {}

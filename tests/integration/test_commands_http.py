@@ -126,15 +126,17 @@ def clock() -> Clock:
 async def http(engine: AsyncEngine, twin: TwinUpstream, clock: Clock) -> AsyncIterator[TestClient[Any, Any]]:
     service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
                              limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock), clock=clock,
-                             exit_after_upstream="")
+                             exit_after_upstream="", directories=("/srv/agent",))
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as client:
         yield client
 
 
-def auth(scope: str = "prompt", sessions: list[str] | None = None, subject: str = "alice") -> dict[str, str]:
-    return {"Authorization": "Bearer " + mint_token(SECRET, UPSTREAM, sessions, 600, subject, scope=scope)}
+def auth(scope: str = "prompt", sessions: list[str] | None = None, subject: str = "alice",
+         approve: str | None = None) -> dict[str, str]:
+    return {"Authorization": "Bearer " + mint_token(SECRET, UPSTREAM, sessions, 600, subject, scope=scope,
+                                                    approve=approve)}
 
 
 PROMPT = {"command_id": "c-1", "text": "hello", "delivery": "queue"}
@@ -228,7 +230,7 @@ async def test_rate_limit_per_token_refills_with_the_clock(http: TestClient[Any,
 async def test_the_same_command_twice_is_sent_once_and_answered_the_same(http: TestClient[Any, Any],
                                                                          twin: TwinUpstream) -> None:
     r1 = await http.post(f"/v1/sessions/{SID}/prompt", json=PROMPT, headers=auth())
-    r2 = await http.post(f"/v1/sessions/{SID}/prompt", json={**PROMPT, "extra": 1}, headers=auth(subject="bob"))
+    r2 = await http.post(f"/v1/sessions/{SID}/prompt", json={**PROMPT, "extra": 1}, headers=auth())
     b1, b2 = await r1.json(), await r2.json()
     assert r1.status == r2.status == 200 and b1 == b2
     assert b1["message_id"].startswith("msg_") and len(b1["message_id"]) == 30 and b1["admitted_seq"] == 1
@@ -236,6 +238,10 @@ async def test_the_same_command_twice_is_sent_once_and_answered_the_same(http: T
     r3 = await http.post(f"/v1/sessions/{SID}/prompt", json={**PROMPT, "text": "other"}, headers=auth())
     assert (r3.status, (await r3.json())["error"]) == (409, "conflict")
     assert twin.count("prompt") == 1
+    # Another subject's equal command_id is its own command (docs/security.md): sent, with another message id.
+    r4 = await http.post(f"/v1/sessions/{SID}/prompt", json={**PROMPT, "text": "other"}, headers=auth(subject="bob"))
+    b4 = await r4.json()
+    assert r4.status == 200 and b4["message_id"] != b1["message_id"] and twin.count("prompt") == 2
 
 
 async def test_a_pending_command_is_resent_with_the_same_message_id(http: TestClient[Any, Any],
@@ -265,7 +271,7 @@ async def test_permission_reply_goes_to_the_runtime_holding_the_request(http: Te
                                                                         twin: TwinUpstream) -> None:
     twin.legacy_pending = [{"id": "per_L", "sessionID": SID}]
     r = await http.post(f"/v1/sessions/{SID}/permissions/per_L/reply", json={"command_id": "p1", "reply": "always"},
-                        headers=auth())
+                        headers=auth(approve="always"))
     assert r.status == 200 and (await r.json())["runtime"] == "legacy"
     assert ("reply_legacy", ("per_L", "always")) in twin.calls and twin.count("reply_v2") == 0
     r = await http.post(f"/v1/sessions/{SID}/permissions/per_X/reply", json={"command_id": "p2", "reply": "once"},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -17,16 +18,19 @@ SID = "ses_dcf69c6a5ffeHQxvSA7FrlelcL"
 
 def test_message_id_has_the_serves_shape_and_depends_on_the_command() -> None:
     # x6: the serve's ids look like msg_22a47d535001o65INCu84jsLQJ; the time part sorts with them.
-    mid = upstream_message_id("u", SID, "c-1", 1796005680438)
+    mid = upstream_message_id("u", SID, "c-1", 1796005680438, "alice")
     assert mid.startswith("msg_22a47d536") and len(mid) == len("msg_22a47d535001o65INCu84jsLQJ")
-    assert mid == upstream_message_id("u", SID, "c-1", 1796005680438)
-    assert mid[16:] != upstream_message_id("u", SID, "c-2", 1796005680438)[16:]
-    assert mid[16:] != upstream_message_id("u2", SID, "c-1", 1796005680438)[16:]
+    assert mid == upstream_message_id("u", SID, "c-1", 1796005680438, "alice")
+    assert mid[16:] != upstream_message_id("u", SID, "c-2", 1796005680438, "alice")[16:]
+    assert mid[16:] != upstream_message_id("u2", SID, "c-1", 1796005680438, "alice")[16:]
+    # Command ids are per subject: two subjects' equal ids never meet upstream.
+    assert mid[16:] != upstream_message_id("u", SID, "c-1", 1796005680438, "bob")[16:]
 
 
 def test_session_id_sorts_newest_first_and_passes_the_id_rule() -> None:
-    older, newer = (upstream_session_id("u", "c", t) for t in (1796005680120, 1796005690120))
+    older, newer = (upstream_session_id("u", "c", t, "alice") for t in (1796005680120, 1796005690120))
     assert valid_session_id(older) and newer < older
+    assert older[16:] != upstream_session_id("u", "c", 1796005680120, "bob")[16:]
 
 
 def test_fingerprint_ignores_extra_keys_but_not_meaning() -> None:
@@ -55,9 +59,12 @@ def test_scope_matrix(scope: str, allowed: set[str]) -> None:
 def test_tokens_without_a_scope_are_read_and_unknown_scopes_are_refused() -> None:
     secret = "s" * 40
     assert verify_token(mint_token(secret, "u", ttl_s=60), secret, "u").scope == "read"
-    assert verify_token(mint_token(secret, "u", ttl_s=60, scope="control"), secret, "u").scope == "control"
+    control = mint_token(secret, "u", ttl_s=60, scope="control", subject="ops")
+    assert verify_token(control, secret, "u").scope == "control"
     import jwt
-    forged = jwt.encode({"iss": "opencode-bridge", "upstream": "u", "exp": 2**40, "scope": "root"}, secret)
+    now = int(time.time())
+    forged = jwt.encode({"iss": "opencode-bridge", "upstream": "u", "iat": now, "exp": now + 60, "jti": "j",
+                         "sub": "x", "scope": "root"}, secret)
     with pytest.raises(AuthError):
         verify_token(forged, secret, "u")
 
@@ -96,10 +103,15 @@ def test_the_token_command_mints_the_asked_scope(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("BRIDGE_AUTH_SECRET", "t" * 40)
     monkeypatch.setenv("BRIDGE_UPSTREAM_NAME", "u")
     scopes = []
-    for argv in (["token"], ["token", "--scope", "prompt"], ["token", "--scope", "control", "--session", SID]):
+    for argv in (["token"], ["token", "--scope", "prompt", "--subject", "web"],
+                 ["token", "--scope", "control", "--subject", "ops", "--session", SID]):
         assert main(argv) == 0
         scopes.append(verify_token(capsys.readouterr().out.strip(), "t" * 40, "u").scope)
     assert scopes == ["read", "prompt", "control"]
+    # prompt and control need a subject (who the command rows are credited to); --subject "" is refused.
+    for argv in (["token", "--scope", "prompt"], ["token", "--subject", " "],
+                 ["token", "--scope", "control", "--subject", "ops", "--approve", "always", "--session", SID]):
+        assert main(argv) == 2, argv
     with pytest.raises(SystemExit):
         main(["token", "--scope", "admin"])
 

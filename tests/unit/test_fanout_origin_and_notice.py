@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from bridge.http.ws import origin_allowed
+from bridge.http.hosts import origin_allowed
 from bridge.store.fanout import (
     CommitNotice,
     StatusNotice,

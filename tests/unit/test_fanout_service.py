@@ -22,14 +22,19 @@ def fanout(tmp_path: Path, **kw: object) -> Fanout:
     return Fanout(settings, make_engine(URL), URL, secret=auth_secret(settings))
 
 
-def test_disabled_auth_is_logged_loudly_and_grants_everything_forever(tmp_path: Path) -> None:
+def test_disabled_auth_is_logged_loudly_and_still_needs_a_token_of_a_per_start_secret(tmp_path: Path) -> None:
     with capture_logs() as logs:
-        f = fanout(tmp_path, auth_disabled=True)
-    assert any(e["event"] == "AUTH_DISABLED_ANY_CLIENT_CAN_READ_EVERY_SESSION" and e["log_level"] == "warning"
-               for e in logs)
-    claims = f.service.authenticate(None)
-    assert claims.allows("ses_any") and math.isinf(claims.expires_at)
+        settings = Settings(upstream_name="up", state_dir=tmp_path, auth_disabled=True)
+        secret, again = auth_secret(settings), auth_secret(settings)
+        f = Fanout(settings, make_engine(URL), URL, secret=secret)
+    assert any(e["event"] == "AUTH_PER_START_TOKEN" and e["log_level"] == "warning" for e in logs)
+    assert secret != again and len(secret) >= 32  # a new one at every start, never stored
     assert not (tmp_path / "auth_secret").exists()
+    with pytest.raises(AuthError) as e:
+        f.service.authenticate(None)  # no token: refused, as in every mode
+    assert e.value.code == "missing"
+    claims = f.service.authenticate(mint_token(secret, "up", None, 60, "dev", scope="control"))
+    assert claims.allows("ses_any") and not math.isinf(claims.expires_at)
 
 
 def test_without_a_configured_secret_one_is_created_in_the_state_dir_and_used(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ const composer = (() => {
   const RANK = { read: 0, prompt: 1, control: 2 };
   const pending = new Map(); // frame id -> frame (until its command_result)
   let scope = "read";
+  let approve = "none"; // the token's right to answer permissions (docs/security.md): none | once | always
   let granted = null; // the token's sessions (null: all), from `hello`
   let session = state.selected; // viewer.js may have selected one before this file ran
   let seq = 0;
@@ -54,6 +55,7 @@ const composer = (() => {
   return {
     hello(m) {
       scope = m.scope || "read";
+      approve = m.approve || "none";
       granted = Array.isArray(m.sessions) ? m.sessions : null;
       render();
       for (const p of pending.values()) send(p.frame); // same command_id: at most once
@@ -70,7 +72,10 @@ const composer = (() => {
     permissionButtons(box, sid, requestId) {
       if (!may("prompt")) return false;
       const row = el("span", "perm-actions");
-      for (const reply of ["once", "always", "reject"]) {
+      // Only the answers this token may send (the bridge refuses the others anyway).
+      const replies = approve === "always" ? ["once", "always", "reject"] : approve === "once" ? ["once", "reject"]
+        : ["reject"];
+      for (const reply of replies) {
         const b = el("button", "perm-" + reply, reply === "once" ? "Allow once" : reply === "always" ? "Always" : "Reject");
         b.addEventListener("click", () => {
           for (const x of row.children) x.disabled = true;

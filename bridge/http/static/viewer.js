@@ -18,6 +18,15 @@ const state = {
   selected: null, lastSeq: {}, view: null,
 };
 if (state.token) sessionStorage.setItem("bridge-token", state.token);
+// The token leaves the address bar once read (docs/security.md): not in history, bookmarks, screenshots or
+// a link copied from the bar. It stays in this tab's sessionStorage.
+(function dropTokenFromAddress() {
+  const params = new URLSearchParams(location.search);
+  if (!params.has("token")) return;
+  params.delete("token");
+  const rest = params.toString();
+  history.replaceState(history.state, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
+})();
 
 // --- formatting ---------------------------------------------------------------------------------------
 
