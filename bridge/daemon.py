@@ -117,7 +117,8 @@ class Daemon:
             sessions = FollowerSupervisor(store, client, s, self.owner,
                                           leases=LeaseStore(engine, s.upstream_name, liveness_engine))
             fanout = Fanout(s, engine, self.database_url, secret=secret, sessions=sessions, client=client,
-                            read_engine=read_engine)
+                            read_engine=read_engine, warm_sessions=sessions.warm_sessions,
+                            on_request=sessions.activity.request_changed)
             discovery = Discovery(client, store, sessions, min_interval_s=s.discovery_interval_s,
                                   retry_min_s=s.reconnect_min_s, retry_max_s=s.reconnect_max_s)
             dispatch = LiveDispatch(relay=fanout.relay, resync=fanout.resync, sessions=sessions, discovery=discovery)

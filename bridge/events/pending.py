@@ -14,7 +14,7 @@ oldest pending request.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from bridge.events.chat import ChatEvent
@@ -113,3 +113,28 @@ class PendingRequests:
     def snapshot(self) -> dict[str, Any]:
         """Every session's requests as plain data (tests, doctor)."""
         return {sid: {rid: r.state for rid, r in reqs.items()} for sid, reqs in self._sessions.items()}
+
+
+# --- the reason of the status `waiting` (bridge.sessions.status) ---------------------------------------
+
+
+def waiting_reason(kind: str, since: datetime) -> str:
+    """The reason of `waiting`: `question since 2026-12-01T21:10:22Z` (what for, since when)."""
+    return f"{kind} since {since.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+
+
+def waiting_detail(reason: str | None) -> dict[str, str] | None:
+    """`{"for": kind, "since": ISO time}` of a `waiting` reason; None for any other text."""
+    kind, sep, since = (reason or "").partition(" since ")
+    return {"for": kind, "since": since} if sep and kind in ("permission", "question") else None
+
+
+def stored_waiting(reason: str | None) -> tuple[str, datetime] | None:
+    """A stored `waiting` reason back as (kind, since); None when it does not read as one."""
+    detail = waiting_detail(reason)
+    if detail is None:
+        return None
+    try:
+        return detail["for"], datetime.strptime(detail["since"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 import structlog
@@ -20,11 +20,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.auth import load_or_create_secret
 from bridge.config import Settings
 from bridge.errors import SessionNotFound
+from bridge.events.pending import RequestChange
 from bridge.fanout.connection import FanoutService
 from bridge.fanout.feed import CommitListener, DurableFeed
 from bridge.fanout.hub import Hub
 from bridge.fanout.queue import QueueLimits
-from bridge.fanout.relay import LiveRelay, PermissionResync
+from bridge.fanout.relay import LiveRelay
+from bridge.fanout.resync import RequestResync
 from bridge.http.hosts import trusted_hosts
 from bridge.store.fanout import FanoutStore
 from bridge.upstream.client import UpstreamClient
@@ -86,13 +88,18 @@ def auth_secret(settings: Settings) -> str:
 class Fanout:
     def __init__(self, settings: Settings, engine: AsyncEngine, database_url: str, *, secret: str,
                  sessions: SubscribedSessions | None = None, client: UpstreamClient | None = None,
-                 read_engine: AsyncEngine | None = None) -> None:
+                 read_engine: AsyncEngine | None = None,
+                 warm_sessions: Callable[[], Iterable[str]] | None = None,
+                 on_request: Callable[[RequestChange], None] | None = None) -> None:
         self.hub = Hub(on_subscribers=None if sessions is None else sessions.set_subscriber_count)
         self.store = FanoutStore(engine, settings.upstream_name, read_engine)
         self.feed = DurableFeed(self.hub, self.store)
         self.relay = LiveRelay(self.hub, self.store)
         # Without a client (unit tests) pending permissions are not re-synced after a live reconnect.
-        self.resync = None if client is None else PermissionResync(self.hub, self.store, self.relay, client)
+        if on_request is not None:  # the sessions part's status machines (`waiting`, docs/lifecycle.md)
+            self.relay.on_request.append(on_request)
+        self.resync = None if client is None else RequestResync(self.hub, self.store, self.relay, client,
+                                                                 warm=warm_sessions)
         self.listener = CommitListener(database_url, settings.upstream_name, self.feed.committed, self.feed.wake_all,
                                        on_status=self.feed.status)
         origins = frozenset(o.strip().rstrip("/") for o in settings.allowed_origins.split(",") if o.strip())
@@ -107,6 +114,7 @@ class Fanout:
             limits=QueueLimits(settings.ws_queue_max_messages, settings.ws_queue_max_bytes),
             warm=_no_warming if sessions is None else sessions.warm_for_subscriber,
             confirm=None if client is None else upstream_confirms(client),
+            resync_session=None if self.resync is None else self.resync.request_session,
         )
 
     async def run(self) -> None:
@@ -114,4 +122,4 @@ class Fanout:
             tg.create_task(self.feed.run(), name="fanout-feed")
             tg.create_task(self.listener.run(), name="fanout-listen")
             if self.resync is not None:
-                tg.create_task(self.resync.run(), name="fanout-permission-resync")
+                tg.create_task(self.resync.run(), name="fanout-request-resync")

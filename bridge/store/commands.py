@@ -89,7 +89,8 @@ class CommandStore:
 
     async def permission_reply(self, request_id: str) -> tuple[str, str | None] | None:
         """(session_id, reply) of a permission request the mirror has seen; reply None while pending."""
-        q = select(P.session_id, P.reply).where(and_(P.upstream == self.upstream, P.request_id == request_id))
+        q = select(P.session_id, P.reply).where(and_(P.upstream == self.upstream, P.request_id == request_id,
+                                                     P.kind == "permission"))
         async with self._engine.connect() as conn:
             r = (await conn.execute(q)).first()
         return None if r is None else (r.session_id, r.reply)
