@@ -32,12 +32,13 @@ class CommandRow:
     upstream_id: str | None
     http_status: int | None
     result: dict[str, Any] | None
+    subject: str = ""  # the token's `sub` of the first attempt
 
 
 def _row(r: Any) -> CommandRow:
     return CommandRow(command_id=r.command_id, command=r.command, session_id=r.session_id,
                       fingerprint=r.fingerprint, state=r.state, upstream_id=r.upstream_id,
-                      http_status=r.http_status, result=r.result)
+                      http_status=r.http_status, result=r.result, subject=r.subject)
 
 
 class CommandStore:
