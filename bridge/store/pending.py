@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, func, literal, select
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -82,7 +83,7 @@ class PendingStore:
         sent). Only the first answer is kept."""
         values: dict[str, Any] = {"answered_by": func.coalesce(P.answered_by, subject), "updated_at": func.now()}
         if answer is not None:
-            values["answer"] = func.coalesce(P.answer, storable_json(answer).value)
+            values["answer"] = func.coalesce(P.answer, literal(storable_json(answer).value, type_=JSONB))
         stmt = chat_permission_requests.update().where(
             and_(P.upstream == self.upstream, P.request_id == request_id)).values(**values)
         async with self._engine.begin() as conn:
