@@ -25,7 +25,7 @@ import structlog
 
 from bridge import metrics
 from bridge.events import ChatEvent
-from bridge.events.pending import PendingRequests, RequestChange, stored_waiting
+from bridge.events.pending import QUESTION, REJECTED, PendingRequests, RequestChange, stored_waiting
 from bridge.legacy_shapes import SessionStatus, session_title
 from bridge.sessions.gaps import find_gaps
 from bridge.sessions.status import Status, Transition, TurnTracker
@@ -147,7 +147,9 @@ class ActivityTracker:
             return
         t = self._trackers.get(change.session_id)
         if t is not None:
-            self._emit(change.session_id, t.on_waiting(self._requests.waiting(change.session_id), self._clock()))
+            declined = change.kind == QUESTION and change.state == REJECTED
+            self._emit(change.session_id, t.on_waiting(self._requests.waiting(change.session_id), self._clock(),
+                                                       declined))
 
     def forget(self, session_id: str) -> None:
         """Its follower stopped: we no longer speak for it."""

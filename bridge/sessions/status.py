@@ -115,10 +115,16 @@ class TurnTracker:
             return self._move(Status.WAITING, waiting_reason(*self.waiting))
         return self._move(Status.RUNNING, None)
 
-    def on_waiting(self, waiting: tuple[str, datetime] | None, now: float) -> Transition | None:
-        """What the session's agent waits for now (bridge.events.pending), None: nothing any more."""
+    def on_waiting(self, waiting: tuple[str, datetime] | None, now: float,
+                   declined: bool = False) -> Transition | None:
+        """What the session's agent waits for now (bridge.events.pending), None: nothing any more.
+        `declined`: a question was rejected, which stops the turn upstream without ending its step
+        (`tool.failed` "Tool execution interrupted", no `step.ended`, docs/upstream.md §18): the turn then
+        ends `idle`, not `interrupted`."""
         if self.status is Status.DELETED:
             return None
+        if declined:
+            self.step_open = False
         was, self.waiting = self.waiting, waiting
         self.inactive_since = None
         if waiting is not None:

@@ -239,9 +239,13 @@ async def test_a_v2_question_is_answered_over_the_websocket_and_the_next_one_rej
     status, body = await command(bridge, sid, second["request_id"], "reject", {"command_id": "v2-no"})
     assert (status, body["state"], body["runtime"]) == (200, "rejected", "v2"), body
     await c.wait_for("question", 30, session=sid, request_id=second["request_id"], state="rejected")
-    await opencode.wait_idle(sid, 60)
+    # A rejected question stops the turn upstream without a step end (docs/upstream.md §18).
+    await opencode.wait_idle(sid, 60, require_step_end=False)
+    await wait_until(lambda: c.of("status", sid)[-1]["status"] == "idle", 30, 0.05, message="idle again")
+    # Only the answered question's turn went on to a second model request; the rejected one stopped.
+    assert [r.user_text for r in mock_llm.requests_for("question", 1)] == ["MOCK:question:multi pick v2"]
     statuses = [m["status"] for m in c.of("status", sid)]
-    assert statuses[-1] == "idle" and "waiting" in statuses
+    assert statuses[-1] == "idle" and statuses.count("waiting") == 2 and "interrupted" not in statuses
 
 
 # --- asked while the bridge was down -----------------------------------------------------------------------

@@ -58,3 +58,13 @@ def test_the_waiting_reason_reads_back() -> None:
     assert waiting_detail(reason) == {"for": "question", "since": "2026-12-01T21:10:22Z"}
     assert stored_waiting(reason) == ("question", SINCE)
     assert waiting_detail("turn cut: since forever") is None and stored_waiting("question since x") is None
+
+
+def test_a_rejected_question_ends_the_turn_idle_although_its_step_never_ended() -> None:
+    t = TurnTracker(stall_timeout_s=30, settle_s=2)
+    t.on_events(["prompt:admitted", "step:start", "tool:start"], now=1)
+    t.on_waiting(("question", SINCE), now=2)
+    t.on_waiting(None, now=3, declined=True)
+    t.on_events(["tool:fail"], now=3.1)  # "Tool execution interrupted", and no step:end
+    tr = t.on_active(False, observed_at=4, now=4)
+    assert tr is not None and tr.status is Status.IDLE  # nothing open: no settle time, no `interrupted`
