@@ -18,6 +18,7 @@ live reader is never blocked); `run()` is a task of the fan-out; wishes made dur
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
@@ -34,6 +35,9 @@ from bridge.upstream.client import UpstreamClient
 from bridge.upstream.requests import UpstreamRequests
 
 RESOLVED_NOTE = "answered while the bridge was disconnected from /global/event"
+# A session re-synced for a subscriber is not re-synced for the next one before this (a page reloaded in a
+# loop must not become a stream of upstream requests); reconnect passes are never skipped.
+SESSION_RESYNC_MIN_S = 10.0
 
 
 def legacy_permission(item: dict[str, Any]) -> PermissionUpdate | None:
@@ -47,7 +51,8 @@ def legacy_permission(item: dict[str, Any]) -> PermissionUpdate | None:
 
 class RequestResync:
     def __init__(self, hub: Hub, store: FanoutStore, relay: LiveRelay, client: UpstreamClient,
-                 warm: Callable[[], Iterable[str]] | None = None) -> None:
+                 warm: Callable[[], Iterable[str]] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._hub = hub
         self._store = store
         self._relay = relay
@@ -57,6 +62,8 @@ class RequestResync:
         self._wanted = asyncio.Event()
         self._all = False
         self._sessions: set[str] = set()
+        self._clock = clock
+        self._synced: dict[str, float] = {}  # session -> when a subscriber's pass last covered it
         self.passes = 0  # completed passes (tests)
         self._log = structlog.get_logger("bridge.relay").bind(upstream=store.upstream)
 
@@ -65,6 +72,12 @@ class RequestResync:
         self._wanted.set()
 
     def request_session(self, session_id: str) -> None:
+        now = self._clock()
+        if self._synced.get(session_id, -SESSION_RESYNC_MIN_S) > now - SESSION_RESYNC_MIN_S:
+            return
+        if len(self._synced) > 10_000:
+            self._synced.clear()
+        self._synced[session_id] = now
         self._sessions.add(session_id)
         self._wanted.set()
 
