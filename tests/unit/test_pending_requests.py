@@ -34,9 +34,12 @@ from bridge.events.question import (
     settled_while_away,
     stored_question,
 )
+from bridge.fanout.question_frames import live_question_message, stored_question_message
 from bridge.legacy import LEGACY_TYPES, LegacyTurnState, normalize_legacy
+from bridge.store.pending import StoredRequest
 from bridge.syncframes import parse_global_frame, parse_legacy_frame
 from bridge.upstream.sse import SSEEvent, SSEParser
+from tests.support.mock_llm import Directive, TextReply, ToolReply, plan_reply
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode-1.18.33"
 X12 = FIXTURES / "x12-questions"
@@ -237,3 +240,32 @@ def test_multiple_choice_takes_several_distinct_options_and_custom_false_refuses
         check_answers(specs, [["A", "A"]])
     with pytest.raises(ValueError, match="options only"):
         check_answers(specs, [[{"text": "C"}]])
+
+
+# --- the frames and the mock's directive ------------------------------------------------------------------
+
+
+def test_question_frames_live_and_read_back_say_the_same() -> None:
+    asked, answered, _, _ = [u for e in global_events(X12 / "global.sse") if (u := question_update(e)) is not None]
+    live = live_question_message(asked, T0)
+    assert live["questions"][0]["multiple"] is False and live["questions"][0]["custom"] is True
+    assert (live["state"], live["asked_at"], live["call_id"]) == ("asked", "2026-12-01T21:10:00Z",
+                                                                  "call_question_22729")
+    done = live_question_message(answered, T0)
+    assert (done["state"], done["answers"], "questions" in done) == ("answered", [["Red"]], False)
+    row = StoredRequest("question", LEGACY_SID, asked.request_id, "legacy", asked.record, T0, "answered",
+                        [["Red"]], "alice", T0 + timedelta(seconds=1))
+    kept = stored_question_message(row)
+    assert {k: kept[k] for k in ("questions", "call_id", "assistant_message_id", "asked_at")} == {
+        k: live[k] for k in ("questions", "call_id", "assistant_message_id", "asked_at")}
+    assert (kept["state"], kept["answers"], kept["answered_by"]) == ("answered", [["Red"]], "alice")
+
+
+def test_the_mock_asks_the_capture_question_then_answers_in_text() -> None:
+    first = plan_reply(Directive("question", ()), 0)
+    assert isinstance(first, ToolReply) and first.tool == "question"
+    assert first.arguments["questions"] == [{k: v for k, v in q.items() if k != "custom"}
+                                            for q in exchange("03-legacy-question-list.json")[0]["questions"]]
+    multi = plan_reply(Directive("question", ("multi",)), 0)
+    assert isinstance(multi, ToolReply) and multi.arguments["questions"][0]["multiple"] is True
+    assert isinstance(plan_reply(Directive("question", ()), 1), TextReply)
