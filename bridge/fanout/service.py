@@ -28,7 +28,6 @@ from bridge.fanout.queue import QueueLimits
 from bridge.fanout.relay import LiveRelay
 from bridge.fanout.resync import RequestResync
 from bridge.http.hosts import trusted_hosts
-from bridge.ops.pending import PendingGauges
 from bridge.store.fanout import FanoutStore
 from bridge.upstream.client import UpstreamClient
 
@@ -124,4 +123,3 @@ class Fanout:
             tg.create_task(self.listener.run(), name="fanout-listen")
             if self.resync is not None:
                 tg.create_task(self.resync.run(), name="fanout-request-resync")
-            tg.create_task(PendingGauges(self.relay.pending).run(), name="pending-gauges")

@@ -179,6 +179,12 @@ async def test_a_legacy_question_waits_is_answered_through_the_bridge_and_kept_a
     statuses = c.of("status", sid)
     assert [m["status"] for m in statuses[statuses.index(waiting):]] == ["waiting"], statuses
 
+    async def pending_gauge() -> bool:  # refreshed every 15 s (bridge.ops.pending)
+        async with aiohttp.ClientSession() as http, http.get(f"{bridge.url}/metrics") as r:
+            return 'bridge_pending_requests{kind="question"} 1.0' in await r.text()
+
+    await wait_until(pending_gauge, 40, 0.5, message="the pending-requests gauge counts the question")
+
     status, body = await command(bridge, sid, rid, "reply", {"command_id": "q-bad", "answers": [["Purple"]]})
     assert (status, body["error"]) == (400, "bad_request") and "none of the options" in body["message"]
     status, body = await command(bridge, sid, rid, "reply", {"command_id": "q-read", "answers": [["Red"]]},
