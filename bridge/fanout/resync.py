@@ -147,8 +147,12 @@ class RequestResync:
             except Exception as e:
                 self._log.warning("legacy_resync_upstream_failed", directory=directory, error=str(e))
                 continue
+            # A session whose directory the mirror does not know was listed without a location (the serve's
+            # own): what is missing there may live elsewhere, so nothing of it is judged settled.
+            judge = directory is not None
             merged = {rid: r for sid in members for rid, r in stored_q[sid].items()}
-            await self._questions("legacy", members, merged, [pending_question("legacy", i) for i in questions])
+            await self._questions("legacy", members, merged, [pending_question("legacy", i) for i in questions],
+                                  judge)
             seen = set()
             for item in permissions:
                 update = legacy_permission(item)
@@ -157,14 +161,14 @@ class RequestResync:
                 seen.add(update.request_id)
                 if update.request_id not in stored_p[update.session_id]:
                     await self._emit_permission(update)
-            for sid in members:
+            for sid in members if judge else ():
                 for rid, reply in stored_p[sid].items():
                     if reply is None and rid not in seen:
                         gone = resolved_while_away(sid, rid, RESOLVED_NOTE)
                         await self._emit_permission(replace(gone, runtime="legacy"))
 
     async def _questions(self, runtime: str, members: set[str], stored: dict[str, str | None],
-                         upstream: list[Any]) -> None:
+                         upstream: list[Any], judge: bool = True) -> None:
         seen = set()
         for update in upstream:
             if update is None or update.session_id not in members:
@@ -173,6 +177,8 @@ class RequestResync:
             if update.request_id not in stored:
                 self._log.info("question_resynced", session_id=update.session_id, request_id=update.request_id)
                 await self._relay.question(update)
+        if not judge:
+            return
         sessions = await self._relay.pending.sessions_of(
             [rid for rid, reply in stored.items() if reply is None and rid not in seen])
         for rid, sid in sessions.items():
