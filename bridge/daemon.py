@@ -10,7 +10,8 @@ the parts are torn down in the reverse order (an AsyncExitStack):
 4. HTTP bound: `/readyz` says "not started" until start-up is over; closed last but for the clients;
 5. the sessions started (followers, heartbeat, sweep, poller, status writer); on the way out every
    follower stops and the leases are handed off to peers;
-6. the fan-out (feed, LISTEN, permission re-sync), discovery, the live stream, the health task; READY=1.
+6. the fan-out (feed, LISTEN, pending-request re-sync), discovery, the live stream, the pending-request
+   gauges, the health task; READY=1.
 
 Every background task has an owner that starts, watches and stops it: a crash of one cancels the daemon,
 which then stops the others in order.
@@ -36,6 +37,7 @@ from bridge.fanout.service import Fanout, auth_secret, print_local_token
 from bridge.http.app import build_app, serving
 from bridge.http.audit import AuditContext
 from bridge.http.commands import mount_commands
+from bridge.ops.pending import PendingGauges
 from bridge.ops.readiness import health_monitor, readiness_check, readiness_detail, status_line
 from bridge.ops.sdnotify import Notifier
 from bridge.revocation import RevocationList
@@ -123,7 +125,8 @@ class Daemon:
             sessions = FollowerSupervisor(store, client, s, self.owner,
                                           leases=LeaseStore(engine, s.upstream_name, liveness_engine))
             fanout = Fanout(s, engine, self.database_url, secret=secret, sessions=sessions, client=client,
-                            read_engine=read_engine, revoked=revoked)
+                            read_engine=read_engine, revoked=revoked, warm_sessions=sessions.warm_sessions,
+                            on_request=sessions.activity.request_changed)
             discovery = Discovery(client, store, sessions, min_interval_s=s.discovery_interval_s,
                                   retry_min_s=s.reconnect_min_s, retry_max_s=s.reconnect_max_s)
             dispatch = LiveDispatch(relay=fanout.relay, resync=fanout.resync, sessions=sessions, discovery=discovery)
@@ -149,6 +152,7 @@ class Daemon:
             await stack.enter_async_context(_background("fanout", fanout.run))
             await stack.enter_async_context(_background("discovery", discovery.run))
             await stack.enter_async_context(_background("live", live.run))
+            await stack.enter_async_context(_background("pending-gauges", PendingGauges(fanout.relay.pending).run))
             notifier = Notifier.from_env()
             # The watchdog's database probe shares the heartbeats' pool: a burst of write batches on the
             # main pool must not withhold the watchdog (and have systemd restart a busy bridge).

@@ -22,7 +22,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from bridge.events import ChatEvent, Envelope
-from bridge.fanout.relay import LiveRelay, PermissionResync
+from bridge.fanout.relay import LiveRelay
+from bridge.fanout.resync import RequestResync
 from bridge.legacy_shapes import SessionStatus, session_status
 from bridge.sessions.discovery import Discovery
 from bridge.syncframes import DURABLE_PREFIX
@@ -48,7 +49,7 @@ def _directory(ev: ChatEvent) -> str | None:
 class LiveDispatch:
     """A `bridge.upstream.live.LiveHandler`."""
 
-    def __init__(self, *, relay: LiveRelay | None = None, resync: PermissionResync | None = None,
+    def __init__(self, *, relay: LiveRelay | None = None, resync: RequestResync | None = None,
                  sessions: LiveSessions | None = None, discovery: Discovery | None = None) -> None:
         self._relay = relay
         self._resync = resync

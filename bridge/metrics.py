@@ -154,3 +154,16 @@ SYNC_LOG_HOLES = Counter(
     "bridge_sync_log_holes_total", "Holes in a session's sync log itself: recorded as gaps, skipped",
     registry=REGISTRY,
 )
+
+# Pending requests: permission requests and questions the agent waits for (docs/operations.md).
+QUESTIONS = Counter(
+    "bridge_questions_total", "Question state changes relayed (asked, answered, rejected, unknown)", ["state"],
+    registry=REGISTRY,
+)
+PENDING_REQUESTS = Gauge(
+    "bridge_pending_requests", "Requests pending (waiting for a person), by kind", ["kind"], registry=REGISTRY,
+)
+PENDING_OLDEST_SECONDS = Gauge(
+    "bridge_pending_request_oldest_seconds", "Age of the oldest pending request, by kind (0: none)", ["kind"],
+    registry=REGISTRY,
+)

@@ -10,6 +10,9 @@ an `export` file. Entries, in seq order:
   reasoning, tool calls (input, output, error, status) — and the step's finish, tokens, cost and error;
 - `agent_switch` / `model_switch`.
 
+A call of the `question` tool also carries `question` (`add_question`): the bridge's record of who answered
+it, what and when (docs/upstream.md §18: upstream keeps none of that but the tool's output text).
+
 Interrupts have no event of their own upstream (docs/upstream.md §4.2): a step or tool that failed with the
 upstream's interrupt message is flagged `interrupted`; the error itself is kept verbatim either way.
 A step that never ended (killed server, cut stream) has `complete: false`. Upstream fields are read
@@ -201,6 +204,15 @@ class TranscriptBuilder:
             entry = self._b.prompts.get(str(ev.message_id))
             if entry is not None:
                 entry["asked_by"] = row["asked_by"]
+
+    def add_question(self, question: Mapping[str, Any]) -> None:
+        """A question of the `question` tool as the pending-requests table keeps it (docs/audit.md): put on
+        its tool call as `question` (request id, state, answers, who answered and when). Upstream keeps
+        the answer only in the tool's output text; who gave it is the bridge's own record."""
+        tool = self._b.tools.get(str(question.get("call_id")))
+        if tool is not None:
+            tool["question"] = {k: question.get(k) for k in ("request_id", "state", "answers", "answered_by",
+                                                             "asked_at", "answered_at")}
 
     @property
     def entries(self) -> list[Entry]:

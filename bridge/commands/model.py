@@ -26,12 +26,15 @@ MAX_NAME_CHARS = 200  # provider, model, agent, permission request ids
 
 _RANK = {scope: n for n, scope in enumerate(SCOPES)}
 
-# Which scope each command needs: `prompt` may talk and answer permissions, `control` may also stop a
-# turn, switch model or agent and create sessions. Answering a permission also needs the token's
-# `approve` right (bridge.auth.APPROVALS, `approval_problem` below; docs/security.md).
+# Which scope each command needs: `prompt` may talk and answer permissions and questions, `control` may
+# also stop a turn, switch model or agent and create sessions. Answering a permission also needs the
+# token's `approve` right (bridge.auth.APPROVALS, `approval_problem` below; docs/security.md); answering
+# a question does not (a clarification is talk, not an approval).
 REQUIRED_SCOPE: dict[str, str] = {
     "prompt": "prompt",
     "permission_reply": "prompt",
+    "question_reply": "prompt",
+    "question_reject": "prompt",
     "interrupt": "control",
     "model": "control",
     "agent": "control",
@@ -175,7 +178,24 @@ def parse_command(name: str, body: object, session_id: str | None = None,
     elif name == "permission_reply":
         rid = _name({"request_id": request_id}, "request_id")
         args.update(request_id=rid, reply=_choice(body, "reply", REPLIES))
+    elif name in ("question_reply", "question_reject"):
+        args["request_id"] = _name({"request_id": request_id}, "request_id")
+        if name == "question_reply":
+            args["answers"] = _answers(body)
     return Command(name, command_id, sid, args)
+
+
+MAX_ANSWERS = 50  # questions in one request, and choices in one answer
+
+
+def _answers(body: Mapping[str, Any]) -> list[Any]:
+    """The shape only (a list of lists, bounded); what each entry may be depends on the question, checked
+    against it when it is known (bridge.commands.questions)."""
+    v = body.get("answers")
+    if not isinstance(v, list) or not 1 <= len(v) <= MAX_ANSWERS or not all(
+            isinstance(a, list) and len(a) <= MAX_ANSWERS for a in v):
+        raise _bad(f"answers must be a list of 1 to {MAX_ANSWERS} lists, one per question")
+    return v
 
 
 def _create_model(body: Mapping[str, Any]) -> tuple[str | None, str | None]:

@@ -24,6 +24,7 @@ from bridge.commands.model import (
     upstream_message_id,
     upstream_session_id,
 )
+from bridge.commands.questions import QuestionCommands
 from bridge.commands.ratelimit import RateLimiter
 from bridge.directories import DirectoryRefused, check_directory
 from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
@@ -77,8 +78,10 @@ class CommandService:
     def __init__(self, store: CommandStore, upstream: UpstreamCommands, limiter: RateLimiter | None = None,
                  now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  clock: Callable[[], float] = time.monotonic, exit_after_upstream: str | None = None,
-                 directories: tuple[str, ...] = (), resolve: Callable[[str], str] | None = None) -> None:
+                 directories: tuple[str, ...] = (), resolve: Callable[[str], str] | None = None,
+                 questions: QuestionCommands | None = None) -> None:
         self.store = store
+        self.questions = questions
         # BRIDGE_ALLOWED_DIRECTORIES (empty: no session creation) and the symlink resolver (daemon: realpath)
         self.directories = directories
         self._resolve = resolve
@@ -259,10 +262,12 @@ class CommandService:
         try:
             if any(p.get("id") == rid for p in await self.upstream.v2_permissions(sid, directory)):
                 status = await self.upstream.reply_v2(sid, directory, rid, reply)
+                await self._answered_by(rid, row.subject)
                 return _Done(200, {**body, "runtime": "v2", "applied": True}, status)
             legacy = await self.upstream.legacy_permissions(directory)
             if any(p.get("id") == rid and p.get("sessionID") == sid for p in legacy):
                 status = await self.upstream.reply_legacy(directory, rid, reply)
+                await self._answered_by(rid, row.subject)
                 return _Done(200, {**body, "runtime": "legacy", "applied": True}, status)
         except SessionNotFound:  # answered meanwhile (PermissionNotFoundError): report what is known
             pass
@@ -271,7 +276,18 @@ class CommandService:
             return _Done(200, {**body, "reply": known[1], "applied": False})
         raise CommandError("not_found", "no such pending permission request in this session")
 
+    async def _answered_by(self, request_id: str, subject: str) -> None:
+        if self.questions is not None:  # the pending-requests table: who answered
+            await self.questions.store.answered_by(request_id, subject)
+
+    async def _question(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
+        """`question_reply` / `question_reject` (bridge.commands.questions)."""
+        if self.questions is None:
+            raise CommandError("not_found", "questions are not answered here")
+        done = await self.questions.run(cmd.name, cmd.command_id, t.sid, t.directory, dict(cmd.args), row.subject)
+        return _Done(done.status, done.body, done.upstream_status)
+
     _HANDLERS: dict[str, Callable[[CommandService, Command, _Target, CommandRow], Awaitable[_Done]]] = {
         "prompt": _prompt, "interrupt": _interrupt, "model": _model, "agent": _agent,
-        "permission_reply": _permission,
+        "permission_reply": _permission, "question_reply": _question, "question_reject": _question,
     }

@@ -6,7 +6,9 @@ Pure, no I/O, and the only place that reads upstream field names:
 - `kinds`: the `Kind` enum and the one type → kind table;
 - `normalize`: `normalize()` an envelope to a `ChatEvent` (`chat`), `to_json()` its normalized view;
 - `error_envelope`: the open error envelope `{type, message}`;
-- `permission`: permission request state changes, from live events, re-syncs or stored records.
+- `permission`: permission request state changes, from live events, re-syncs or stored records;
+- `question`: the same for questions of the `question` tool, and the check of an answer;
+- `pending`: the pending-request state machine over both kinds (what a session waits for).
 
 The raw envelope always travels along untouched (`Envelope.raw`).
 """
@@ -20,6 +22,7 @@ from bridge.events.kinds import (
     KINDS,
     NOISE,
     PERMISSION_KINDS,
+    QUESTION_KINDS,
     TYPE_KINDS,
     UNKNOWN,
     Kind,
@@ -44,6 +47,7 @@ __all__ = [
     "KINDS",
     "NOISE",
     "PERMISSION_KINDS",
+    "QUESTION_KINDS",
     "SEQ_MAX",
     "TYPE_KINDS",
     "UNKNOWN",

@@ -31,6 +31,9 @@ class Kind(StrEnum):
     DELTA_TOOL_INPUT = "delta:tool-input"
     PERMISSION_ASKED = "permission:asked"
     PERMISSION_REPLIED = "permission:replied"
+    QUESTION_ASKED = "question:asked"
+    QUESTION_REPLIED = "question:replied"
+    QUESTION_REJECTED = "question:rejected"
     SESSION_CREATED = "session:created"
     SESSION_DELETED = "session:deleted"
     SESSION_UPDATED = "session:updated"
@@ -73,6 +76,13 @@ TYPE_KINDS: dict[str, Kind] = {
     "session.next.tool.input.delta": Kind.DELTA_TOOL_INPUT,
     "permission.v2.asked": Kind.PERMISSION_ASKED,
     "permission.v2.replied": Kind.PERMISSION_REPLIED,
+    # Questions of the built-in `question` tool, both runtimes alike (docs/upstream.md §18): live only.
+    "question.asked": Kind.QUESTION_ASKED,
+    "question.replied": Kind.QUESTION_REPLIED,
+    "question.rejected": Kind.QUESTION_REJECTED,
+    "question.v2.asked": Kind.QUESTION_ASKED,
+    "question.v2.replied": Kind.QUESTION_REPLIED,
+    "question.v2.rejected": Kind.QUESTION_REJECTED,
     "session.created": Kind.SESSION_CREATED,
     "session.deleted": Kind.SESSION_DELETED,
     "session.updated": Kind.SESSION_UPDATED,
@@ -101,6 +111,7 @@ KINDS: frozenset[str] = frozenset(TYPE_KINDS.values()) | {UNKNOWN}
 _NOISE_TYPES = frozenset(t for t, k in TYPE_KINDS.items() if k == NOISE)
 DELTA_KINDS = frozenset({Kind.DELTA_TEXT, Kind.DELTA_REASONING, Kind.DELTA_TOOL_INPUT})
 PERMISSION_KINDS = frozenset({Kind.PERMISSION_ASKED, Kind.PERMISSION_REPLIED})
+QUESTION_KINDS = frozenset({Kind.QUESTION_ASKED, Kind.QUESTION_REPLIED, Kind.QUESTION_REJECTED})
 
 
 def kind_of(event_type: str) -> Kind:

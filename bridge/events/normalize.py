@@ -119,6 +119,17 @@ def replied_fields(data: dict[str, Any]) -> Fields:
     return {"request_id": _str(data.get("requestID")), "reply": _str(data.get("reply"))}
 
 
+def question_asked_fields(data: dict[str, Any]) -> Fields:
+    """The fields of a question (`question.asked` / `question.v2.asked` data, or one pending question)."""
+    tool = _obj(data.get("tool"))
+    return {"request_id": _str(data.get("id")), "assistant_message_id": _str(tool.get("messageID")),
+            "call_id": _str(tool.get("callID"))}
+
+
+def question_settled_fields(data: dict[str, Any]) -> Fields:
+    return {"request_id": _str(data.get("requestID"))}
+
+
 _EXTRACTORS: dict[Kind, Callable[[dict[str, Any]], Fields]] = {
     Kind.PROMPT_ADMITTED: _prompt,
     Kind.PROMPT_STARTED: _prompt,
@@ -138,6 +149,9 @@ _EXTRACTORS: dict[Kind, Callable[[dict[str, Any]], Fields]] = {
     Kind.MODEL_SWITCH: _model_switch,
     Kind.PERMISSION_ASKED: asked_fields,
     Kind.PERMISSION_REPLIED: replied_fields,
+    Kind.QUESTION_ASKED: question_asked_fields,
+    Kind.QUESTION_REPLIED: question_settled_fields,
+    Kind.QUESTION_REJECTED: question_settled_fields,
 }
 
 

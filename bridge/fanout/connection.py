@@ -18,6 +18,7 @@ from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.hub import Client, Hub, Subscription
 from bridge.fanout.limits import ConnectionSlots, OpLimits
+from bridge.fanout.question_frames import stored_question_message
 from bridge.fanout.queue import QueueLimits
 from bridge.http.hosts import LOOPBACK_TRUSTED
 from bridge.log import correlation_id
@@ -48,6 +49,9 @@ class FanoutService:
     now: Callable[[], float] = time.time
     # The `command` op (docs/commands.md): bridge.http.commands.CommandsContext.run; None: not offered.
     commands: Callable[..., Awaitable[Outcome]] | None = None
+    # A new subscriber asks for a re-sync of the session's pending requests (bridge.fanout.resync): one
+    # asked while the bridge was down is found then. None: no upstream (tests of the fan-out alone).
+    resync_session: Callable[[str], None] | None = None
 
     # Whether a token's `jti` was revoked (bridge.revocation): checked at connect and while the socket is open.
     revoked: Callable[[str], bool] = never_revoked
@@ -176,6 +180,13 @@ class Connection:
             update = stored_permission(sid, record)
             if update is not None:
                 self._send(p.permission_message(sid, update))
+        # Every question of the session: pending ones to answer, settled ones with their outcome.
+        for row in await self._svc.store.pending_store().questions(sid):
+            if self.client.subscriptions.get(sid) is not sub:
+                return
+            self._send(stored_question_message(row))
+        if self._svc.resync_session is not None:
+            self._svc.resync_session(sid)
 
     async def _command(self, op: p.CommandOp) -> None:
         if self._svc.commands is None:

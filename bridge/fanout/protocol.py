@@ -13,6 +13,7 @@ from typing import Any
 
 from bridge.errors import ProtocolError
 from bridge.events import ChatEvent, Kind, PermissionUpdate, to_json
+from bridge.events.pending import waiting_detail
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.stored import stored_event
 
@@ -257,7 +258,10 @@ def permission_message(session_id: str, update: PermissionUpdate) -> dict[str, A
 
 
 def status_message(session_id: str, status: str, reason: str | None) -> dict[str, Any]:
-    return {"type": "status", "session": session_id, "status": status, "reason": reason}
+    msg: dict[str, Any] = {"type": "status", "session": session_id, "status": status, "reason": reason}
+    if status == "waiting":  # what for and since when, from the reason (bridge.sessions.status)
+        msg["waiting"] = waiting_detail(reason)
+    return msg
 
 
 def subscribed_message(session_id: str, after: int | None, head: int, complete: bool, status: str | None,

@@ -13,7 +13,7 @@ import asyncio
 import secrets
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 import structlog
@@ -22,12 +22,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.auth import load_or_create_secret, mint_token
 from bridge.config import Settings
 from bridge.errors import SessionNotFound
+from bridge.events.pending import RequestChange
 from bridge.fanout.connection import FanoutService
 from bridge.fanout.feed import CommitListener, DurableFeed
 from bridge.fanout.hub import Hub
 from bridge.fanout.limits import HEALTH_RESERVE, ConnectionSlots
 from bridge.fanout.queue import QueueLimits
-from bridge.fanout.relay import LiveRelay, PermissionResync
+from bridge.fanout.relay import LiveRelay
+from bridge.fanout.resync import RequestResync
 from bridge.http.hosts import trusted_hosts
 from bridge.revocation import never_revoked
 from bridge.store.fanout import FanoutStore
@@ -114,13 +116,18 @@ def print_local_token(settings: Settings, secret: str) -> str:
 class Fanout:
     def __init__(self, settings: Settings, engine: AsyncEngine, database_url: str, *, secret: str,
                  sessions: SubscribedSessions | None = None, client: UpstreamClient | None = None,
-                 read_engine: AsyncEngine | None = None, revoked: Callable[[str], bool] = never_revoked) -> None:
+                 read_engine: AsyncEngine | None = None, revoked: Callable[[str], bool] = never_revoked,
+                 warm_sessions: Callable[[], Iterable[str]] | None = None,
+                 on_request: Callable[[RequestChange], None] | None = None) -> None:
         self.hub = Hub(on_subscribers=None if sessions is None else sessions.set_subscriber_count)
         self.store = FanoutStore(engine, settings.upstream_name, read_engine)
         self.feed = DurableFeed(self.hub, self.store)
         self.relay = LiveRelay(self.hub, self.store)
         # Without a client (unit tests) pending permissions are not re-synced after a live reconnect.
-        self.resync = None if client is None else PermissionResync(self.hub, self.store, self.relay, client)
+        if on_request is not None:  # the sessions part's status machines (`waiting`, docs/lifecycle.md)
+            self.relay.on_request.append(on_request)
+        self.resync = None if client is None else RequestResync(self.hub, self.store, self.relay, client,
+                                                                 warm=warm_sessions)
         self.listener = CommitListener(database_url, settings.upstream_name, self.feed.committed, self.feed.wake_all,
                                        on_status=self.feed.status)
         origins = frozenset(o.strip().rstrip("/") for o in settings.allowed_origins.split(",") if o.strip())
@@ -137,6 +144,7 @@ class Fanout:
             limits=QueueLimits(settings.ws_queue_max_messages, settings.ws_queue_max_bytes),
             warm=_no_warming if sessions is None else sessions.warm_for_subscriber,
             confirm=None if client is None else upstream_confirms(client),
+            resync_session=None if self.resync is None else self.resync.request_session,
         )
 
     async def run(self) -> None:
@@ -144,4 +152,4 @@ class Fanout:
             tg.create_task(self.feed.run(), name="fanout-feed")
             tg.create_task(self.listener.run(), name="fanout-listen")
             if self.resync is not None:
-                tg.create_task(self.resync.run(), name="fanout-permission-resync")
+                tg.create_task(self.resync.run(), name="fanout-request-resync")

@@ -25,6 +25,7 @@ from bridge import metrics
 from bridge.audit.transcript import TranscriptBuilder
 from bridge.auth import Claims, bearer_token, verify_token
 from bridge.errors import AuthError, BadRequest
+from bridge.fanout.question_frames import stored_question_message
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
@@ -261,6 +262,8 @@ async def get_transcript(request: web.Request, ctx: AuditContext, claims: Claims
     async for row in ctx.reader.transcript_rows(sid, after, limit):
         builder.add(row)
         count, last = count + 1, int(row["seq"])
+    for q in await ctx.reader.pending_store().questions(sid):
+        builder.add_question(stored_question_message(q))
     return await _json_with_list({"data": {"session_id": sid, "events": count, "entries": None},
                                   "next_after": last if count == limit else None},
                                  ("data", "entries"), builder.entries)

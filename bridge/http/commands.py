@@ -1,5 +1,5 @@
 """Command routes under `/v1` (docs/commands.md, `bridge/http/openapi.json`): prompt, interrupt, model,
-agent, permission replies, session creation, and the session's command list.
+agent, permission replies, question replies and rejects, session creation, and the session's command list.
 
 Same tokens as the rest of `/v1`, as `Authorization: Bearer …` only, with the scope each command needs.
 Errors are `{"error": "<code>", "message": "…"}`. Bodies are read with a bound before they are parsed.
@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge import metrics
 from bridge.auth import Claims, bearer_token, verify_token
 from bridge.commands.model import MAX_BODY_BYTES, CommandError, parse_command
+from bridge.commands.questions import QuestionCommands
 from bridge.commands.service import CommandService, Outcome
 from bridge.config import Settings
 from bridge.directories import realpath
@@ -30,8 +31,10 @@ from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
 from bridge.store.commands import CommandStore
+from bridge.store.pending import PendingStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.commands import UpstreamCommands
+from bridge.upstream.requests import UpstreamRequests
 
 _log = structlog.get_logger("bridge.commands")
 MAX_LIST = 500
@@ -158,6 +161,8 @@ def add_command_routes(app: web.Application, ctx: CommandsContext) -> None:
     app.router.add_post("/v1/sessions/{session_id}/model", _route("model"))
     app.router.add_post("/v1/sessions/{session_id}/agent", _route("agent"))
     app.router.add_post("/v1/sessions/{session_id}/permissions/{request_id}/reply", _route("permission_reply"))
+    app.router.add_post("/v1/sessions/{session_id}/questions/{request_id}/reply", _route("question_reply"))
+    app.router.add_post("/v1/sessions/{session_id}/questions/{request_id}/reject", _route("question_reject"))
     app.router.add_get("/v1/sessions/{session_id}/commands", list_commands)
 
 
@@ -166,8 +171,9 @@ def mount_commands(app: web.Application, settings: Settings, engine: AsyncEngine
                    revoked: Callable[[str], bool] = never_revoked) -> CommandsContext:
     """The command routes on `app` and, given the fan-out, the WebSocket `command` op (the daemon's wiring).
     `engine` is the writers' pool: a command writes its row before and after the upstream call."""
+    questions = QuestionCommands(PendingStore(engine, settings.upstream_name), UpstreamRequests(client))
     service = CommandService(CommandStore(engine, settings.upstream_name), UpstreamCommands(client),
-                             directories=settings.directory_roots, resolve=realpath)
+                             directories=settings.directory_roots, resolve=realpath, questions=questions)
     ctx = CommandsContext(service, secret, revoked=revoked)
     add_command_routes(app, ctx)
     if fanout is not None:

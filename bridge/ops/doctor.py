@@ -1,6 +1,7 @@
 """`opencode-bridge doctor`: checks the bridge's surroundings and explains each failure with a fix.
 
-Checks: database reachable and migrations at head; no session parked (its follower kept failing);
+Checks: database reachable and migrations at head; no session parked (its follower kept failing); the
+requests the agent waits for (permission requests, questions: listed);
 upstream reachable, authenticated, its version; the default model's provider has a connected credential
 (otherwise a prompt is admitted and then nothing happens, docs/upstream.md §4); clocks agree (this host, the
 database, the upstream's `Date`). The upstream is asked through `UpstreamClient`, like the daemon does
@@ -12,15 +13,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import text
 
 from bridge.config import Settings
 from bridge.errors import Unauthorized, UpstreamError
+from bridge.ops.pending import SHOWN, pending_lines
 from bridge.store.codecs import SessionRow
 from bridge.store.db import current_revision, head_revision, make_engine
 from bridge.store.leases import LeaseStore
+from bridge.store.pending import PendingStore, StoredRequest
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.transport import Transport
 
@@ -73,6 +77,7 @@ async def _database(url: str, checks: list[Check], now: Callable[[], float], ups
                                 "run `opencode-bridge migrate` (the daemon also migrates on start)"))
             return skew
         checks.append(_parked(await LeaseStore(engine, upstream).parked()))
+        checks.append(pending_check(await PendingStore(engine, upstream).pending(), datetime.now(UTC)))
         return skew
     except Exception as e:
         checks.append(Check("database", False, f"not reachable: {type(e).__name__}: {str(e)[:200]}",
@@ -116,6 +121,16 @@ def _parked(parked: list[SessionRow]) -> Check:
     return Check("parked sessions", False, f"{len(parked)} not followed any more: {shown}{more}",
                  "fix the cause in the reason (the bridge's log has `session_parked` with the traceback before "
                  "it), then warm the session again: a WebSocket subscribe does (docs/lifecycle.md)")
+
+
+def pending_check(rows: list[StoredRequest], now: datetime) -> Check:
+    """What the agent waits for (permission requests, questions): listed, oldest first. Informational: a
+    person answers them (docs/operations.md, "Pending requests")."""
+    if not rows:
+        return Check("pending requests", True, "none")
+    more = f"; and {len(rows) - SHOWN} more" if len(rows) > SHOWN else ""
+    return Check("pending requests", True, f"{len(rows)} waiting for an answer: "
+                 + "; ".join(pending_lines(rows, now)) + more)
 
 
 def _unauthorized(had_password: bool) -> Check:

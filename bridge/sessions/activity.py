@@ -2,7 +2,8 @@
 
 Inputs: batches committed by a session's follower (`committed`), observations of
 `GET /api/session/active` (`observe_active`, from bridge.sessions.poller), a deletion (`deleted`), a
-`session.status` / `session.idle` of `/global/event` (`upstream_status`). Outputs: status transitions
+`session.status` / `session.idle` of `/global/event` (`upstream_status`), a change of a pending request
+(`request_changed`, from the fan-out's relay and re-sync: `waiting`). Outputs: status transitions
 (`retrying` included), seq gaps (seqs the sync log itself lacks, docs/mirror.md) with the incomplete flag,
 and session titles, written to the database in the order they happened by one writer task (`run`), since
 the inputs come from synchronous callbacks. A status is written only while we hold the session's lease;
@@ -24,6 +25,7 @@ import structlog
 
 from bridge import metrics
 from bridge.events import ChatEvent
+from bridge.events.pending import QUESTION, REJECTED, PendingRequests, RequestChange, stored_waiting
 from bridge.legacy_shapes import SessionStatus, session_title
 from bridge.sessions.gaps import find_gaps
 from bridge.sessions.status import Status, Transition, TurnTracker
@@ -82,6 +84,7 @@ class ActivityTracker:
         self._titles: dict[str, str] = {}
         self._writes: asyncio.Queue[tuple[str, _Write]] = asyncio.Queue()
         self._turn_started = asyncio.Event()
+        self._requests = PendingRequests()  # every session's, owned or not: a later claim starts from it
         self._log = structlog.get_logger("bridge.supervisor").bind(upstream=upstream, owner=owner)
 
     # -- queries ----------------------------------------------------------------------------------
@@ -131,9 +134,27 @@ class ActivityTracker:
             tracker.status, tracker.reason = Status(state.status), state.reason
         self._trackers[session_id] = tracker
         self._last_seq[session_id] = cursor
+        # What the agent waits for: as this process saw it (relay, re-sync), else as stored (the reason).
+        waiting = self._requests.waiting(session_id)
+        if waiting is None and state.status == Status.WAITING.value:
+            tracker.waiting = stored_waiting(state.reason)
+        elif waiting is not None:
+            self._emit(session_id, tracker.on_waiting(waiting, self._clock()))
+
+    def request_changed(self, change: RequestChange) -> None:
+        """A permission request or question was asked or settled (bridge.fanout.relay): `waiting` or back."""
+        if not self._requests.apply(change):
+            return
+        t = self._trackers.get(change.session_id)
+        if t is not None:
+            declined = change.kind == QUESTION and change.state == REJECTED
+            self._emit(change.session_id, t.on_waiting(self._requests.waiting(change.session_id), self._clock(),
+                                                       declined))
 
     def forget(self, session_id: str) -> None:
         """Its follower stopped: we no longer speak for it."""
+        if self._requests.waiting(session_id) is None:
+            self._requests.forget(session_id)
         self._trackers.pop(session_id, None)
         self._last_seq.pop(session_id, None)
         self._titles.pop(session_id, None)

@@ -14,6 +14,11 @@ A "not active" observation closes the turn, and how it closes depends on what th
 - a step started and never ended → `interrupted`: the upstream restarted mid-turn (§7) or the provider
   stream was cut (§4); the bridge closes the turn since upstream never will.
 
+A session whose agent waits for a person — a permission request or a question pending (docs/upstream.md
+§4.4, §18; bridge.events.pending) — is `waiting` (the reason says what for and since when) whatever the
+poll says: a legacy turn waiting on a question is not listed by `/api/session/active` (§18), and neither
+`stalled` nor `interrupted` fits a turn that is only waiting. Answered, it is `running` again.
+
 Two races are guarded. An observation that started before our latest event is stale (the poll may
 predate the prompt) and is ignored. And our durable stream lags the upstream by a little, so an open step
 is only closed after "not active" held for `settle_s` with no new event (else a poll landing between the
@@ -25,6 +30,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
+
+from bridge.events.pending import waiting_reason
 
 
 class Status(enum.StrEnum):
@@ -35,6 +43,8 @@ class Status(enum.StrEnum):
     INTERRUPTED = "interrupted"  # a step was left open and the session is no longer active
     DELETED = "deleted"  # deleted upstream: terminal
     PARKED = "parked"  # its follower kept failing: no longer retried until warmed explicitly (parking.py)
+    WAITING = "waiting"  # the agent waits for a person: reason `<permission|question> since <ISO time>`
+
 
 
 # Kinds that mean "a turn is in progress" (bridge.events kinds of session.next.*).
@@ -74,6 +84,7 @@ class TurnTracker:
         self.step_open = False
         self.last_event_at: float | None = None
         self.inactive_since: float | None = None  # first "not active" observation after our last event
+        self.waiting: tuple[str, datetime] | None = None  # what the agent waits for, since when
 
     def _move(self, status: Status, reason: str | None) -> Transition | None:
         if (status, reason) == (self.status, self.reason):
@@ -100,6 +111,27 @@ class TurnTracker:
             return None
         self.last_event_at = now
         self.inactive_since = None
+        if self.waiting is not None:
+            return self._move(Status.WAITING, waiting_reason(*self.waiting))
+        return self._move(Status.RUNNING, None)
+
+    def on_waiting(self, waiting: tuple[str, datetime] | None, now: float,
+                   declined: bool = False) -> Transition | None:
+        """What the session's agent waits for now (bridge.events.pending), None: nothing any more.
+        `declined`: a question was rejected, which stops the turn upstream without ending its step
+        (`tool.failed` "Tool execution interrupted", no `step.ended`, docs/upstream.md §18): the turn then
+        ends `idle`, not `interrupted`."""
+        if self.status is Status.DELETED:
+            return None
+        if declined:
+            self.step_open = False
+        was, self.waiting = self.waiting, waiting
+        self.inactive_since = None
+        if waiting is not None:
+            return self._move(Status.WAITING, waiting_reason(*waiting))
+        if was is None and self.status is not Status.WAITING:
+            return None
+        self.last_event_at = now  # answered: the turn goes on; only a later poll may end it
         return self._move(Status.RUNNING, None)
 
     def on_upstream_status(self, status_type: str, reason: str | None, now: float) -> Transition | None:
@@ -113,7 +145,7 @@ class TurnTracker:
             self.last_event_at = now
             self.inactive_since = None
             return self._move(Status.RETRYING, reason)
-        if status_type == "busy" and self.status is not Status.RUNNING:
+        if status_type == "busy" and self.status not in (Status.RUNNING, Status.WAITING):
             self.last_event_at = now
             self.inactive_since = None
             return self._move(Status.RUNNING, None)
@@ -125,6 +157,8 @@ class TurnTracker:
             return None
         if self.last_event_at is not None and observed_at < self.last_event_at:
             return None  # the observation predates our latest event: it says nothing about it
+        if self.waiting is not None:
+            return None  # waits for a person: neither stalled, interrupted nor idle (legacy turns are not listed)
         if active:
             self.inactive_since = None
             if self.status is Status.RETRYING:

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bridge.audit.chain import GENESIS, ChainRow
 from bridge.store import reads
 from bridge.store.codecs import audit_session, row_dict, session_row
+from bridge.store.pending import PendingStore
 from bridge.store.reads import SessionFilter, ToolCallFilter
 
 # --- hash chain (inside write_batch's transaction) --------------------------------------------------
@@ -71,6 +72,10 @@ class AuditReader:
         async with self._engine.connect() as conn:
             rows = await conn.execute(reads.select_sessions_page(self.upstream, f))
             return [audit_session(session_row(r)) for r in rows]
+
+    def pending_store(self) -> PendingStore:
+        """The pending-requests table (questions and who answered them) on the same read pool."""
+        return PendingStore(self._engine, self.upstream)
 
     async def session(self, session_id: str) -> dict[str, Any] | None:
         async with self._engine.connect() as conn:

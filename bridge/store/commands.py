@@ -45,12 +45,13 @@ class CommandRow:
     upstream_id: str | None
     http_status: int | None
     result: dict[str, Any] | None
+    subject: str = ""  # the token's `sub` of the first attempt
 
 
 def _row(r: Any) -> CommandRow:
     return CommandRow(command_id=r.command_id, command=r.command, session_id=r.session_id,
                       fingerprint=r.fingerprint, state=r.state, upstream_id=r.upstream_id,
-                      http_status=r.http_status, result=r.result)
+                      http_status=r.http_status, result=r.result, subject=r.subject)
 
 
 class CommandStore:
@@ -107,7 +108,8 @@ class CommandStore:
 
     async def permission_reply(self, request_id: str) -> tuple[str, str | None] | None:
         """(session_id, reply) of a permission request the mirror has seen; reply None while pending."""
-        q = select(P.session_id, P.reply).where(and_(P.upstream == self.upstream, P.request_id == request_id))
+        q = select(P.session_id, P.reply).where(and_(P.upstream == self.upstream, P.request_id == request_id,
+                                                     P.kind == "permission"))
         async with self._engine.connect() as conn:
             r = (await conn.execute(q)).first()
         return None if r is None else (r.session_id, r.reply)

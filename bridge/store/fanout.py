@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.store import reads
 from bridge.store.codecs import SessionRow, parse_session_cursor, session_cursor, session_list_entry, session_row
 from bridge.store.payload import storable_json
+from bridge.store.pending import PendingStore
 from bridge.store.replay import StoredFrame, frames_after
 from bridge.store.schema import chat_permission_requests
 
@@ -133,6 +134,10 @@ class FanoutStore:
         # Replay and session reads: the bounded read pool when given (bridge.store.db.make_read_engine).
         self._read = read_engine or engine
         self.upstream = upstream
+
+    def pending_store(self) -> PendingStore:
+        """The pending-requests table's other reads and writes (questions, who answered), same engines."""
+        return PendingStore(self._engine, self.upstream, self._read)
 
     async def events_after(self, session_id: str, after: int,
                            limit: int) -> list[tuple[int, dict[str, Any], str | None]]:

@@ -107,13 +107,15 @@ def select_session_list(upstream: str, limit: int, after: tuple[datetime | None,
 def select_pending_permissions(upstream: str, session_id: str) -> Select[Any]:
     return (
         select(P.request_id, P.asked)
-        .where(P.upstream == upstream, P.session_id == session_id, P.reply.is_(None), P.asked.is_not(None))
+        .where(P.upstream == upstream, P.session_id == session_id, P.reply.is_(None), P.asked.is_not(None),
+               P.kind == "permission")  # questions share the table (bridge.store.pending)
         .order_by(P.asked_at, P.request_id)
     )
 
 
 def select_session_permissions(upstream: str, session_id: str, runtime: str | None = None) -> Select[Any]:
-    stmt = select(P.request_id, P.reply).where(P.upstream == upstream, P.session_id == session_id)
+    stmt = select(P.request_id, P.reply).where(P.upstream == upstream, P.session_id == session_id,
+                                               P.kind == "permission")
     return stmt if runtime is None else stmt.where(P.runtime == runtime)
 
 

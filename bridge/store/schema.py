@@ -202,10 +202,17 @@ chat_permission_requests = Table(
     Column("asked", JSONB, nullable=True),
     Column("asked_at", TIMESTAMPTZ, nullable=True),
     # once | always | reject; unknown: answered while /api/event was down (found by the re-sync); NULL: pending
+    # (questions: answered | rejected | unknown)
     Column("reply", Text, nullable=True),
     Column("replied", JSONB, nullable=True),
     Column("replied_at", TIMESTAMPTZ, nullable=True),
     Column("updated_at", TIMESTAMPTZ, nullable=False, server_default=func.now()),
+    # 0012: the table holds every pending request (docs/mirror.md, "Pending requests"): `permission` or a
+    # `question` of the question tool (docs/upstream.md §18); a question's answers; the token subject of
+    # the bridge command that answered (NULL: answered elsewhere, or not yet).
+    Column("kind", Text, nullable=False, server_default=text("'permission'")),
+    Column("answer", JSONB, nullable=True),
+    Column("answered_by", Text, nullable=True),
     PrimaryKeyConstraint("upstream", "request_id", name="pk_chat_permission_requests"),
     Index(
         "ix_chat_permission_requests_pending",
@@ -213,6 +220,7 @@ chat_permission_requests = Table(
         "session_id",
         postgresql_where=text("reply IS NULL"),
     ),
+    Index("ix_chat_permission_requests_pending_age", "asked_at", postgresql_where=text("reply IS NULL")),
 )
 
 

@@ -15,7 +15,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.events import ChatEvent
-from bridge.fanout.relay import LiveRelay, PermissionResync
+from bridge.fanout.relay import LiveRelay
+from bridge.fanout.resync import PermissionResync
 from bridge.store.db import make_engine
 from tests.integration.fanout_node import Node
 from tests.support.fanout_client import WsClient

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.auth import mint_token
 from bridge.config import Secret, Settings
 from bridge.dispatch import LiveDispatch
-from bridge.fanout.relay import RESOLVED_NOTE, PermissionResync
+from bridge.fanout.resync import RESOLVED_NOTE, PermissionResync
 from bridge.fanout.service import Fanout
 from bridge.http.app import build_app
 from bridge.upstream.client import UpstreamClient

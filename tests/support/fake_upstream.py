@@ -84,6 +84,8 @@ class FakeUpstream:
         self.sessions: dict[str, FakeSession] = {}
         self.active: dict[str, Any] = {}
         self.permissions: dict[str, list[dict[str, Any]]] = {}  # pending requests per session
+        self.questions: dict[str, list[dict[str, Any]]] = {}  # pending v2 questions per session
+        self.legacy_questions: list[dict[str, Any]] = []  # `GET /question` (every session)
         self._hung: set[int] = set()  # ids of durable requests that went silent (hang_durable_streams)
         self.fail_status: dict[str, int] = {}  # route name -> status to answer with
         self._changed = asyncio.Condition()
@@ -256,6 +258,9 @@ class FakeUpstream:
         app.router.add_get("/api/session/{sid}/history", self._history)
         app.router.add_get("/api/session/{sid}/event", self._durable)
         app.router.add_get("/api/session/{sid}/permission", self._permissions)
+        app.router.add_get("/api/session/{sid}/question", self._questions)
+        app.router.add_get("/question", self._legacy_questions)
+        app.router.add_get("/permission", self._legacy_permissions)
         app.router.add_get("/api/event", self._live)
         app.router.add_get("/global/event", self._global)
         app.router.add_post("/sync/history", self._sync_history)
@@ -346,6 +351,20 @@ class FakeUpstream:
         if (failed := self._failure("permission")) is not None:
             return failed
         return web.json_response({"data": self.permissions.get(s.id, [])})
+
+    async def _questions(self, request: web.Request) -> web.Response:
+        s = self._session_or_404(request.match_info["sid"])
+        if (failed := self._failure("question")) is not None:
+            return failed
+        return web.json_response({"data": self.questions.get(s.id, [])})
+
+    async def _legacy_questions(self, request: web.Request) -> web.Response:
+        if (failed := self._failure("question")) is not None:
+            return failed
+        return web.json_response(self.legacy_questions)
+
+    async def _legacy_permissions(self, request: web.Request) -> web.Response:
+        return web.json_response([])
 
     async def _durable(self, request: web.Request) -> web.StreamResponse:
         s = self._session_or_404(request.match_info["sid"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from typing import Any
 
 import aiohttp
@@ -17,6 +18,7 @@ class WsClient:
         self.http = http
         self.ws = ws
         self.messages: list[dict[str, Any]] = []
+        self.received_at: list[float] = []  # time.monotonic() of each message, same index
         self.close_code: int | None = None
         self._reader: asyncio.Task[None] | None = None
 
@@ -41,6 +43,7 @@ class WsClient:
     async def _read(self) -> None:
         async for msg in self.ws:
             if msg.type is aiohttp.WSMsgType.TEXT:
+                self.received_at.append(time.monotonic())
                 self.messages.append(json.loads(msg.data))
         self.close_code = self.ws.close_code
 
@@ -55,6 +58,10 @@ class WsClient:
 
     def of(self, type_: str, session: str | None = None) -> list[dict[str, Any]]:
         return [m for m in self.messages if m["type"] == type_ and (session is None or m.get("session") == session)]
+
+    def time_of(self, message: dict[str, Any]) -> float:
+        """When `message` (one of `messages`) arrived, `time.monotonic()`."""
+        return self.received_at[next(i for i, m in enumerate(self.messages) if m is message)]
 
     def seqs(self, session: str | None = None) -> list[int]:
         return [m["seq"] for m in self.of("event", session)]

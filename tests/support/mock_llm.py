@@ -22,6 +22,8 @@ directive              reply
 ``slowtool[:S]``       step 0: bash ``sleep S; echo slept`` (default 4); step 1+: final text
 ``perm``               step 0: bash ``touch perm-test.txt`` (configured as "ask"); then final text
 ``badtool``            step 0: read with a wrong argument name (the tool fails); then final text
+``question[:multi]``    step 0: the built-in ``question`` tool (Color: Red/Blue; ``multi``: several
+                       choices allowed); step 1+: final text (the request carries the tool result)
 ``cut``                2 text chunks, then the body ends without finish_reason and ``[DONE]``
 ``errchunk``           1 text chunk, then an in-stream ``{"error": ...}`` chunk
 ``eNNN``               HTTP NNN on every attempt (``e500``, ``e401``; ``e429`` adds retry-after: 1)
@@ -130,6 +132,15 @@ def _arg(args: Sequence[str], index: int, default: float) -> float:
         return default
 
 
+def question_prompt(multiple: bool = False) -> dict[str, Any]:
+    """The question `MOCK:question` asks (the shape of the `question` tool's input, docs/upstream.md §18)."""
+    q: dict[str, Any] = {"question": "Which color do you prefer?", "header": "Color",
+                         "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]}
+    if multiple:
+        q["multiple"] = True
+    return q
+
+
 def plan_reply(directive: Directive, step: int, chunk_delay: float = 0.05) -> Reply:
     """Pure mapping directive x step -> reply (no I/O; unit-testable)."""
     name, args = directive.name, directive.args
@@ -164,6 +175,8 @@ def plan_reply(directive: Directive, step: int, chunk_delay: float = 0.05) -> Re
         return final
     if name == "badtool":
         return ToolReply("read", {"filePath": "hello.txt"}) if step == 0 else final
+    if name == "question":
+        return ToolReply("question", {"questions": [question_prompt("multi" in args)]}) if step == 0 else final
     if name == "cut":
         return TextReply(("Partial", " answer"), chunk_delay, cut=True)
     if name == "errchunk":
@@ -207,6 +220,7 @@ class RecordedRequest:
     user_text: str
     outcome: Outcome = "pending"
     finished: float | None = None
+    tool_results: tuple[str, ...] = ()  # the `tool` messages after the newest user message (tool outputs)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -227,6 +241,7 @@ class _Analysis:
     user_text: str
     roles: tuple[str, ...]
     tools: tuple[str, ...]
+    tool_results: tuple[str, ...] = ()
 
 
 def _analyse(body: Mapping[str, Any]) -> _Analysis:
@@ -239,9 +254,10 @@ def _analyse(body: Mapping[str, Any]) -> _Analysis:
     last_user = user_indexes[-1] if user_indexes else -1
     user_text = _text_of(messages[last_user].get("content")) if last_user >= 0 else ""
     step = sum(1 for role in roles[last_user + 1:] if role == "assistant")
+    results = tuple(_text_of(m.get("content")) for m in messages[last_user + 1:] if m.get("role") == "tool")
     if "title" in system.lower() and not tools:
         return _Analysis(Directive("title"), 0, user_text, roles, tools)
-    return _Analysis(parse_directive(user_text), step, user_text, roles, tools)
+    return _Analysis(parse_directive(user_text), step, user_text, roles, tools, results)
 
 
 # --- the server ----------------------------------------------------------------------------------------
@@ -390,6 +406,7 @@ class MockLLM:
             directive=analysis.directive.name, args=analysis.directive.args, step=analysis.step,
             attempt=attempt, time=time.time(), reply=_describe_reply(reply), stream=bool(body.get("stream")),
             model=body.get("model"), roles=analysis.roles, tools=analysis.tools, user_text=analysis.user_text,
+            tool_results=analysis.tool_results,
         )
         self.requests.append(record)
         self._log(record)

@@ -15,6 +15,7 @@ _METHODS = (b"GET ", b"POST ", b"PUT ", b"DELETE ", b"PATCH ", b"HEAD ", b"OPTIO
 class _Conn:
     head: bytearray = field(default_factory=bytearray)  # the start of the latest request the client sent
     writers: list[asyncio.StreamWriter] = field(default_factory=list)
+    blocked: set[bytes] = field(default_factory=set)  # the proxy's: requests starting so are reset
 
 
 class TcpProxy:
@@ -24,6 +25,7 @@ class TcpProxy:
         self._conns: set[_Conn] = set()
         self.port = 0
         self.cuts = 0
+        self.blocked: set[bytes] = set()  # `block()`: such requests are reset as soon as they are sent
 
     @property
     def url(self) -> str:
@@ -53,8 +55,16 @@ class TcpProxy:
         self.cuts += n
         return n
 
+    def block(self, prefix: bytes) -> int:
+        """Cut every connection whose request starts with `prefix`, and every new one until `unblock`."""
+        self.blocked.add(prefix)
+        return self.cut(prefix)
+
+    def unblock(self, prefix: bytes) -> None:
+        self.blocked.discard(prefix)
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = _Conn(writers=[writer])
+        conn = _Conn(writers=[writer], blocked=self.blocked)
         try:
             up_reader, up_writer = await asyncio.open_connection(*self._target)
         except OSError:
@@ -76,6 +86,8 @@ class TcpProxy:
             while data := await reader.read(65536):
                 if conn is not None and data.startswith(_METHODS):
                     conn.head[:] = data[:64]  # the latest request on this (kept-alive) connection
+                    if any(data.startswith(p) for p in conn.blocked):
+                        break
                 writer.write(data)
                 await writer.drain()
         except (ConnectionError, OSError):

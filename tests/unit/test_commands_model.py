@@ -48,11 +48,13 @@ def test_delivery_is_required() -> None:
 
 @pytest.mark.parametrize(("scope", "allowed"), [
     ("read", set()),
-    ("prompt", {"prompt", "permission_reply"}),
-    ("control", {"prompt", "permission_reply", "interrupt", "model", "agent", "create_session"}),
+    ("prompt", {"prompt", "permission_reply", "question_reply", "question_reject"}),
+    ("control", {"prompt", "permission_reply", "question_reply", "question_reject", "interrupt", "model", "agent",
+                 "create_session"}),
 ])
 def test_scope_matrix(scope: str, allowed: set[str]) -> None:
-    names = {"prompt", "permission_reply", "interrupt", "model", "agent", "create_session"}
+    names = {"prompt", "permission_reply", "question_reply", "question_reject", "interrupt", "model", "agent",
+             "create_session"}
     assert {n for n in names if scope_allows(scope, n)} == allowed
 
 
@@ -155,3 +157,25 @@ def test_create_session_takes_the_model_in_any_documented_form(extra: dict[str, 
 def test_create_session_refuses_a_malformed_model(extra: dict[str, object]) -> None:
     with pytest.raises(CommandError):
         parse_command("create_session", {"command_id": "c", "directory": "/srv/p", **extra})
+
+
+@pytest.mark.parametrize("body", [
+    {"command_id": "c"},
+    {"command_id": "c", "answers": []},
+    {"command_id": "c", "answers": "Red"},
+    {"command_id": "c", "answers": ["Red"]},
+    {"command_id": "c", "answers": [["Red"]] * 51},
+])
+def test_a_question_reply_needs_a_list_of_answer_lists(body: dict[str, object]) -> None:
+    with pytest.raises(CommandError) as e:
+        parse_command("question_reply", body, SID, "que_1")
+    assert e.value.status == 400
+
+
+def test_question_commands_take_the_request_id_from_the_path() -> None:
+    reply = parse_command("question_reply", {"command_id": "c", "answers": [["Red"]], "x": 1}, SID, "que_1")
+    assert dict(reply.args) == {"request_id": "que_1", "answers": [["Red"]]}
+    reject = parse_command("question_reject", {"command_id": "c"}, SID, "que_1")
+    assert dict(reject.args) == {"request_id": "que_1"} and reject.fingerprint != reply.fingerprint
+    with pytest.raises(CommandError):
+        parse_command("question_reject", {"command_id": "c"}, SID, "que/1")

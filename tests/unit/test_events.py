@@ -287,7 +287,7 @@ def test_catalogue_type_maps_to_its_kind(event_type: str, kind: str) -> None:
     [
         "session.next.retried",
         "session.next.compaction.started",
-        "question.v2.asked",
+        "todo.updated",
         "brand.new",
         "SESSION.NEXT.PROMPTED",
     ],

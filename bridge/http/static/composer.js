@@ -1,6 +1,6 @@
 "use strict";
-// The viewer's controls (docs/commands.md): a composer (Send now = steer, Queue = queue), a Stop button and
-// permission buttons, over the WebSocket `command` op. Shown only when the token's scope (from `hello`)
+// The viewer's controls (docs/commands.md): a composer (Send now = steer, Queue = queue), a Stop button,
+// permission buttons and the Answer / Reject buttons of a question, over the WebSocket `command` op. Shown only when the token's scope (from `hello`)
 // allows them. Text goes into the page with textContent only. A command not answered when the socket
 // drops is sent again with the same command_id after the reconnect: the bridge runs it at most once.
 
@@ -84,6 +84,26 @@ const composer = (() => {
         row.appendChild(b);
       }
       box.appendChild(row);
+      return true;
+    },
+    // Answer and Reject under a pending question (questions.js); `answers()` reads the card's form.
+    questionButtons(card, sid, requestId, answers) {
+      if (!may("prompt")) return false;
+      const row = el("span", "perm-actions q-actions");
+      const ok = el("button", "q-answer-button", "Answer");
+      const no = el("button", "q-reject-button", "Reject");
+      ok.addEventListener("click", () => {
+        const a = answers();
+        if (!a) { say("choose an answer for every question"); return; }
+        ok.disabled = no.disabled = true;
+        run("question_reply", { session: sid, request_id: requestId, answers: a }, "answering");
+      });
+      no.addEventListener("click", () => {
+        ok.disabled = no.disabled = true;
+        run("question_reject", { session: sid, request_id: requestId }, "rejecting");
+      });
+      row.append(ok, no);
+      card.appendChild(row);
       return true;
     },
   };

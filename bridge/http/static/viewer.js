@@ -77,6 +77,8 @@ function statusLabel(row) {
     const left = at === null ? null : Math.max(0, Math.ceil((at - Date.now()) / 1000));
     return left === null ? "retrying" : "retrying in " + left + " s";
   }
+  // `waiting`: the reason says what for, "question since 2026-12-01T21:10:22Z" (docs/lifecycle.md).
+  if (st === "waiting") return "waiting for " + ((row.status_reason || "").split(" since ")[0] || "an answer");
   return st;
 }
 
@@ -168,6 +170,7 @@ function handle(m) {
       break;
     case "delta": if (mine) state.view.delta(m); break;
     case "permission": if (mine) state.view.permission(m); break;
+    case "question": if (mine) questionCards.show(state.view, m); break;
     case "status": {
       const row = state.sessions.get(m.session);
       if (row) { row.status = m.status; row.status_reason = m.reason || null; Object.assign(row, pick(m)); renderSessions(); }
