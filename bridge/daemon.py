@@ -30,6 +30,7 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bridge.commands.legacy_queue import QueueSender
 from bridge.config import Settings
 from bridge.dispatch import LiveDispatch
 from bridge.fanout.service import Fanout, auth_secret
@@ -129,7 +130,11 @@ class Daemon:
                             audit=AuditContext(AuditReader(read_engine, s.upstream_name), secret, s.auth_disabled),
                             detail=readiness_detail(secret, s),
                             trusted_hosts=fanout.service.trusted_hosts if s.auth_disabled else None)
-            mount_commands(app, s, engine, client, fanout.service, secret)  # docs/commands.md
+            commands = mount_commands(app, s, engine, client, fanout.service, secret)  # docs/commands.md
+            # The bridge's own legacy queue (docs/commands.md, "The legacy queue"): woken when a session
+            # of ours goes idle upstream.
+            queue_sender = QueueSender(commands.service.prompts, sessions)
+            sessions.activity.on_idle = queue_sender.wake
 
             await stack.enter_async_context(serving(app, s.http_host, s.http_port,
                                                     max_connections=s.http_max_connections))
@@ -141,6 +146,7 @@ class Daemon:
             await stack.enter_async_context(_background("fanout", fanout.run))
             await stack.enter_async_context(_background("discovery", discovery.run))
             await stack.enter_async_context(_background("live", live.run))
+            await stack.enter_async_context(_background("prompt-queue", queue_sender.run))
             notifier = Notifier.from_env()
             # The watchdog's database probe shares the heartbeats' pool: a burst of write batches on the
             # main pool must not withhold the watchdog (and have systemd restart a busy bridge).

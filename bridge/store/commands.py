@@ -28,7 +28,7 @@ class CommandRow:
     command: str
     session_id: str | None
     fingerprint: str
-    state: str  # pending | done | failed
+    state: str  # pending | queued | sending | done | failed | dropped
     upstream_id: str | None
     http_status: int | None
     result: dict[str, Any] | None
@@ -44,6 +44,10 @@ class CommandStore:
     def __init__(self, engine: AsyncEngine, upstream: str) -> None:
         self._engine = engine
         self.upstream = upstream
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
 
     async def claim(self, cmd: Command, subject: str, scope: str, upstream_id: str | None,
                     session_id: str | None) -> tuple[CommandRow, bool]:
@@ -64,7 +68,8 @@ class CommandStore:
     async def complete(self, command_id: str, *, state: str, http_status: int, result: dict[str, Any],
                        upstream_status: int | None = None, admitted_seq: int | None = None) -> None:
         stmt = (chat_commands.update()
-                .where(and_(C.upstream == self.upstream, C.command_id == command_id, C.state == "pending"))
+                .where(and_(C.upstream == self.upstream, C.command_id == command_id,
+                            C.state.in_(("pending", "sending"))))  # sending: a legacy prompt, see legacy_delivery
                 .values(state=state, http_status=http_status, result=result, upstream_status=upstream_status,
                         admitted_seq=admitted_seq, completed_at=datetime.now().astimezone()))
         async with self._engine.begin() as conn:

@@ -37,7 +37,8 @@ async def test_the_viewer_sends_queues_and_answers_a_permission_with_a_control_t
     opencode: OpencodeServe, tmp_path: Path, database_url: str, browser: Page  # noqa: F811
 ) -> None:
     bridge = BridgeProcess(tmp_path, opencode.base_url, database_url,
-                           extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET})
+                           extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET,
+                                      "BRIDGE_PROMPT_RUNTIME": "v2"})  # reads the v2 admissions
     bridge.start()
     try:
         await bridge.wait_ready(60)

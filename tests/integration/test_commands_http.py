@@ -50,7 +50,8 @@ class TwinUpstream:
             out["model"] = self.model
         return out
 
-    async def prompt(self, sid: str, directory: str, mid: str, text: str, delivery: str) -> tuple[int, dict[str, Any]]:
+    async def prompt(self, sid: str, directory: str, mid: str, text: str, delivery: str,
+                     files: list[dict[str, Any]] | None = None) -> tuple[int, dict[str, Any]]:
         self.calls.append(("prompt", (sid, directory, mid, text, delivery)))
         if self.fail_prompt is not None:
             raise self.fail_prompt
@@ -126,7 +127,7 @@ def clock() -> Clock:
 async def http(engine: AsyncEngine, twin: TwinUpstream, clock: Clock) -> AsyncIterator[TestClient[Any, Any]]:
     service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
                              limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock), clock=clock,
-                             exit_after_upstream="")
+                             exit_after_upstream="", prompt_runtime="v2")  # the twin is a v2 serve
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as client:

@@ -1,0 +1,116 @@
+"""SQL of prompts on both runtimes (docs/commands.md, "Runtime affinity", "The legacy queue"): the
+runtimes of a session's stored turns, the state changes of a prompt row, the one-sender lock, and the
+queued legacy prompts in order."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, func, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bridge.commands.affinity import TurnHistory, runtime_of_type
+from bridge.commands.legacy_delivery import DROPPED, WAITING_STATES
+from bridge.store.schema import chat_commands, chat_session_events
+
+C = chat_commands.c
+E = chat_session_events.c
+
+# The kinds that begin a turn, in either runtime (docs/legacy.md, "Kind table").
+_TURN_KINDS = ("prompt:admitted",)
+
+
+@dataclass(frozen=True)
+class PromptRow:
+    command_id: str
+    session_id: str
+    state: str
+    runtime: str | None
+    upstream_id: str | None
+    body: dict[str, Any]
+    http_status: int | None
+    result: dict[str, Any] | None
+    created_at: datetime
+
+
+def _prompt_row(r: Any) -> PromptRow:
+    return PromptRow(command_id=r.command_id, session_id=r.session_id, state=r.state, runtime=r.runtime,
+                     upstream_id=r.upstream_id, body=r.body, http_status=r.http_status, result=r.result,
+                     created_at=r.created_at)
+
+
+class PromptQueueStore:
+    def __init__(self, engine: AsyncEngine, upstream: str) -> None:
+        self._engine = engine
+        self.upstream = upstream
+
+    def _key(self, command_id: str) -> Any:
+        return and_(C.upstream == self.upstream, C.command_id == command_id)
+
+    async def turn_history(self, session_id: str) -> TurnHistory:
+        """The runtime of the session's latest stored turn and every runtime its turns ran in."""
+        where = and_(E.upstream == self.upstream, E.session_id == session_id, E.kind.in_(_TURN_KINDS))
+        is_v2 = E.type.like("session.next.%")
+        async with self._engine.connect() as conn:
+            latest = (await conn.execute(select(E.type).where(where).order_by(E.seq.desc()).limit(1))).scalar()
+            kinds = (await conn.execute(select(func.bool_or(is_v2), func.bool_or(~is_v2)).where(where))).one()
+        seen = {rt for rt, present in zip(("v2", "legacy"), kinds, strict=True) if present}
+        return TurnHistory(latest=None if latest is None else runtime_of_type(latest), seen=frozenset(seen))
+
+    async def row(self, command_id: str) -> PromptRow | None:
+        async with self._engine.connect() as conn:
+            r = (await conn.execute(select(chat_commands).where(self._key(command_id)))).first()
+        return None if r is None else _prompt_row(r)
+
+    async def move(self, command_id: str, from_states: Iterable[str], to_state: str, **values: Any) -> bool:
+        """`state` from one of `from_states` to `to_state` (with `values`); False if the row was elsewhere."""
+        stmt = (chat_commands.update()
+                .where(self._key(command_id), C.state.in_(list(from_states)))
+                .values(state=to_state, **values))
+        async with self._engine.begin() as conn:
+            return bool((await conn.execute(stmt)).rowcount)
+
+    async def queued_ahead(self, session_id: str, command_id: str) -> int:
+        """Prompts of the session still waiting in the queue, this one left out."""
+        q = select(func.count()).where(C.upstream == self.upstream, C.session_id == session_id,
+                                       C.state.in_(WAITING_STATES), C.command_id != command_id)
+        async with self._engine.connect() as conn:
+            return int((await conn.execute(q)).scalar_one())
+
+    async def heads(self, limit: int = 200) -> list[PromptRow]:
+        """The oldest waiting prompt of every session that has one (FIFO per session)."""
+        q = (select(chat_commands).distinct(C.session_id)
+             .where(C.upstream == self.upstream, C.command == "prompt", C.state.in_(WAITING_STATES))
+             .order_by(C.session_id, C.created_at, C.command_id).limit(limit))
+        async with self._engine.connect() as conn:
+            return [_prompt_row(r) for r in (await conn.execute(q)).all()]
+
+    async def drop_queued(self, session_id: str, reason: str) -> list[str]:
+        """Every queued prompt of the session → `dropped` (never sent); their command ids."""
+        pick = (select(C.command_id).where(C.upstream == self.upstream, C.session_id == session_id,
+                                            C.state == "queued").with_for_update())
+        async with self._engine.begin() as conn:
+            ids = [r.command_id for r in (await conn.execute(pick)).all()]
+            for cid in ids:
+                await conn.execute(chat_commands.update().where(self._key(cid)).values(
+                    state=DROPPED, http_status=200, completed_at=func.now(),
+                    result={"command_id": cid, "state": DROPPED, "reason": reason}))
+        return ids
+
+    @asynccontextmanager
+    async def sender_lock(self, command_id: str) -> AsyncIterator[None]:
+        """Hold the row's send lock (a session-level advisory lock on a connection of its own): one sender
+        at a time, and PostgreSQL lets it go if the process dies."""
+        key = f"{self.upstream}/prompt/{len(self.upstream)}/{command_id}"
+        async with self._engine.connect() as conn:
+            await conn.execute(text("SELECT pg_advisory_lock(hashtextextended(:k, 0))"), {"k": key})
+            await conn.commit()
+            try:
+                yield
+            finally:
+                await conn.execute(text("SELECT pg_advisory_unlock(hashtextextended(:k, 0))"), {"k": key})
+                await conn.commit()
