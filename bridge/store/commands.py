@@ -78,7 +78,8 @@ class CommandStore:
     async def for_session(self, session_id: str, limit: int = 100) -> list[dict[str, Any]]:
         """The session's commands, newest first (created sessions included)."""
         q = (select(C.command_id, C.command, C.subject, C.scope, C.body, C.state, C.upstream_id,
-                    C.upstream_status, C.admitted_seq, C.http_status, C.result, C.created_at, C.completed_at)
+                    C.upstream_status, C.admitted_seq, C.http_status, C.result, C.created_at, C.completed_at,
+                    C.runtime, C.sent_at)
              .where(and_(C.upstream == self.upstream, C.session_id == session_id))
              .order_by(C.created_at.desc(), C.command_id.desc()).limit(min(limit, MAX_LIST)))
         async with self._engine.connect() as conn:

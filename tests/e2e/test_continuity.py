@@ -6,13 +6,20 @@ is sent once across retries and a crash; attachments reach the model."""
 
 from __future__ import annotations
 
+import base64
+import json
+import struct
+import zlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bridge.commands.service import EXIT_AFTER_UPSTREAM_ENV
 from tests.e2e.test_commands import Bridge, bridge_factory, token  # noqa: F401 - the fixture is used
 from tests.support.mock_llm import MockLLM, RecordedRequest
 from tests.support.opencode import OpencodeServe
@@ -83,3 +90,141 @@ async def test_a_session_begun_through_the_bridge_continues_in_the_cli_with_its_
     await opencode.run_cli(sid, "MOCK:text MARKER-CLI second turn")
     seen = await request_for(mock_llm, "MARKER-CLI")
     assert markers(seen) == ["MARKER-BRIDGE", "MARKER-CLI"]
+
+
+async def start_slow_tool_turn(bridge: Bridge, mock: MockLLM, sid: str, command_id: str, seconds: int) -> None:
+    """A legacy turn through the bridge whose first step runs `sleep` in bash: a turn with a step boundary."""
+    status, body = await bridge.prompt(sid, command_id, f"MOCK:slowtool:{seconds} MARKER-D work", "steer")
+    assert status == 200 and body["runtime"] == "legacy", body
+    await request_for(mock, "MARKER-D")  # the tool step is under way
+
+
+async def test_queue_on_a_running_legacy_turn_runs_after_its_last_step(
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_factory: Callable[..., Any]  # noqa: F811
+) -> None:
+    bridge: Bridge = await bridge_factory(BRIDGE_PROMPT_RUNTIME="auto")
+    sid = await bridge.create(opencode)
+    await start_slow_tool_turn(bridge, mock_llm, sid, "q-0", 3)
+    status, queued = await bridge.prompt(sid, "q-1", "MOCK:text MARKER-Q queued", "queue")
+    assert (status, queued["state"], queued["runtime"]) == (200, "queued", "legacy"), queued
+    seen = await request_for(mock_llm, "MARKER-Q")
+    final_of_d = model_requests(mock_llm, "MARKER-D")
+    # the running turn's last step ran as its own request, finished before the queued prompt went
+    assert [r.step for r in final_of_d] == [0, 1]
+    assert final_of_d[1].finished is not None and final_of_d[1].finished <= seen.time
+    assert markers(seen) == ["MARKER-D", "MARKER-Q"]
+    await opencode.wait_legacy_idle(sid, 2)
+
+    async def listed() -> dict[str, Any]:
+        async with bridge.http.get(f"{bridge.proc.url}/v1/sessions/{sid}/commands",
+                                   headers={"Authorization": f"Bearer {token('read')}"}) as r:
+            return {c["command_id"]: c for c in (await r.json())["data"]}
+
+    row = (await listed())["q-1"]
+    assert (row["state"], row["result"]["state"], row["runtime"]) == ("done", "sent", "legacy")
+    status, again = await bridge.prompt(sid, "q-1", "MOCK:text MARKER-Q queued", "queue")  # a retry: the answer now
+    assert (status, again["state"]) == (200, "sent")
+    assert len(model_requests(mock_llm, "MARKER-Q")) == 1
+    sent = [json.loads(line) for line in bridge.proc.log_path.read_text().splitlines() if "queued_prompt_sent" in line]
+    print(f"\nqueued legacy prompt: turn end → sent {sent[0]['turn_end_to_sent_ms']} ms, "
+          f"waited {sent[0]['waited_s']} s in the queue")
+
+
+async def test_a_queued_prompt_survives_a_sigkill_and_is_sent_once_after_restart(
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_factory: Callable[..., Any], db: AsyncEngine  # noqa: F811
+) -> None:
+    first: Bridge = await bridge_factory("first", BRIDGE_PROMPT_RUNTIME="auto")
+    sid = await first.create(opencode)
+    await start_slow_tool_turn(first, mock_llm, sid, "k-0", 3)
+    status, queued = await first.prompt(sid, "k-1", "MOCK:text MARKER-Q after kill", "queue")
+    assert (status, queued["state"]) == (200, "queued"), queued
+    first.proc.kill()
+    await opencode.wait_legacy_idle(sid, 1)  # the turn ended while no bridge ran
+    assert model_requests(mock_llm, "MARKER-Q") == []
+    second: Bridge = await bridge_factory("second", BRIDGE_PROMPT_RUNTIME="auto")
+    seen = await request_for(mock_llm, "MARKER-Q")
+    assert markers(seen) == ["MARKER-D", "MARKER-Q"]
+    await opencode.wait_legacy_idle(sid, 2)
+    assert len(await legacy_users(opencode, sid)) == 2
+    assert len([r for r in model_requests(mock_llm, "MARKER-Q") if r.step == 0]) == 1
+    async with db.connect() as c:
+        state = (await c.execute(text("select state from chat_commands where command_id = 'k-1'"))).scalar()
+    assert state == "done"
+    assert second.proc.proc is not None and second.proc.proc.poll() is None
+
+
+async def test_steer_on_a_running_legacy_turn_joins_at_the_step_boundary(
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_factory: Callable[..., Any]  # noqa: F811
+) -> None:
+    bridge: Bridge = await bridge_factory(BRIDGE_PROMPT_RUNTIME="auto")
+    sid = await bridge.create(opencode)
+    await start_slow_tool_turn(bridge, mock_llm, sid, "s-0", 3)
+    status, steer = await bridge.prompt(sid, "s-1", "MOCK:text MARKER-E steered", "steer")
+    assert (status, steer["state"]) == (200, "sent"), steer
+    seen = await request_for(mock_llm, "MARKER-E")
+    # right after the tool result, in the same turn: D's own final step never ran separately
+    assert [role for role, _ in seen.messages][-4:] == ["user", "assistant", "tool", "user"]
+    assert markers(seen) == ["MARKER-D", "MARKER-E"]
+    await opencode.wait_legacy_idle(sid, 1)
+    assert [r.step for r in model_requests(mock_llm, "MARKER-D")] == [0]
+
+
+async def test_the_same_command_id_twice_and_after_a_crash_gives_one_legacy_message(
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_factory: Callable[..., Any], db: AsyncEngine  # noqa: F811
+) -> None:
+    first: Bridge = await bridge_factory("first", BRIDGE_PROMPT_RUNTIME="auto",
+                                         **{EXIT_AFTER_UPSTREAM_ENV: "once-crash"})
+    sid = await first.create(opencode)
+    s1, b1 = await first.prompt(sid, "once-1", "MOCK:text MARKER-O1", "steer")
+    s2, b2 = await first.prompt(sid, "once-1", "MOCK:text MARKER-O1", "steer")
+    assert s1 == s2 == 200 and b1 == b2 and b1["runtime"] == "legacy"
+    await opencode.wait_legacy_idle(sid, 1)
+    with pytest.raises(aiohttp.ClientError):  # the hook exits after prompt_async answered, before the commit
+        await first.prompt(sid, "once-crash", "MOCK:text MARKER-O2", "steer")
+    assert first.proc.wait() == 99
+    async with db.connect() as c:
+        state = (await c.execute(text("select state from chat_commands where command_id = 'once-crash'"))).scalar()
+    assert state == "sending"
+    second: Bridge = await bridge_factory("second", BRIDGE_PROMPT_RUNTIME="auto")
+    s3, b3 = await second.prompt(sid, "once-crash", "MOCK:text MARKER-O2", "steer")
+    assert (s3, b3["state"]) == (200, "sent"), b3
+    await opencode.wait_legacy_idle(sid, 2)
+    users = [m for m in await opencode.legacy_messages(sid) if m["info"]["role"] == "user"]
+    assert [m["info"]["id"] for m in users] == [b1["message_id"], b3["message_id"]]
+    assert [len([p for p in m["parts"] if p["type"] == "text"]) for m in users] == [1, 1]  # no duplicate part
+    assert len([r for r in model_requests(mock_llm, "MARKER-O2") if r.step == 0]) == 1
+
+
+def tiny_png() -> bytes:
+    """A valid 2x2 RGB PNG."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * 2 for _ in range(2))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+async def test_a_text_file_and_an_image_reach_the_model_and_a_path_outside_is_refused(
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_factory: Callable[..., Any], tmp_path: Path  # noqa: F811
+) -> None:
+    bridge: Bridge = await bridge_factory(BRIDGE_PROMPT_RUNTIME="auto")
+    sid = await bridge.create(opencode)
+    (opencode.project_dir / "notes.txt").write_text("MARKER-FILE-CONTENT inside\n")
+    (tmp_path / "outside.txt").write_text("secret\n")
+    (opencode.project_dir / "link-out.txt").symlink_to(tmp_path / "outside.txt")
+    png = tiny_png()
+    image = {"url": "data:image/png;base64," + base64.b64encode(png).decode(), "mime": "image/png",
+             "filename": "dot.png"}
+    path = f"/v1/sessions/{sid}/prompt"
+    for bad in ("../outside.txt", str(tmp_path / "outside.txt"), "link-out.txt", "missing.txt"):
+        status, body = await bridge.post(path, {"command_id": f"att-{bad}", "text": "MOCK:text no", "delivery": "steer",
+                                                "files": [{"path": bad, "mime": "text/plain"}]}, token())
+        assert (status, body["error"]) == (400, "bad_request"), bad
+    status, body = await bridge.post(path, {"command_id": "att-1", "text": "MOCK:text MARKER-ATT look",
+                                            "delivery": "steer",
+                                            "files": [{"path": "notes.txt", "mime": "text/plain"}, image]}, token())
+    assert status == 200, body
+    seen = await request_for(mock_llm, "MARKER-ATT")
+    assert "MARKER-FILE-CONTENT inside" in "\n".join(seen.user_texts)
+    assert [i.split(":")[0] for i in seen.images] == ["image/png"]
+    assert model_requests(mock_llm, "MOCK:text no") == []
