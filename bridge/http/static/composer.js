@@ -63,7 +63,9 @@ const composer = (() => {
       const p = pending.get(m.id);
       if (!p) return;
       pending.delete(m.id);
-      if (m.status < 300) say(p.label.replace(/ing$/, "") + ": done");
+      const queued = m.result && m.result.state === "queued"; // the bridge's legacy queue (docs/commands.md)
+      if (m.status < 300 && queued) say("queued: sent when the running turn ends");
+      else if (m.status < 300) say(p.label.replace(/ing$/, "") + ": done");
       else say(p.label + " failed: " + (m.error || m.status) + (m.message ? " — " + m.message : ""));
     },
     // Buttons under a pending permission request, for tokens that may answer it.
