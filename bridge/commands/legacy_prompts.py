@@ -97,7 +97,7 @@ class LegacyPrompts:
                 os._exit(99)  # test hook (docs/commands.md, "Testing the crash window")
             now = datetime.now().astimezone()
             answer = {**result, "state": "sent"}
-            await self.queue.move(command_id, (SENDING,), DONE, http_status=200, result=answer,
+            await self.queue.move(command_id, (SENDING,), DONE, announce="sent", http_status=200, result=answer,
                                   upstream_status=status, sent_at=now, completed_at=now)
             _log.info("legacy_prompt_sent", command_id=command_id, session_id=sid, resent=status is not None,
                       found_upstream=exists, prior_state=prior)

@@ -109,7 +109,8 @@ class PromptRouter:
             busy = ahead == 0 and not await self.turn_over(sid, directory)
             if first_state("legacy", delivery, busy, ahead) == QUEUED:
                 queued = {**result, "state": QUEUED}
-                if await self.queue.move(cmd.command_id, (PENDING,), QUEUED, http_status=200, result=queued):
+                if await self.queue.move(cmd.command_id, (PENDING,), QUEUED, announce=QUEUED, http_status=200,
+                                         result=queued):
                     if self.on_queued is not None:
                         self.on_queued()
                     return 200, queued

@@ -26,6 +26,7 @@ from bridge.fanout.hub import Hub
 from bridge.fanout.queue import QueueLimits
 from bridge.fanout.relay import LiveRelay, PermissionResync
 from bridge.http.hosts import trusted_hosts
+from bridge.store.command_notice import command_message
 from bridge.store.fanout import FanoutStore
 from bridge.upstream.client import UpstreamClient
 
@@ -95,6 +96,7 @@ class Fanout:
         self.resync = None if client is None else PermissionResync(self.hub, self.store, self.relay, client)
         self.listener = CommitListener(database_url, settings.upstream_name, self.feed.committed, self.feed.wake_all,
                                        on_status=self.feed.status)
+        self.listener.on_command = lambda n: self.hub.publish_state(n.session_id, command_message(n))
         origins = frozenset(o.strip().rstrip("/") for o in settings.allowed_origins.split(",") if o.strip())
         self.service = FanoutService(
             hub=self.hub,

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.commands.affinity import TurnHistory, runtime_of_type
 from bridge.commands.legacy_delivery import DROPPED, WAITING_STATES
+from bridge.store.command_notice import notify_command
 from bridge.store.schema import chat_commands, chat_session_events
 
 C = chat_commands.c
@@ -66,13 +67,18 @@ class PromptQueueStore:
             r = (await conn.execute(select(chat_commands).where(self._key(command_id)))).first()
         return None if r is None else _prompt_row(r)
 
-    async def move(self, command_id: str, from_states: Iterable[str], to_state: str, **values: Any) -> bool:
-        """`state` from one of `from_states` to `to_state` (with `values`); False if the row was elsewhere."""
+    async def move(self, command_id: str, from_states: Iterable[str], to_state: str, *, announce: str | None = None,
+                   **values: Any) -> bool:
+        """`state` from one of `from_states` to `to_state` (with `values`); False if the row was elsewhere.
+        `announce`: a state to tell the session's WebSocket subscribers, if the row moved."""
         stmt = (chat_commands.update()
                 .where(self._key(command_id), C.state.in_(list(from_states)))
-                .values(state=to_state, **values))
+                .values(state=to_state, **values).returning(C.session_id))
         async with self._engine.begin() as conn:
-            return bool((await conn.execute(stmt)).rowcount)
+            moved = (await conn.execute(stmt)).first()
+            if moved is not None and announce is not None and moved.session_id is not None:
+                await conn.execute(notify_command(self.upstream, moved.session_id, command_id, announce))
+            return moved is not None
 
     async def queued_ahead(self, session_id: str, command_id: str) -> int:
         """Prompts of the session still waiting in the queue, this one left out."""
@@ -99,6 +105,7 @@ class PromptQueueStore:
                 await conn.execute(chat_commands.update().where(self._key(cid)).values(
                     state=DROPPED, http_status=200, completed_at=func.now(),
                     result={"command_id": cid, "state": DROPPED, "reason": reason}))
+                await conn.execute(notify_command(self.upstream, session_id, cid, DROPPED))
         return ids
 
     @asynccontextmanager

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.commands.service import EXIT_AFTER_UPSTREAM_ENV
 from tests.e2e.test_commands import Bridge, bridge_factory, token  # noqa: F401 - the fixture is used
+from tests.support.fanout_client import WsClient
 from tests.support.mock_llm import MockLLM, RecordedRequest
 from tests.support.opencode import OpencodeServe
 from tests.support.waiting import wait_until
@@ -104,10 +105,18 @@ async def test_queue_on_a_running_legacy_turn_runs_after_its_last_step(
 ) -> None:
     bridge: Bridge = await bridge_factory(BRIDGE_PROMPT_RUNTIME="auto")
     sid = await bridge.create(opencode)
-    await start_slow_tool_turn(bridge, mock_llm, sid, "q-0", 3)
-    status, queued = await bridge.prompt(sid, "q-1", "MOCK:text MARKER-Q queued", "queue")
-    assert (status, queued["state"], queued["runtime"]) == (200, "queued", "legacy"), queued
-    seen = await request_for(mock_llm, "MARKER-Q")
+    watcher = await WsClient.connect(bridge.proc.url, token("read"))
+    try:
+        await watcher.subscribe(sid)
+        await watcher.wait_for("subscribed", session=sid)
+        await start_slow_tool_turn(bridge, mock_llm, sid, "q-0", 3)
+        status, queued = await bridge.prompt(sid, "q-1", "MOCK:text MARKER-Q queued", "queue")
+        assert (status, queued["state"], queued["runtime"]) == (200, "queued", "legacy"), queued
+        await watcher.wait_for("command", session=sid, command_id="q-1", state="queued")
+        seen = await request_for(mock_llm, "MARKER-Q")
+        await watcher.wait_for("command", session=sid, command_id="q-1", state="sent")
+    finally:
+        await watcher.close()
     final_of_d = model_requests(mock_llm, "MARKER-D")
     # the running turn's last step ran as its own request, finished before the queued prompt went
     assert [r.step for r in final_of_d] == [0, 1]
