@@ -20,7 +20,7 @@ import structlog
 
 from bridge import metrics
 from bridge.commands.attachments import AttachmentError
-from bridge.commands.legacy_delivery import FAILED, QUEUED
+from bridge.commands.legacy_delivery import FAILED, QUEUED, SENDING
 from bridge.commands.legacy_prompts import legacy_body
 from bridge.commands.prompt_router import PromptRouter
 from bridge.errors import SessionNotFound, UpstreamError
@@ -72,15 +72,18 @@ class QueueSender:
 
     async def _one(self, row: PromptRow) -> int:
         sid = row.session_id
+        if await self._router.queue.session_deleted(sid):
+            if row.state == SENDING:  # its send may or may not have happened: final, as not_found
+                gone = {"command_id": row.command_id, "error": "not_found", "message": "the session was deleted"}
+                await self._router.queue.move(row.command_id, (SENDING,), FAILED, http_status=404, result=gone)
+            return await self._drop(sid)
         if not self._sessions.owns(sid):
             self._sessions.warm(sid, None, "queued prompt")
             return 0
         try:
             info = await self._router.upstream.session(sid)
         except SessionNotFound:
-            dropped = await self._router.drop_queued(sid, "session deleted")
-            _log.info("queued_prompts_dropped", session_id=sid, command_ids=dropped, reason="session deleted")
-            return 0
+            return await self._drop(sid)
         loc = info.get("location")
         directory = loc.get("directory") if isinstance(loc, dict) else None
         if not isinstance(directory, str) or not directory:
@@ -104,3 +107,9 @@ class QueueSender:
         _log.info("queued_prompt_sent", command_id=row.command_id, session_id=sid, turn_end_to_sent_ms=lag_ms,
                   waited_s=round(time.time() - row.created_at.timestamp(), 3))
         return 1
+
+    async def _drop(self, sid: str) -> int:
+        """A deleted session's queued prompts are dropped, never sent (docs/commands.md)."""
+        dropped = await self._router.drop_queued(sid, "session deleted")
+        _log.info("queued_prompts_dropped", session_id=sid, command_ids=dropped, reason="session deleted")
+        return 0

@@ -16,10 +16,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.commands.affinity import TurnHistory, runtime_of_type
 from bridge.commands.legacy_delivery import DROPPED, WAITING_STATES
 from bridge.store.command_notice import notify_command
-from bridge.store.schema import chat_commands, chat_session_events
+from bridge.store.schema import chat_commands, chat_session_events, chat_sessions, session_key
 
 C = chat_commands.c
 E = chat_session_events.c
+S = chat_sessions.c
 
 # The kinds that begin a turn, in either runtime (docs/legacy.md, "Kind table").
 _TURN_KINDS = ("prompt:admitted",)
@@ -61,6 +62,12 @@ class PromptQueueStore:
             kinds = (await conn.execute(select(func.bool_or(is_v2), func.bool_or(~is_v2)).where(where))).one()
         seen = {rt for rt, present in zip(("v2", "legacy"), kinds, strict=True) if present}
         return TurnHistory(latest=None if latest is None else runtime_of_type(latest), seen=frozenset(seen))
+
+    async def session_deleted(self, session_id: str) -> bool:
+        """Whether the mirror has recorded the session's deletion."""
+        q = select(S.deleted).where(session_key(self.upstream, session_id))
+        async with self._engine.connect() as conn:
+            return bool((await conn.execute(q)).scalar())
 
     async def row(self, command_id: str) -> PromptRow | None:
         async with self._engine.connect() as conn:

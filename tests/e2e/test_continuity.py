@@ -93,11 +93,12 @@ async def test_a_session_begun_through_the_bridge_continues_in_the_cli_with_its_
     assert markers(seen) == ["MARKER-BRIDGE", "MARKER-CLI"]
 
 
-async def start_slow_tool_turn(bridge: Bridge, mock: MockLLM, sid: str, command_id: str, seconds: int) -> None:
+async def start_slow_tool_turn(bridge: Bridge, mock: MockLLM, sid: str, command_id: str, seconds: int,
+                               marker: str = "MARKER-D") -> None:
     """A legacy turn through the bridge whose first step runs `sleep` in bash: a turn with a step boundary."""
-    status, body = await bridge.prompt(sid, command_id, f"MOCK:slowtool:{seconds} MARKER-D work", "steer")
+    status, body = await bridge.prompt(sid, command_id, f"MOCK:slowtool:{seconds} {marker} work", "steer")
     assert status == 200 and body["runtime"] == "legacy", body
-    await request_for(mock, "MARKER-D")  # the tool step is under way
+    await request_for(mock, marker)  # the tool step is under way
 
 
 async def test_queue_on_a_running_legacy_turn_runs_after_its_last_step(
@@ -237,3 +238,29 @@ async def test_a_text_file_and_an_image_reach_the_model_and_a_path_outside_is_re
     assert "MARKER-FILE-CONTENT inside" in "\n".join(seen.user_texts)
     assert [i.split(":")[0] for i in seen.images] == ["image/png"]
     assert model_requests(mock_llm, "MOCK:text no") == []
+
+
+async def test_a_queued_prompt_of_a_deleted_session_is_dropped_and_an_interrupt_keeps_the_queue(
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_factory: Callable[..., Any], db: AsyncEngine  # noqa: F811
+) -> None:
+    bridge: Bridge = await bridge_factory(BRIDGE_PROMPT_RUNTIME="auto")
+    sid = await bridge.create(opencode)
+    await start_slow_tool_turn(bridge, mock_llm, sid, "d-0", 20)
+    assert (await bridge.prompt(sid, "d-1", "MOCK:text MARKER-KEPT", "queue"))[1]["state"] == "queued"
+    status, stopped = await bridge.post(f"/v1/sessions/{sid}/interrupt", {"command_id": "d-2"})
+    assert (status, stopped["legacy_aborted"]) == (200, True) and "dropped" not in stopped
+    seen = await request_for(mock_llm, "MARKER-KEPT")  # kept: it runs after the stopped turn
+    assert markers(seen)[-1] == "MARKER-KEPT"
+    await opencode.wait_legacy_idle(sid, 2)
+
+    await start_slow_tool_turn(bridge, mock_llm, sid, "d-3", 20, "MARKER-D2")
+    assert (await bridge.prompt(sid, "d-4", "MOCK:text MARKER-GONE", "queue"))[1]["state"] == "queued"
+    await opencode.delete_session(sid)
+
+    async def state() -> str | None:
+        async with db.connect() as c:
+            got = (await c.execute(text("select state from chat_commands where command_id = 'd-4'"))).scalar()
+        return got if got == "dropped" else None
+
+    await wait_until(state, 60, 0.2, message="the queued prompt of the deleted session dropped")
+    assert model_requests(mock_llm, "MARKER-GONE") == []
