@@ -9,8 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import structlog
-
+from bridge import metrics
 from bridge.commands.affinity import RuntimeChoice, choose_runtime
 from bridge.commands.attachment_files import resolve_paths
 from bridge.commands.attachments import AttachmentError, v2_files
@@ -21,7 +20,6 @@ from bridge.errors import UpstreamError
 from bridge.store.prompt_queue import PromptQueueStore
 from bridge.upstream.commands import UpstreamCommands
 
-_log = structlog.get_logger("bridge.commands")
 VERSION_TTL_S = 300.0
 
 
@@ -70,6 +68,7 @@ class PromptRouter:
         try:
             resolved = resolve_paths(cmd.args.get("files") or [], directory)
         except AttachmentError as e:
+            metrics.PROMPTS.labels(runtime="none", outcome="refused_file").inc()
             raise CommandError("bad_request", str(e)) from None
         choice = await self.choose(sid)
         await self.queue.move(cmd.command_id, (PENDING,), PENDING, runtime=choice.runtime)
@@ -113,8 +112,11 @@ class PromptRouter:
                                          result=queued):
                     if self.on_queued is not None:
                         self.on_queued()
+                    metrics.PROMPTS.labels(runtime="legacy", outcome="queued").inc()
                     return 200, queued
-        return await self.legacy_sender.deliver(cmd.command_id, sid, directory, body, result)
+        status, answer = await self.legacy_sender.deliver(cmd.command_id, sid, directory, body, result)
+        metrics.PROMPTS.labels(runtime="legacy", outcome="sent").inc()
+        return status, answer
 
     async def drop_queued(self, sid: str, reason: str) -> list[str]:
         return await self.queue.drop_queued(sid, reason)

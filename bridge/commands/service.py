@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 
+from bridge import metrics
 from bridge.auth import Claims
 from bridge.commands.model import Command, CommandError, scope_allows, upstream_message_id, upstream_session_id
 from bridge.commands.prompt_router import PromptRouter
@@ -173,6 +174,7 @@ class CommandService:
                                                   cmd.args["delivery"], self.prompts.v2_files(cmd, resolved))
         seq = data.get("admittedSeq")
         seq = seq if isinstance(seq, int) else None
+        metrics.PROMPTS.labels(runtime="v2", outcome="sent").inc()
         return _Done(200, {"command_id": cmd.command_id, "message_id": data.get("id", row.upstream_id),
                            "admitted_seq": seq, "delivery": cmd.args["delivery"],
                            **self.prompts.choice_fields(choice)}, status, seq)
