@@ -17,8 +17,8 @@ serve is down are counted, not fatal. Exit status 1 when the database and the sy
 Continuity (docs/commands.md, "Runtime affinity"): `--continuity-sessions` more sessions are driven only
 by OpenCode's CLI and by prompts through the bridge (steer or queue, to a random replica, retried with the
 same command_id through the faults). Every prompt carries a marker; afterwards the mock provider's request
-log must show, for every model request of such a prompt, the markers of every earlier prompt of its
-session that was confirmed sent: the model saw the whole conversation whichever client drove each turn.
+log must show, for every model request of such a prompt, the marker of every prompt of its session that
+had reached the model before: the model saw the whole conversation whichever client drove each turn.
 Exit status 1 on any miss, or when a confirmed prompt is not exactly one user message upstream.
 """
 
@@ -170,21 +170,24 @@ class Soak:
                 await asyncio.sleep(0.5)
 
     def _continuity_report(self) -> dict[str, Any]:
-        """Every model request for a marked prompt carried every earlier confirmed marker of its session."""
+        """Every model request for a marked prompt carried every marker of its session that had reached the
+        model before it (a queued prompt may reach it after a later steer: the order is the upstream's)."""
+        asked = [r for r in self.mock.requests if r.directive != "title"]
         misses: list[dict[str, Any]] = []
         requests = 0
         for sid, markers in self.continuity.items():
-            for k, marker in enumerate(markers):
-                for r in self.mock.requests:
-                    if r.directive == "title" or marker not in r.user_text:
-                        continue
+            first = {m: min((r.time for r in asked if m in r.user_text), default=float("inf")) for m in markers}
+            for marker in markers:
+                for r in (r for r in asked if marker in r.user_text):
                     requests += 1
                     seen = " ".join(r.user_texts)
-                    missing = [m for m in markers[:k] if m not in seen]
+                    missing = [m for m in markers if m != marker and first[m] < r.time and m not in seen]
                     if missing:
                         misses.append({"session": sid, "prompt": marker, "missing": missing})
+        never = [m for ms in self.continuity.values() for m in ms if not any(m in r.user_text for r in asked)]
         return {"prompts": sum(len(m) for m in self.continuity.values()), "model_requests": requests,
-                "misses": misses[:20], "miss_count": len(misses), "failed_turns": self.continuity_errors}
+                "misses": misses[:20], "miss_count": len(misses), "never_asked": never,
+                "failed_turns": self.continuity_errors}
 
     async def _user_messages_per_marker(self) -> dict[str, int]:
         """How many user messages of the legacy store carry each confirmed marker: 1 each, or a prompt was

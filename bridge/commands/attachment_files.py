@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bridge.commands.attachments import MAX_TOTAL_BYTES, AttachmentError, data_url_bytes
+from bridge.commands.attachments import MAX_TOTAL_BYTES, AttachmentError, data_url_bytes, data_url_text, is_text
 
 
 def resolve_paths(files: Sequence[Mapping[str, Any]], directory: str) -> dict[str, str]:
@@ -38,4 +38,22 @@ def resolve_paths(files: Sequence[Mapping[str, Any]], directory: str) -> dict[st
         out[raw] = full
     if total > MAX_TOTAL_BYTES:
         raise AttachmentError("the files are larger than 10 MiB in all")
+    return out
+
+
+def text_contents(files: Sequence[Mapping[str, Any]], resolved: Mapping[str, str]) -> dict[int, str]:
+    """The text of every text file (by index), read from the disk or decoded from its `data:` URL, for the
+    v2 runtime, which takes text files in the prompt's text (bridge.commands.attachments.v2_text)."""
+    out: dict[int, str] = {}
+    for i, f in enumerate(files):
+        if not is_text(str(f["mime"])):
+            continue
+        if "url" in f:
+            out[i] = data_url_text(str(f["url"]))
+            continue
+        try:
+            with open(resolved[f["path"]], encoding="utf-8", errors="replace") as fh:
+                out[i] = fh.read(MAX_TOTAL_BYTES)
+        except OSError as e:
+            raise AttachmentError(f"file {f['path']!r} cannot be read: {e.strerror}") from None
     return out

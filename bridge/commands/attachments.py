@@ -15,7 +15,7 @@ import binascii
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote_to_bytes
 
 MAX_FILES = 10
 MAX_TOTAL_BYTES = 10 * 1024 * 1024
@@ -115,8 +115,41 @@ def legacy_file_parts(files: Sequence[Mapping[str, Any]], resolved: Mapping[str,
 
 
 def v2_files(files: Sequence[Mapping[str, Any]], resolved: Mapping[str, str]) -> list[dict[str, Any]]:
-    """v2 `prompt.files` items `{uri, name}` (the serve's prompt schema)."""
+    """v2 `prompt.files` items `{uri, name}` (the serve's prompt schema) for the images: the v2 runtime of
+    1.18.33 hands every file to the provider as a media part, which an OpenAI-compatible provider refuses
+    for text ("does not support media type text/plain"), so text files go into the prompt's text instead
+    (`v2_text`)."""
     out: list[dict[str, Any]] = []
-    for part in legacy_file_parts(files, resolved):
-        out.append({"uri": part["url"], "name": part["filename"]})
+    for f, part in zip(files, legacy_file_parts(files, resolved), strict=True):
+        if not is_text(str(f["mime"])):
+            out.append({"uri": part["url"], "name": part["filename"]})
     return out
+
+
+def is_text(mime: str) -> bool:
+    return not mime.startswith("image/")
+
+
+def v2_text(text: str, files: Sequence[Mapping[str, Any]], resolved: Mapping[str, str],
+            contents: Mapping[int, str]) -> str:
+    """The prompt's text with each text file appended as `<file name path>content</file>` (the way the
+    legacy runtime adds a read file's content to the user message, docs/upstream.md §21); `contents` maps
+    the file's index to its text."""
+    out = [text]
+    for i, f in enumerate(files):
+        if i not in contents:
+            continue
+        where = resolved.get(f.get("path", ""), "")
+        name = f.get("filename") or (where.rsplit("/", 1)[-1] if where else "attachment")
+        attrs = f' name="{name}"' + (f' path="{where}"' if where else "")
+        out.append(f"<file{attrs}>\n{contents[i]}\n</file>")
+    return "\n\n".join(out)
+
+
+def data_url_text(url: str) -> str:
+    """The decoded text of a `data:` URL (UTF-8, undecodable bytes replaced)."""
+    m = _DATA_URL.fullmatch(url)
+    if m is None:
+        raise AttachmentError("a file url must be a data: URL")
+    raw = base64.b64decode(m.group(4)) if m.group(3) else unquote_to_bytes(m.group(4))
+    return raw.decode("utf-8", errors="replace")

@@ -11,8 +11,8 @@ from typing import Any
 
 from bridge import metrics
 from bridge.commands.affinity import RuntimeChoice, choose_runtime
-from bridge.commands.attachment_files import resolve_paths
-from bridge.commands.attachments import AttachmentError, v2_files
+from bridge.commands.attachment_files import resolve_paths, text_contents
+from bridge.commands.attachments import AttachmentError, v2_files, v2_text
 from bridge.commands.legacy_delivery import PENDING, QUEUED, NewestMessage, first_state, turn_ended
 from bridge.commands.legacy_prompts import LegacyPrompts, legacy_body, prompt_result
 from bridge.commands.model import Command, CommandError
@@ -82,9 +82,16 @@ class PromptRouter:
         return out
 
     @staticmethod
-    def v2_files(cmd: Command, resolved: dict[str, str]) -> list[dict[str, Any]] | None:
+    def v2_prompt(cmd: Command, resolved: dict[str, str]) -> tuple[str, list[dict[str, Any]] | None]:
+        """The v2 prompt's text (text files appended) and `files` (images)."""
         files = cmd.args.get("files")
-        return v2_files(files, resolved) if files else None
+        if not files:
+            return cmd.args["text"], None
+        try:
+            text = v2_text(cmd.args["text"], files, resolved, text_contents(files, resolved))
+        except AttachmentError as e:
+            raise CommandError("bad_request", str(e)) from None
+        return text, v2_files(files, resolved) or None
 
     async def turn_end(self, sid: str, directory: str) -> tuple[bool, int | None]:
         """Whether the session's legacy turn has ended (bridge.commands.legacy_delivery.turn_ended), and

@@ -170,8 +170,9 @@ class CommandService:
         if choice.runtime == "legacy":
             status, body = await self.prompts.legacy(cmd, t.sid, t.directory, t.info, row.upstream_id, choice)
             return _Done(status, body)
-        status, data = await self.upstream.prompt(t.sid, t.directory, row.upstream_id, cmd.args["text"],
-                                                  cmd.args["delivery"], self.prompts.v2_files(cmd, resolved))
+        text, files = self.prompts.v2_prompt(cmd, resolved)
+        status, data = await self.upstream.prompt(t.sid, t.directory, row.upstream_id, text, cmd.args["delivery"],
+                                                  files)
         seq = data.get("admittedSeq")
         seq = seq if isinstance(seq, int) else None
         metrics.PROMPTS.labels(runtime="v2", outcome="sent").inc()

@@ -264,3 +264,21 @@ async def test_a_queued_prompt_of_a_deleted_session_is_dropped_and_an_interrupt_
 
     await wait_until(state, 60, 0.2, message="the queued prompt of the deleted session dropped")
     assert model_requests(mock_llm, "MARKER-GONE") == []
+
+
+async def test_attachments_reach_the_model_on_a_v2_session_too(
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_factory: Callable[..., Any]  # noqa: F811
+) -> None:
+    bridge: Bridge = await bridge_factory(BRIDGE_PROMPT_RUNTIME="v2")
+    sid = await bridge.create(opencode)
+    (opencode.project_dir / "notes.txt").write_text("MARKER-V2-FILE-CONTENT inside\n")
+    png = tiny_png()
+    image = {"url": "data:image/png;base64," + base64.b64encode(png).decode(), "mime": "image/png",
+             "filename": "dot.png"}
+    status, body = await bridge.post(f"/v1/sessions/{sid}/prompt", {
+        "command_id": "v2att-1", "text": "MOCK:text MARKER-V2ATT look", "delivery": "steer",
+        "files": [{"path": "notes.txt", "mime": "text/plain"}, image]}, token())
+    assert (status, body.get("runtime")) == (200, "v2"), body
+    seen = await request_for(mock_llm, "MARKER-V2ATT")
+    assert "MARKER-V2-FILE-CONTENT inside" in "\n".join(text_ for _, text_ in seen.messages)
+    assert [i.split(":")[0] for i in seen.images] == ["image/png"]

@@ -17,7 +17,7 @@ from bridge.commands.affinity import (
     runtime_of_type,
     serve_major,
 )
-from bridge.commands.attachment_files import resolve_paths
+from bridge.commands.attachment_files import resolve_paths, text_contents
 from bridge.commands.attachments import (
     MAX_FILES,
     AttachmentError,
@@ -25,6 +25,7 @@ from bridge.commands.attachments import (
     legacy_file_parts,
     parse_files,
     v2_files,
+    v2_text,
 )
 from bridge.commands.legacy_delivery import (
     CONFIRM_WAIT_S,
@@ -209,4 +210,15 @@ def test_parts_are_what_opencodes_own_clients_send(tmp_path: Path) -> None:
     assert legacy_file_parts(files, resolved) == [
         {"type": "file", "mime": "text/plain", "filename": "a b.txt", "url": "file:///srv/proj/a%20b.txt"},
         {"type": "file", "mime": "image/png", "filename": "attachment", "url": data_url(b"p")}]
-    assert v2_files(files, resolved)[0] == {"uri": "file:///srv/proj/a%20b.txt", "name": "a b.txt"}
+    # v2: images as files, text files in the prompt's text (the v2 runtime sends every file as media)
+    assert v2_files(files, resolved) == [{"uri": data_url(b"p"), "name": "attachment"}]
+    got = v2_text("look", files, resolved, {0: "hello"})
+    assert got == 'look\n\n<file name="a b.txt" path="/srv/proj/a b.txt">\nhello\n</file>'
+
+
+def test_text_contents_come_from_the_disk_or_the_data_url(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("from disk")
+    files = [{"path": "a.txt", "mime": "text/plain"}, {"url": "data:text/plain,inline%20text", "mime": "text/plain"},
+             {"url": data_url(b"png"), "mime": "image/png"}]
+    resolved = resolve_paths(files, str(tmp_path))
+    assert text_contents(files, resolved) == {0: "from disk", 1: "inline text"}
