@@ -26,7 +26,6 @@ from enum import Enum
 
 PENDING, QUEUED, SENDING, DONE, FAILED, DROPPED = "pending", "queued", "sending", "done", "failed", "dropped"
 FINAL_STATES = frozenset({DONE, FAILED, DROPPED})
-WAITING_STATES = frozenset({QUEUED, SENDING})  # rows the queue's sender looks at
 
 # How long a sender looks for the message of a row found in `sending` before it sends it again.
 CONFIRM_WAIT_S = 3.0

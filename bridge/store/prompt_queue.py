@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, select, text
+from sqlalchemy import and_, func, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.commands.affinity import TurnHistory, runtime_of_type
-from bridge.commands.legacy_delivery import DROPPED, WAITING_STATES
+from bridge.commands.legacy_delivery import DROPPED, QUEUED, SENDING
 from bridge.store.command_notice import notify_command
 from bridge.store.schema import chat_commands, chat_session_events, chat_sessions, session_key
 
@@ -24,6 +24,12 @@ S = chat_sessions.c
 
 # The kinds that begin a turn, in either runtime (docs/legacy.md, "Kind table").
 _TURN_KINDS = ("prompt:admitted",)
+
+
+def _in_queue() -> Any:
+    """Rows of the legacy queue: `queued`, or `sending` after having been queued. A row left `sending` by a
+    steer whose send failed is the client's to retry (like a v2 `pending` row), not the queue's."""
+    return or_(C.state == QUEUED, and_(C.state == SENDING, C.result["state"].astext == QUEUED))
 
 
 @dataclass(frozen=True)
@@ -89,15 +95,15 @@ class PromptQueueStore:
 
     async def queued_ahead(self, session_id: str, command_id: str) -> int:
         """Prompts of the session still waiting in the queue, this one left out."""
-        q = select(func.count()).where(C.upstream == self.upstream, C.session_id == session_id,
-                                       C.state.in_(WAITING_STATES), C.command_id != command_id)
+        q = select(func.count()).where(C.upstream == self.upstream, C.session_id == session_id, _in_queue(),
+                                       C.command_id != command_id)
         async with self._engine.connect() as conn:
             return int((await conn.execute(q)).scalar_one())
 
     async def heads(self, limit: int = 200) -> list[PromptRow]:
         """The oldest waiting prompt of every session that has one (FIFO per session)."""
         q = (select(chat_commands).distinct(C.session_id)
-             .where(C.upstream == self.upstream, C.command == "prompt", C.state.in_(WAITING_STATES))
+             .where(C.upstream == self.upstream, C.command == "prompt", _in_queue())
              .order_by(C.session_id, C.created_at, C.command_id).limit(limit))
         async with self._engine.connect() as conn:
             return [_prompt_row(r) for r in (await conn.execute(q)).all()]
