@@ -293,6 +293,16 @@ class Soak:
         state: dict[str, tuple[int, int]] = {}
         upstream_total = 0
         try:
+            async def drained() -> bool:  # every queued bridge prompt sent (the queue loses none)
+                async with engine.connect() as conn:
+                    return int((await conn.execute(text(
+                        "select count(*) from chat_commands where state in ('queued', 'sending') "
+                        "and result->>'state' = 'queued'"))).scalar_one()) == 0
+
+            try:
+                await wait_until(drained, 120, 0.5, message="the bridge's legacy queue drained")
+            except WaitTimeout:
+                self.turns["queue_not_drained"] += 1
             for sid in [*self.sessions, *self.continuity]:
                 await self._settled(sid, 120)
 
@@ -344,7 +354,7 @@ class Soak:
         per_marker = await self._user_messages_per_marker()
         cont["not_once"] = {m: n for m, n in per_marker.items() if n != 1}
         print(json.dumps(report, indent=2))
-        continuous = cont["miss_count"] == 0 and not cont["not_once"]
+        continuous = cont["miss_count"] == 0 and not cont["not_once"] and not self.turns["queue_not_drained"]
         return 0 if converged and rejects == 0 and gaps == 0 and continuous else 1
 
     async def close(self) -> None:

@@ -27,7 +27,9 @@ from enum import Enum
 PENDING, QUEUED, SENDING, DONE, FAILED, DROPPED = "pending", "queued", "sending", "done", "failed", "dropped"
 FINAL_STATES = frozenset({DONE, FAILED, DROPPED})
 
-# How long a sender looks for the message of a row found in `sending` before it sends it again.
+# How long a sender looks for the message of a row found in `sending` before it sends it again, and for
+# the message of a prompt it has just sent before it calls it sent (`prompt_async` answers before the
+# message is stored, and a serve killed in between loses it: the row then stays `sending`).
 CONFIRM_WAIT_S = 3.0
 # A newest user message without a reply yet, on an idle session, older than this: its turn failed before
 # any answer (a provider error): the turn is over all the same.
@@ -54,14 +56,14 @@ class NewestMessage:
 
 def turn_ended(busy: bool, newest: NewestMessage | None, now_ms: int) -> bool:
     """Whether a queued prompt may go: the legacy status is idle and the newest message is not a prompt
-    still waiting for its turn (the status says idle for a moment between `prompt_async` and the turn's
-    start, so it alone would let the next queued prompt run into this one)."""
+    that has not started its turn yet (the status reads idle for a moment between `prompt_async` and the
+    turn's start, so it alone would let the next queued prompt run into this one). An answer left
+    incomplete on an idle session (its turn was cut by a serve restart) does not hold the queue; neither
+    does a prompt left unanswered for UNANSWERED_SETTLE_MS (its turn failed before any reply)."""
     if busy:
         return False
-    if newest is None:
+    if newest is None or newest.role != "user":
         return True
-    if newest.role == "assistant":
-        return newest.completed
     return newest.created_ms is not None and now_ms - newest.created_ms >= UNANSWERED_SETTLE_MS
 
 

@@ -2,7 +2,8 @@
 "Exactly once"); the states and decisions are bridge.commands.legacy_delivery's.
 
 `deliver` holds the row's send lock, commits `sending`, looks for the derived message id upstream
-(`GET /session/{id}/message/{messageID}`), sends `prompt_async` only if it is absent, and commits `done`.
+(`GET /session/{id}/message/{messageID}`), sends `prompt_async` only if it is absent, sees the message
+stored upstream, and commits `done`.
 The request carries the session's model and agent (those chosen through `/model` and `/agent`, read from
 `GET /api/session/{id}`): the legacy runtime takes them per prompt (docs/upstream.md §19).
 """
@@ -21,6 +22,7 @@ import structlog
 from bridge.commands.attachment_files import resolve_paths
 from bridge.commands.attachments import legacy_file_parts
 from bridge.commands.legacy_delivery import (
+    CONFIRM_WAIT_S,
     DONE,
     PENDING,
     QUEUED,
@@ -29,6 +31,7 @@ from bridge.commands.legacy_delivery import (
     confirm_wait_s,
     send_action,
 )
+from bridge.errors import UpstreamUnavailable
 from bridge.store.prompt_queue import PromptQueueStore
 from bridge.upstream.commands import UpstreamCommands
 
@@ -93,8 +96,12 @@ class LegacyPrompts:
             status: int | None = None
             if send_action(SENDING, exists) is SendAction.SEND:
                 status = await self.upstream.legacy_prompt(sid, directory, body)
-            if self._exit_after is not None and self._exit_after == command_id:
-                os._exit(99)  # test hook (docs/commands.md, "Testing the crash window")
+                if self._exit_after is not None and self._exit_after == command_id:
+                    os._exit(99)  # test hook (docs/commands.md, "Testing the crash window")
+                if not await self._exists(sid, directory, message_id, CONFIRM_WAIT_S):
+                    # taken (204) but not stored: the serve died meanwhile. Left `sending`: a retry (or the
+                    # queue) looks again and sends it again if it is still missing.
+                    raise UpstreamUnavailable("the serve took the prompt but does not show its message")
             now = datetime.now().astimezone()
             answer = {**result, "state": "sent"}
             await self.queue.move(command_id, (SENDING,), DONE, announce="sent", http_status=200, result=answer,

@@ -105,12 +105,14 @@ def test_only_a_legacy_queue_behind_a_turn_or_a_queue_waits(runtime: str, delive
     assert first_state(runtime, delivery, busy, ahead) == state
 
 
-def test_a_turn_has_ended_when_idle_and_the_newest_message_is_an_answer() -> None:
+def test_a_turn_has_ended_when_idle_and_no_prompt_is_about_to_start_one() -> None:
     now = 1_000_000
     assert turn_ended(False, None, now)
     assert not turn_ended(True, None, now)
+    assert not turn_ended(True, NewestMessage("assistant", False, now - 10), now)
     assert turn_ended(False, NewestMessage("assistant", True, now - 10, now - 5), now)
-    assert not turn_ended(False, NewestMessage("assistant", False, now - 10), now)
+    # an answer a serve restart left incomplete does not hold the queue forever
+    assert turn_ended(False, NewestMessage("assistant", False, now - 10), now)
     # a prompt just sent, not started yet: the status says idle for a moment
     assert not turn_ended(False, NewestMessage("user", False, now - 100), now)
     # a prompt left unanswered (its turn failed before any reply) does not hold the queue forever
