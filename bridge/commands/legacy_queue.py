@@ -28,6 +28,9 @@ from bridge.store.prompt_queue import PromptRow
 
 _log = structlog.get_logger("bridge.commands")
 POLL_S = 1.0
+# After a wake-up (a session went idle, a prompt was queued), look this often for a while: the legacy
+# status may still read busy for a moment after `session.idle`.
+SOON_S, SOON_FOR_S = 0.1, 3.0
 
 
 class Sessions(Protocol):
@@ -43,15 +46,19 @@ class QueueSender:
         self._sessions = sessions
         self._poll_s = poll_s
         self._wake = asyncio.Event()
+        self._soon_until = 0.0
+        self._waiting = False  # the last look left prompts waiting
         router.on_queued = self.wake
 
     def wake(self, session_id: str | None = None) -> None:
+        self._soon_until = time.monotonic() + SOON_FOR_S
         self._wake.set()
 
     async def run(self) -> None:
         while True:
+            soon = self._waiting and time.monotonic() < self._soon_until
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._poll_s):
+                async with asyncio.timeout(SOON_S if soon else self._poll_s):
                     await self._wake.wait()
             self._wake.clear()
             try:
@@ -62,7 +69,9 @@ class QueueSender:
     async def look(self) -> int:
         """One pass over the waiting prompts; the number sent."""
         sent = 0
-        for head in await self._router.queue.heads():
+        heads = await self._router.queue.heads()
+        self._waiting = bool(heads)
+        for head in heads:
             try:
                 sent += await self._one(head)
             except (UpstreamError, OSError) as e:
@@ -100,8 +109,8 @@ class QueueSender:
             failed = {"command_id": row.command_id, "error": "bad_request", "message": str(e)}
             await self._router.queue.move(row.command_id, (QUEUED,), FAILED, http_status=400, result=failed)
             return 0
+        lag_ms = None if ended_ms is None else max(0, int(time.time() * 1000) - ended_ms)  # turn end → send
         await self._router.legacy_sender.deliver(row.command_id, sid, directory, body, row.result)
-        lag_ms = None if ended_ms is None else max(0, int(time.time() * 1000) - ended_ms)
         if lag_ms is not None:
             metrics.QUEUED_PROMPT_SEND_SECONDS.observe(lag_ms / 1000)
         _log.info("queued_prompt_sent", command_id=row.command_id, session_id=sid, turn_end_to_sent_ms=lag_ms,

@@ -282,3 +282,19 @@ async def test_attachments_reach_the_model_on_a_v2_session_too(
     seen = await request_for(mock_llm, "MARKER-V2ATT")
     assert "MARKER-V2-FILE-CONTENT inside" in "\n".join(text_ for _, text_ in seen.messages)
     assert [i.split(":")[0] for i in seen.images] == ["image/png"]
+
+
+async def test_a_mixed_history_continues_in_its_latest_turns_runtime_and_says_so(
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_factory: Callable[..., Any], db: AsyncEngine  # noqa: F811
+) -> None:
+    bridge: Bridge = await bridge_factory(BRIDGE_PROMPT_RUNTIME="auto")
+    sid = await opencode.create_session()
+    await opencode.run_cli(sid, "MOCK:text MARKER-CLI legacy turn")
+    await opencode.prompt(sid, "MOCK:text MARKER-V2 v2 turn")  # straight to the serve's v2 API
+    await opencode.wait_idle(sid, 60)
+    await mirrored_turns(db, sid, 2)
+    status, body = await bridge.prompt(sid, "mix-1", "MOCK:text MARKER-MIX third", "steer")
+    assert (status, body["runtime"], body["runtime_basis"]) == (200, "v2", "mixed_history"), body
+    assert "legacy turns" in body["runtime_note"]
+    seen = await request_for(mock_llm, "MARKER-MIX")
+    assert markers(seen) == ["MARKER-V2", "MARKER-MIX"]  # the v2 conversation, as the note says
