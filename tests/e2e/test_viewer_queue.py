@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
@@ -51,10 +50,11 @@ async def test_the_composer_sends_and_queues_on_a_legacy_session_and_lists_the_q
         await _type_and_click(browser, "MOCK:slowtool:3 MARKER-VD work", "send-now")
         await wait_until(lambda: _seen(mock_llm, "MARKER-VD"), 60, 0.05, message="the model got the steer")
         await _type_and_click(browser, "MOCK:text MARKER-VQ queued", "send-queue")
-        listed: Any = await wait_until(lambda: browser.js(
-            "(() => { const li = document.querySelector('#queued li'); return li && li.textContent })()"),
-            30, 0.05, message="queued prompt listed")
-        assert listed == "queued: MOCK:text MARKER-VQ queued"
+        # the `command` frame may come before the command's answer (which brings the text)
+        await wait_until(lambda: browser.js(
+            "(() => { const li = document.querySelector('#queued li');"
+            " return li !== null && li.textContent === 'queued: MOCK:text MARKER-VQ queued' })()"),
+            30, 0.05, message="queued prompt listed with its text")
         assert _seen(mock_llm, "MARKER-VQ") == []  # the running turn first
         seen = await wait_until(lambda: _seen(mock_llm, "MARKER-VQ"), 60, 0.05, message="queued prompt sent")
         assert any("MARKER-CLI" in t for t in seen[0]) and any("MARKER-VD" in t for t in seen[0])
