@@ -77,6 +77,15 @@ async def test_a_session_begun_with_the_cli_continues_through_the_bridge_with_it
         row = (await c.execute(text("select runtime, state from chat_commands where command_id = 'cont-1'"))).one()
     assert tuple(row) == ("legacy", "done")
 
+    async def asked_by() -> list[Any]:  # the transcript says who asked for each turn
+        async with bridge.http.get(f"{bridge.proc.url}/v1/sessions/{sid}/transcript",
+                                   headers={"Authorization": f"Bearer {token('read')}"}) as r:
+            entries = (await r.json())["data"]["entries"] if r.status == 200 else []
+        got = [e.get("asked_by") for e in entries if e["type"] == "user"]
+        return got if len(got) == 2 else []
+
+    assert await wait_until(asked_by, 30, 0.2, message="both turns in the transcript") == [None, "web"]
+
 
 async def test_a_session_begun_through_the_bridge_continues_in_the_cli_with_its_memory(
     opencode: OpencodeServe, mock_llm: MockLLM, bridge_factory: Callable[..., Any]  # noqa: F811
