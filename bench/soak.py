@@ -42,7 +42,7 @@ from typing import Any
 import aiohttp
 from sqlalchemy import text
 
-from bridge.auth import mint_token
+from bench.soak_continuity import SECRET, Conversations
 from bridge.store.db import make_engine
 from bridge.store.embedded import start_embedded
 from bridge.store.events_store import EventStore
@@ -55,8 +55,6 @@ REPO = Path(__file__).resolve().parents[1]
 UPSTREAM = "soak"
 DIRECTIVES = ["MOCK:text", "MOCK:tool", "MOCK:reason", "MOCK:slow:20:0.05", "MOCK:slowtool:1"]
 RUNTIMES = {"v2": 2, "prompt_async": 1, "cli": 1}
-CONTINUITY_RUNTIMES = {"cli": 1, "bridge": 2}
-SECRET = "soak-secret-" + "s" * 40
 FAULTS = {"kill9_bridge": 4, "sigterm_bridge": 2, "restart_opencode": 1, "kill9_opencode": 1, "drop_db": 2}
 
 
@@ -93,10 +91,7 @@ class Soak:
         self.serve: OpencodeServe | None = None
         self.replicas: list[BridgeProcess] = []
         self._busy: set[str] = set()
-        self.continuity: dict[str, list[str]] = {}  # session -> markers confirmed sent, in order
-        self._markers = 0
-        self.continuity_errors: list[str] = []
-        self._token = mint_token(SECRET, UPSTREAM, None, 24 * 3600, "soak", scope="control")
+        self.talk = Conversations(self.rng, self.mock, self.turns, UPSTREAM)
 
     async def run(self) -> int:
         await self.mock.start()
@@ -112,94 +107,17 @@ class Soak:
         for _ in range(self.args.sessions):
             self.sessions.append(await self.serve.create_session())
         for _ in range(self.args.continuity_sessions):
-            self.continuity[await self.serve.create_session()] = []
+            self.talk.sessions[await self.serve.create_session()] = []
+        self.talk.serve, self.talk.replicas = self.serve, self.replicas
 
         started = time.monotonic()
         deadline = started + self.args.minutes * 60
         work = asyncio.create_task(self._workload(deadline))
-        talk = asyncio.create_task(self._conversations(deadline))
+        talk = asyncio.create_task(self.talk.run(deadline, self._settled))
         await self._inject_faults(deadline)
         await work
         await talk
         return await self._verify(started)
-
-    async def _conversations(self, deadline: float) -> None:
-        """The continuity sessions: one turn at a time each, by the CLI or through the bridge."""
-        async def one(sid: str) -> None:
-            while time.monotonic() < deadline:
-                runtime = self.rng.choices(list(CONTINUITY_RUNTIMES), list(CONTINUITY_RUNTIMES.values()))[0]
-                self._markers += 1
-                marker = f"CONT{self._markers:05d}"
-                directive = self.rng.choice(["MOCK:text", "MOCK:tool", "MOCK:text"])
-                try:
-                    if runtime == "cli":
-                        assert self.serve is not None
-                        await self.serve.run_cli(sid, f"{directive} {marker}")
-                    else:
-                        await self._bridge_prompt(sid, marker, f"{directive} {marker}")
-                    self.continuity[sid].append(marker)
-                    await self._settled(sid, 90)
-                    self.turns[f"ok:continuity-{runtime}"] += 1
-                except (OpencodeError, WaitTimeout, OSError, aiohttp.ClientError) as e:
-                    self.turns[f"failed:continuity-{runtime}:{type(e).__name__}"] += 1
-                    if len(self.continuity_errors) < 10:
-                        self.continuity_errors.append(f"{marker} {runtime}: {type(e).__name__}: {e}"[:300])
-                await asyncio.sleep(self.rng.uniform(0.2, 1.0))
-
-        await asyncio.gather(*(one(sid) for sid in self.continuity))
-
-    async def _bridge_prompt(self, sid: str, command_id: str, text_: str) -> None:
-        """POST the prompt to a random replica, again with the same command_id until one answers 200."""
-        body = {"command_id": command_id, "text": text_, "delivery": self.rng.choice(["steer", "queue"])}
-        headers = {"Authorization": f"Bearer {self._token}"}
-        end = time.monotonic() + 120
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
-            while True:
-                b = self.rng.choice(self.replicas)
-                try:
-                    async with http.post(f"{b.url}/v1/sessions/{sid}/prompt", json=body, headers=headers) as r:
-                        if r.status == 200:
-                            self.turns[f"bridge:{(await r.json()).get('runtime')}"] += 1
-                            return
-                        if r.status not in (429, 503):
-                            raise OpencodeError(f"bridge prompt {command_id}: HTTP {r.status} {await r.text()}")
-                except (OSError, aiohttp.ClientError):
-                    pass  # that replica is down: another one, or this one after its restart
-                if time.monotonic() > end:
-                    raise WaitTimeout(f"bridge prompt {command_id} not taken")
-                await asyncio.sleep(0.5)
-
-    def _continuity_report(self) -> dict[str, Any]:
-        """Every model request for a marked prompt carried every marker of its session that had reached the
-        model before it (a queued prompt may reach it after a later steer: the order is the upstream's)."""
-        asked = [r for r in self.mock.requests if r.directive != "title"]
-        misses: list[dict[str, Any]] = []
-        requests = 0
-        for sid, markers in self.continuity.items():
-            first = {m: min((r.time for r in asked if m in r.user_text), default=float("inf")) for m in markers}
-            for marker in markers:
-                for r in (r for r in asked if marker in r.user_text):
-                    requests += 1
-                    seen = " ".join(r.user_texts)
-                    missing = [m for m in markers if m != marker and first[m] < r.time and m not in seen]
-                    if missing:
-                        misses.append({"session": sid, "prompt": marker, "missing": missing})
-        never = [m for ms in self.continuity.values() for m in ms if not any(m in r.user_text for r in asked)]
-        return {"prompts": sum(len(m) for m in self.continuity.values()), "model_requests": requests,
-                "misses": misses[:20], "miss_count": len(misses), "never_asked": never,
-                "failed_turns": self.continuity_errors}
-
-    async def _user_messages_per_marker(self) -> dict[str, int]:
-        """How many user messages of the legacy store carry each confirmed marker: 1 each, or a prompt was
-        sent twice (or lost)."""
-        assert self.serve is not None
-        counts: dict[str, int] = {}
-        for sid, markers in self.continuity.items():
-            texts = [" ".join(p.get("text", "") for p in m["parts"] if p.get("type") == "text")
-                     for m in await self.serve.legacy_messages(sid) if m["info"].get("role") == "user"]
-            for marker in markers:
-                counts[marker] = sum(1 for t in texts if marker in t)
-        return counts
 
     async def _workload(self, deadline: float) -> None:
         tasks: set[asyncio.Task[None]] = set()
@@ -303,14 +221,14 @@ class Soak:
                 await wait_until(drained, 120, 0.5, message="the bridge's legacy queue drained")
             except WaitTimeout:
                 self.turns["queue_not_drained"] += 1
-            for sid in [*self.sessions, *self.continuity]:
+            for sid in [*self.sessions, *self.talk.sessions]:
                 await self._settled(sid, 120)
 
             async def same() -> bool:
                 nonlocal upstream_total
                 upstream_total = 0
                 ok = True
-                for sid in [*self.sessions, *self.continuity]:
+                for sid in [*self.sessions, *self.talk.sessions]:
                     assert self.serve is not None
                     log = await self.serve.sync_history(sid, 0)
                     upstream = [(int(e["seq"]), str(e["id"])) for e in log if e.get("aggregate_id") == sid]
@@ -350,9 +268,7 @@ class Soak:
         }
         if not converged:
             report["mismatch (stored, upstream)"] = {s: v for s, v in state.items() if v[0] != v[1]}
-        cont = report["continuity"] = self._continuity_report()
-        per_marker = await self._user_messages_per_marker()
-        cont["not_once"] = {m: n for m, n in per_marker.items() if n != 1}
+        cont = report["continuity"] = await self.talk.report()
         print(json.dumps(report, indent=2))
         continuous = cont["miss_count"] == 0 and not cont["not_once"] and not self.turns["queue_not_drained"]
         return 0 if converged and rejects == 0 and gaps == 0 and continuous else 1
