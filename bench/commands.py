@@ -74,7 +74,8 @@ async def main(args: argparse.Namespace) -> int:
         await serve.start()
         bridge = BridgeProcess(workdir, serve.base_url, pg.url,
                                extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET,
-                                          "BRIDGE_ALLOWED_DIRECTORIES": str(serve.project_dir)})
+                                          "BRIDGE_ALLOWED_DIRECTORIES": str(serve.project_dir),
+                                          "BRIDGE_PROMPT_RUNTIME": "v2"})  # compared with the v2 route
         bridge.start()
         await bridge.wait_ready(60)
         direct, through = await _measure(serve, bridge, args.prompts)

@@ -13,6 +13,13 @@ sessions with the mock provider's directives (text, tools, reasoning, slow strea
 (weights in RUNTIMES): the v2 API, legacy `prompt_async` (as the web app does) and OpenCode's own CLI
 (`opencode run --attach … --session …`), so most sessions mix both runtimes; prompts that fail because the
 serve is down are counted, not fatal. Exit status 1 when the database and the sync log differ.
+
+Continuity (docs/commands.md, "Runtime affinity"): `--continuity-sessions` more sessions are driven only
+by OpenCode's CLI and by prompts through the bridge (steer or queue, to a random replica, retried with the
+same command_id through the faults). Every prompt carries a marker; afterwards the mock provider's request
+log must show, for every model request of such a prompt, the marker of every prompt of its session that
+had reached the model before: the model saw the whole conversation whichever client drove each turn.
+Exit status 1 on any miss, or when a confirmed prompt is not exactly one user message upstream.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from typing import Any
 import aiohttp
 from sqlalchemy import text
 
+from bench.soak_continuity import SECRET, Conversations
 from bridge.store.db import make_engine
 from bridge.store.embedded import start_embedded
 from bridge.store.events_store import EventStore
@@ -83,6 +91,7 @@ class Soak:
         self.serve: OpencodeServe | None = None
         self.replicas: list[BridgeProcess] = []
         self._busy: set[str] = set()
+        self.talk = Conversations(self.rng, self.mock, self.turns, UPSTREAM)
 
     async def run(self) -> int:
         await self.mock.start()
@@ -90,19 +99,24 @@ class Soak:
         await self.serve.start()
         for i in range(self.args.replicas):
             b = BridgeProcess(self.workdir, self.serve.base_url, self.database_url, name=f"bridge-{i}",
-                              extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM})
+                              extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET})
             b.start()
             self.replicas.append(b)
         for b in self.replicas:
             await b.wait_ready(60)
         for _ in range(self.args.sessions):
             self.sessions.append(await self.serve.create_session())
+        for _ in range(self.args.continuity_sessions):
+            self.talk.sessions[await self.serve.create_session()] = []
+        self.talk.serve, self.talk.replicas = self.serve, self.replicas
 
         started = time.monotonic()
         deadline = started + self.args.minutes * 60
         work = asyncio.create_task(self._workload(deadline))
+        talk = asyncio.create_task(self.talk.run(deadline, self._settled))
         await self._inject_faults(deadline)
         await work
+        await talk
         return await self._verify(started)
 
     async def _workload(self, deadline: float) -> None:
@@ -197,14 +211,24 @@ class Soak:
         state: dict[str, tuple[int, int]] = {}
         upstream_total = 0
         try:
-            for sid in self.sessions:
+            async def drained() -> bool:  # every queued bridge prompt sent (the queue loses none)
+                async with engine.connect() as conn:
+                    return int((await conn.execute(text(
+                        "select count(*) from chat_commands where state in ('queued', 'sending') "
+                        "and result->>'state' = 'queued'"))).scalar_one()) == 0
+
+            try:
+                await wait_until(drained, 120, 0.5, message="the bridge's legacy queue drained")
+            except WaitTimeout:
+                self.turns["queue_not_drained"] += 1
+            for sid in [*self.sessions, *self.talk.sessions]:
                 await self._settled(sid, 120)
 
             async def same() -> bool:
                 nonlocal upstream_total
                 upstream_total = 0
                 ok = True
-                for sid in self.sessions:
+                for sid in [*self.sessions, *self.talk.sessions]:
                     assert self.serve is not None
                     log = await self.serve.sync_history(sid, 0)
                     upstream = [(int(e["seq"]), str(e["id"])) for e in log if e.get("aggregate_id") == sid]
@@ -244,8 +268,10 @@ class Soak:
         }
         if not converged:
             report["mismatch (stored, upstream)"] = {s: v for s, v in state.items() if v[0] != v[1]}
+        cont = report["continuity"] = await self.talk.report()
         print(json.dumps(report, indent=2))
-        return 0 if converged and rejects == 0 and gaps == 0 else 1
+        continuous = cont["miss_count"] == 0 and not cont["not_once"] and not self.turns["queue_not_drained"]
+        return 0 if converged and rejects == 0 and gaps == 0 and continuous else 1
 
     async def close(self) -> None:
         for b in self.replicas:
@@ -285,6 +311,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--sessions", type=int, default=6)
     ap.add_argument("--replicas", type=int, default=2)
+    ap.add_argument("--continuity-sessions", type=int, default=3,
+                    help="sessions driven by the CLI and by prompts through the bridge only")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--opencode", default=os.environ.get(
         "OPENCODE_BIN", str(REPO / ".opencode" / "node_modules" / ".bin" / "opencode")))

@@ -97,6 +97,8 @@ class Settings:
     read_statement_timeout_s: float = 10.0
     log_format: str = "auto"  # auto | json | console
     log_level: str = "info"
+    # The runtime of a session's first prompt (docs/commands.md, "Runtime affinity"): auto | legacy | v2.
+    prompt_runtime: str = "auto"
 
     @property
     def directory_roots(self) -> tuple[str, ...]:
@@ -152,6 +154,7 @@ ENV_VARS: dict[str, str] = {
     "BRIDGE_READ_STATEMENT_TIMEOUT_S": "read_statement_timeout_s",
     "BRIDGE_LOG_FORMAT": "log_format",
     "BRIDGE_LOG_LEVEL": "log_level",
+    "BRIDGE_PROMPT_RUNTIME": "prompt_runtime",
 }
 _TOML_KEYS = {v: k for k, v in ENV_VARS.items()}
 
@@ -196,6 +199,8 @@ def _validate(s: Settings) -> Settings:
             raise ConfigError("BRIDGE_DATABASE_URL must be a postgresql:// URL")
     if not 0 < s.http_port < 65536:
         raise ConfigError(f"BRIDGE_HTTP_PORT={s.http_port} must be between 1 and 65535")
+    if s.prompt_runtime not in ("auto", "legacy", "v2"):
+        raise ConfigError(f"BRIDGE_PROMPT_RUNTIME={s.prompt_runtime!r} must be auto, legacy or v2")
     if s.log_format not in ("auto", "json", "console"):
         raise ConfigError(f"BRIDGE_LOG_FORMAT={s.log_format!r} must be auto, json or console")
     if s.log_level.lower() not in ("debug", "info", "warning", "error"):

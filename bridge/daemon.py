@@ -31,6 +31,7 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bridge.commands.legacy_queue import QueueSender
 from bridge.config import Settings
 from bridge.dispatch import LiveDispatch
 from bridge.fanout.service import Fanout, auth_secret, print_local_token
@@ -137,7 +138,11 @@ class Daemon:
                             websocket=fanout.service,
                             audit=AuditContext(AuditReader(read_engine, s.upstream_name), secret, revoked=revoked),
                             detail=readiness_detail(secret, s, revoked))
-            mount_commands(app, s, engine, client, fanout.service, secret, revoked)  # docs/commands.md
+            commands = mount_commands(app, s, engine, client, fanout.service, secret, revoked)  # docs/commands.md
+            # The bridge's own legacy queue (docs/commands.md, "The legacy queue"): woken when a session
+            # of ours goes idle upstream.
+            queue_sender = QueueSender(commands.service.prompts, sessions)
+            sessions.activity.on_idle = queue_sender.wake
 
             await stack.enter_async_context(serving(app, s.http_host, s.http_port,
                                                     max_connections=s.http_max_connections))
@@ -153,6 +158,7 @@ class Daemon:
             await stack.enter_async_context(_background("discovery", discovery.run))
             await stack.enter_async_context(_background("live", live.run))
             await stack.enter_async_context(_background("pending-gauges", PendingGauges(fanout.relay.pending).run))
+            await stack.enter_async_context(_background("prompt-queue", queue_sender.run))
             notifier = Notifier.from_env()
             # The watchdog's database probe shares the heartbeats' pool: a burst of write batches on the
             # main pool must not withhold the watchdog (and have systemd restart a busy bridge).

@@ -167,3 +167,13 @@ PENDING_OLDEST_SECONDS = Gauge(
     "bridge_pending_request_oldest_seconds", "Age of the oldest pending request, by kind (0: none)", ["kind"],
     registry=REGISTRY,
 )
+# Prompts on both runtimes (docs/commands.md, "The legacy queue").
+QUEUED_PROMPT_SEND_SECONDS = Histogram(
+    "bridge_queued_prompt_send_seconds",
+    "A queued legacy prompt: from the end of the turn it waited for (upstream's time) to its send",
+    registry=REGISTRY, buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+)
+PROMPTS = Counter(
+    "bridge_prompts_total", "Prompts sent through the bridge, by runtime and how they went",
+    ["runtime", "outcome"], registry=REGISTRY,
+)

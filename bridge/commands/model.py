@@ -13,12 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.auth import SCOPES, printable_id
+from bridge.commands.attachments import AttachmentError, parse_files
 from bridge.directories import path_problem
 from bridge.errors import BridgeError
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 
 # --- bounds (docs/operations.md, "Limits") -------------------------------------------------------------
 MAX_BODY_BYTES = 64 * 1024  # as a WebSocket client frame
+# A prompt over HTTP may carry attachments as data: URLs (10 MiB decoded, bridge.commands.attachments).
+MAX_PROMPT_BODY_BYTES = 14 * 1024 * 1024 + MAX_BODY_BYTES
 MAX_COMMAND_ID = 100
 MAX_TEXT_CHARS = 32_000
 MAX_DIRECTORY_CHARS = 4096
@@ -171,10 +174,22 @@ def parse_command(name: str, body: object, session_id: str | None = None,
     sid = _session(session_id)
     if name == "prompt":
         args.update(text=_string(body, "text", MAX_TEXT_CHARS), delivery=_choice(body, "delivery", DELIVERIES))
+        if body.get("files") is not None:  # absent and [] mean the same: no `files` key, same fingerprint
+            try:
+                files = parse_files(body["files"])
+            except AttachmentError as e:
+                raise _bad(str(e)) from None
+            if files:
+                args["files"] = files
     elif name == "model":
         args.update(provider_id=_name(body, "provider_id"), model_id=_name(body, "model_id"))
     elif name == "agent":
         args["agent"] = _name(body, "agent")
+    elif name == "interrupt" and body.get("drop_queued") is not None:
+        if not isinstance(body["drop_queued"], bool):
+            raise _bad("drop_queued must be true or false")
+        if body["drop_queued"]:
+            args["drop_queued"] = True
     elif name == "permission_reply":
         rid = _name({"request_id": request_id}, "request_id")
         args.update(request_id=rid, reply=_choice(body, "reply", REPLIES))

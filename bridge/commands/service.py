@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from bridge import metrics
 from bridge.auth import Claims
 from bridge.commands.model import (
     Command,
@@ -24,12 +25,14 @@ from bridge.commands.model import (
     upstream_message_id,
     upstream_session_id,
 )
+from bridge.commands.prompt_router import PromptRouter
 from bridge.commands.questions import QuestionCommands
 from bridge.commands.ratelimit import RateLimiter
 from bridge.directories import DirectoryRefused, check_directory
 from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
 from bridge.log import correlation_id
 from bridge.store.commands import CommandKey, CommandRow, CommandStore
+from bridge.store.prompt_queue import PromptQueueStore
 from bridge.upstream.commands import UpstreamCommands
 
 _log = structlog.get_logger("bridge.commands")
@@ -79,7 +82,8 @@ class CommandService:
                  now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  clock: Callable[[], float] = time.monotonic, exit_after_upstream: str | None = None,
                  directories: tuple[str, ...] = (), resolve: Callable[[str], str] | None = None,
-                 questions: QuestionCommands | None = None) -> None:
+                 questions: QuestionCommands | None = None,
+                 queue: PromptQueueStore | None = None, prompt_runtime: str = "auto") -> None:
         self.store = store
         self.questions = questions
         # BRIDGE_ALLOWED_DIRECTORIES (empty: no session creation) and the symlink resolver (daemon: realpath)
@@ -92,6 +96,9 @@ class CommandService:
         self._exit_after = exit_after_upstream if exit_after_upstream is not None \
             else os.environ.get(EXIT_AFTER_UPSTREAM_ENV) or None
         self._models: dict[str, tuple[float, tuple[str, str] | None, set[tuple[str, str]]]] = {}
+        # Prompts on both runtimes (docs/commands.md, "Runtime affinity"): legacy sends, queue, attachments.
+        self.prompts = PromptRouter(queue or PromptQueueStore(store.engine, store.upstream), upstream,
+                                    prompt_runtime, exit_after=self._exit_after)
 
     def authorize(self, claims: Claims, cmd: Command) -> None:
         if not scope_allows(claims.scope, cmd.name):
@@ -200,13 +207,22 @@ class CommandService:
 
     async def _prompt(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
         assert row.upstream_id is not None
+        key = CommandKey.of(cmd, row.subject)
+        choice, resolved = await self.prompts.prepare(cmd, key, t.sid, t.directory)
         await self._check_model(t)
-        status, data = await self.upstream.prompt(t.sid, t.directory, row.upstream_id, cmd.args["text"],
-                                                  cmd.args["delivery"])
+        if choice.runtime == "legacy":
+            status, body = await self.prompts.legacy(cmd, key, t.sid, t.directory, t.info, row.upstream_id,
+                                                     choice)
+            return _Done(status, body)
+        text, files = self.prompts.v2_prompt(cmd, resolved)
+        status, data = await self.upstream.prompt(t.sid, t.directory, row.upstream_id, text, cmd.args["delivery"],
+                                                  files)
         seq = data.get("admittedSeq")
         seq = seq if isinstance(seq, int) else None
+        metrics.PROMPTS.labels(runtime="v2", outcome="sent").inc()
         return _Done(200, {"command_id": cmd.command_id, "message_id": data.get("id", row.upstream_id),
-                           "admitted_seq": seq, "delivery": cmd.args["delivery"]}, status, seq)
+                           "admitted_seq": seq, "delivery": cmd.args["delivery"],
+                           **self.prompts.choice_fields(choice)}, status, seq)
 
     async def _check_model(self, t: _Target) -> None:
         """Refuse before sending: the serve admits a prompt for a model without credentials and then
@@ -236,12 +252,16 @@ class CommandService:
 
     async def _interrupt(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
         sid, directory = t.sid, t.directory
+        dropped = await self.prompts.drop_queued(sid, "interrupt") if cmd.args.get("drop_queued") else []
         status = await self.upstream.interrupt(sid, directory)
         # The v2 interrupt leaves a legacy-driven (TUI) turn running (checked on 1.18.33, docs/commands.md).
         legacy = await self.upstream.legacy_busy(sid, directory)
         if legacy:
             await self.upstream.legacy_abort(sid, directory)
-        return _Done(200, {"command_id": cmd.command_id, "session_id": sid, "legacy_aborted": legacy}, status)
+        body = {"command_id": cmd.command_id, "session_id": sid, "legacy_aborted": legacy}
+        if cmd.args.get("drop_queued"):
+            body["dropped"] = dropped  # queued legacy prompts never sent (kept otherwise)
+        return _Done(200, body, status)
 
     async def _model(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
         a = cmd.args

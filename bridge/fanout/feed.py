@@ -20,6 +20,7 @@ import structlog
 from bridge.fanout import metrics
 from bridge.fanout.hub import Hub
 from bridge.fanout.protocol import replay_frames
+from bridge.store.command_notice import COMMAND_CHANNEL, CommandNotice, parse_command_notice
 from bridge.store.fanout import (
     NOTIFY_CHANNEL,
     STATUS_CHANNEL,
@@ -121,6 +122,7 @@ class CommitListener:
         self._upstream = upstream
         self._on_notice = on_notice
         self._on_status = on_status
+        self.on_command: Callable[[CommandNotice], None] | None = None  # prompt rows' states (legacy queue)
         self._on_connected = on_connected
         self._check_interval_s = check_interval_s
         self.connected = asyncio.Event()
@@ -135,6 +137,11 @@ class CommitListener:
         notice = parse_status_notice(payload)
         if notice is not None and notice.upstream == self._upstream and self._on_status is not None:
             self._on_status(notice)
+
+    def _command_notified(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        notice = parse_command_notice(payload)
+        if notice is not None and notice.upstream == self._upstream and self.on_command is not None:
+            self.on_command(notice)
 
     async def run(self) -> None:
         backoff = Backoff(0.2, 5.0)
@@ -158,6 +165,7 @@ class CommitListener:
             await conn.add_listener(NOTIFY_CHANNEL, self._notified)
             if self._on_status is not None:
                 await conn.add_listener(STATUS_CHANNEL, self._status_notified)
+            await conn.add_listener(COMMAND_CHANNEL, self._command_notified)
             self.connected.set()
             self._log.info("listen_connected", channel=NOTIFY_CHANNEL)
             self._on_connected()

@@ -32,6 +32,7 @@ from bridge.fanout.relay import LiveRelay
 from bridge.fanout.resync import RequestResync
 from bridge.http.hosts import trusted_hosts
 from bridge.revocation import never_revoked
+from bridge.store.command_notice import command_message
 from bridge.store.fanout import FanoutStore
 from bridge.upstream.client import UpstreamClient
 
@@ -130,6 +131,7 @@ class Fanout:
                                                                  warm=warm_sessions)
         self.listener = CommitListener(database_url, settings.upstream_name, self.feed.committed, self.feed.wake_all,
                                        on_status=self.feed.status)
+        self.listener.on_command = lambda n: self.hub.publish_state(n.session_id, command_message(n))
         origins = frozenset(o.strip().rstrip("/") for o in settings.allowed_origins.split(",") if o.strip())
         self.service = FanoutService(
             hub=self.hub,

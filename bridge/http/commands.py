@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
 from bridge.auth import Claims, bearer_token, verify_token
-from bridge.commands.model import MAX_BODY_BYTES, CommandError, parse_command
+from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, CommandError, parse_command
 from bridge.commands.questions import QuestionCommands
 from bridge.commands.service import CommandService, Outcome
 from bridge.config import Settings
@@ -87,14 +87,14 @@ def _json(body: dict[str, Any], status: int) -> web.Response:
     return resp
 
 
-async def _body(request: web.Request) -> object:
-    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-        raise CommandError("bad_request", f"the body is larger than {MAX_BODY_BYTES} bytes")
+async def _body(request: web.Request, limit: int = MAX_BODY_BYTES) -> object:
+    if request.content_length is not None and request.content_length > limit:
+        raise CommandError("bad_request", f"the body is larger than {limit} bytes")
     raw = bytearray()
     while chunk := await request.content.readany():
         raw += chunk
-        if len(raw) > MAX_BODY_BYTES:
-            raise CommandError("bad_request", f"the body is larger than {MAX_BODY_BYTES} bytes")
+        if len(raw) > limit:
+            raise CommandError("bad_request", f"the body is larger than {limit} bytes")
     try:
         return json.loads(raw)
     except (ValueError, RecursionError):
@@ -120,7 +120,8 @@ def _route(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
             if sid is not None and not valid_session_id(sid):
                 raise CommandError("bad_request", SESSION_ID_RULE)
             claims = _authorized(request, ctx)
-            body = await _body(request)
+            # a prompt may carry attachments as data: URLs (bridge.commands.attachments)
+            body = await _body(request, MAX_PROMPT_BODY_BYTES if name == "prompt" else MAX_BODY_BYTES)
         except AuthError as e:
             return _json({"error": "forbidden" if e.code == "forbidden" else "unauthorized", "message": str(e)},
                          403 if e.code == "forbidden" else 401)
@@ -173,7 +174,8 @@ def mount_commands(app: web.Application, settings: Settings, engine: AsyncEngine
     `engine` is the writers' pool: a command writes its row before and after the upstream call."""
     questions = QuestionCommands(PendingStore(engine, settings.upstream_name), UpstreamRequests(client))
     service = CommandService(CommandStore(engine, settings.upstream_name), UpstreamCommands(client),
-                             directories=settings.directory_roots, resolve=realpath, questions=questions)
+                             directories=settings.directory_roots, resolve=realpath, questions=questions,
+                             prompt_runtime=settings.prompt_runtime)
     ctx = CommandsContext(service, secret, revoked=revoked)
     add_command_routes(app, ctx)
     if fanout is not None:

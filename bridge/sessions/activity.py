@@ -86,6 +86,8 @@ class ActivityTracker:
         self._turn_started = asyncio.Event()
         self._requests = PendingRequests()  # every session's, owned or not: a later claim starts from it
         self._log = structlog.get_logger("bridge.supervisor").bind(upstream=upstream, owner=owner)
+        # Told when a session of ours goes idle upstream: the legacy queue's sender looks then.
+        self.on_idle: Callable[[str], None] | None = None
 
     # -- queries ----------------------------------------------------------------------------------
     def status(self, session_id: str) -> Status | None:
@@ -184,6 +186,8 @@ class ActivityTracker:
         self._emit(session_id, t.on_upstream_status(st.type, reason, self._clock()))
         if st.type == "idle":
             self._turn_started.set()  # look now
+            if self.on_idle is not None:
+                self.on_idle(session_id)
 
     def observe_active(self, active: Iterable[str], observed_at: float) -> None:
         """`observed_at`: when the `/api/session/active` request started."""

@@ -41,7 +41,7 @@ class CommandRow:
     command: str
     session_id: str | None
     fingerprint: str
-    state: str  # pending | done | failed
+    state: str  # pending | queued | sending | done | failed | dropped
     upstream_id: str | None
     http_status: int | None
     result: dict[str, Any] | None
@@ -58,6 +58,10 @@ class CommandStore:
     def __init__(self, engine: AsyncEngine, upstream: str) -> None:
         self._engine = engine
         self.upstream = upstream
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
 
     async def claim(self, cmd: Command, subject: str, scope: str, upstream_id: str | None,
                     session_id: str | None) -> tuple[CommandRow, bool]:
@@ -83,7 +87,8 @@ class CommandStore:
     async def complete(self, key: CommandKey, *, state: str, http_status: int, result: dict[str, Any],
                        upstream_status: int | None = None, admitted_seq: int | None = None) -> None:
         stmt = (chat_commands.update()
-                .where(and_(self._key(key), C.state == "pending"))
+                # sending: a legacy prompt (bridge.commands.legacy_delivery)
+                .where(and_(self._key(key), C.state.in_(("pending", "sending"))))
                 .values(state=state, http_status=http_status, result=result, upstream_status=upstream_status,
                         admitted_seq=admitted_seq, completed_at=datetime.now().astimezone()))
         async with self._engine.begin() as conn:
@@ -92,7 +97,8 @@ class CommandStore:
     async def for_session(self, session_id: str, limit: int = 100) -> list[dict[str, Any]]:
         """The session's commands, newest first (created sessions included)."""
         q = (select(C.command_id, C.command, C.subject, C.scope, C.body, C.state, C.upstream_id,
-                    C.upstream_status, C.admitted_seq, C.http_status, C.result, C.created_at, C.completed_at)
+                    C.upstream_status, C.admitted_seq, C.http_status, C.result, C.created_at, C.completed_at,
+                    C.runtime, C.sent_at)
              .where(and_(C.upstream == self.upstream, C.session_id == session_id))
              .order_by(C.created_at.desc(), C.command_id.desc()).limit(min(limit, MAX_LIST)))
         async with self._engine.connect() as conn:

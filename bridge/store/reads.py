@@ -204,7 +204,9 @@ def select_events_page(upstream: str, session_id: str, after: int, limit: int) -
 def select_transcript_page(upstream: str, session_id: str, after: int, limit: int) -> Select[Any]:
     """`seq`, `kind`, `payload` and `asked_by`: prompts sent through the bridge carry who sent them
     (chat_commands, docs/commands.md)."""
-    asked = and_(C.upstream == E.upstream, C.session_id == E.session_id, C.admitted_seq == E.seq,
+    # v2: the admission's seq; legacy (no admission event): the user message, whose id the bridge chose
+    by_prompt = or_(C.admitted_seq == E.seq, and_(C.runtime == "legacy", C.upstream_id == E.message_id))
+    asked = and_(C.upstream == E.upstream, C.session_id == E.session_id, by_prompt,
                  C.command == "prompt", E.kind == "prompt:admitted")
     stmt = select(E.seq, E.kind, E.payload, C.subject.label("asked_by")).select_from(
         chat_session_events.outerjoin(chat_commands, asked))

@@ -245,7 +245,7 @@ chat_commands = Table(
     Column("scope", Text, nullable=False),
     Column("fingerprint", Text, nullable=False),
     Column("body", JSONB, nullable=False),  # the command's canonical arguments
-    Column("state", Text, nullable=False),  # pending | done | failed
+    Column("state", Text, nullable=False),  # pending | queued | sending | done | failed (docs/commands.md)
     Column("upstream_id", Text, nullable=True),  # derived upstream message (or session) id, fixed at insert
     Column("upstream_status", Integer, nullable=True),
     Column("admitted_seq", BigInteger, nullable=True),  # prompts: seq of the stored `prompt.admitted`
@@ -253,8 +253,12 @@ chat_commands = Table(
     Column("result", JSONB, nullable=True),  # the answer given to the client, returned again on a retry
     Column("created_at", TIMESTAMPTZ, nullable=False, server_default=func.now()),
     Column("completed_at", TIMESTAMPTZ, nullable=True),
+    Column("runtime", Text, nullable=True),  # prompts: legacy | v2, the runtime it was sent through
+    Column("sent_at", TIMESTAMPTZ, nullable=True),  # prompts: when the upstream took it
     PrimaryKeyConstraint("upstream", "subject", "target_session", "command_id", name="pk_chat_commands"),
     Index("ix_chat_commands_session", "upstream", "session_id", "created_at"),
+    Index("ix_chat_commands_queued", "upstream", "session_id", "created_at",
+          postgresql_where=text("state IN ('queued', 'sending')")),
 )
 
 

@@ -7,9 +7,9 @@ segments are quoted here."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
-from bridge.errors import UpstreamError
+from bridge.errors import SessionNotFound, UpstreamError
 from bridge.upstream.client import UpstreamClient
 
 
@@ -51,9 +51,12 @@ class UpstreamCommands:
         return data if isinstance(data, dict) else {}
 
     async def prompt(self, session_id: str, directory: str, message_id: str, text: str,
-                     delivery: str) -> tuple[int, dict[str, Any]]:
+                     delivery: str, files: list[dict[str, Any]] | None = None) -> tuple[int, dict[str, Any]]:
         """v2 prompt with our message id: same id + same body → the same admission (§17)."""
-        body = {"id": message_id, "prompt": {"text": text}, "delivery": delivery}
+        prompt: dict[str, Any] = {"text": text}
+        if files:
+            prompt["files"] = files
+        body = {"id": message_id, "prompt": prompt, "delivery": delivery}
         status, got = await self._call("POST", self._s(session_id, "prompt"), directory, body)
         data = self._data(got, "POST /api/session/{id}/prompt")
         return status, data if isinstance(data, dict) else {}
@@ -115,3 +118,34 @@ class UpstreamCommands:
             return None
         provider, _, model = raw.partition("/")
         return provider, model
+
+    # -- the legacy prompt path (docs/commands.md, "Runtime affinity") ------------------------------------
+
+    async def serve_version(self) -> str | None:
+        """The serve's version from `GET /global/health` (`{healthy, version}`, docs/upstream.md §13)."""
+        _, got = await self._call("GET", "/global/health", None)
+        version = got.get("version") if isinstance(got, dict) else None
+        return version if isinstance(version, str) else None
+
+    async def legacy_prompt(self, session_id: str, directory: str, body: dict[str, Any]) -> int:
+        """Legacy `POST /session/{id}/prompt_async` (`{messageID, parts, model?, agent?}` → 204). Not
+        idempotent (§17): the caller looks for the message first."""
+        status, _ = await self._call("POST", f"/session/{_q(session_id)}/prompt_async", directory, body)
+        return status
+
+    async def legacy_message(self, session_id: str, directory: str, message_id: str) -> dict[str, Any] | None:
+        """Legacy `GET /session/{id}/message/{messageID}`: `{info, parts}`, None when it does not exist
+        (404 `NotFoundError`)."""
+        try:
+            _, got = await self._call("GET", f"/session/{_q(session_id)}/message/{_q(message_id)}", directory)
+        except SessionNotFound:
+            return None
+        return got if isinstance(got, dict) else None
+
+    async def legacy_newest_message(self, session_id: str, directory: str) -> dict[str, Any] | None:
+        """The newest message of the legacy store (`GET /session/{id}/message?limit=1`), its `info`."""
+        query = urlencode({"limit": "1", "location[directory]": directory})
+        _, got = await self._call("GET", f"/session/{_q(session_id)}/message?{query}", None)
+        item = got[-1] if isinstance(got, list) and got else None
+        info = item.get("info") if isinstance(item, dict) else None
+        return info if isinstance(info, dict) else None

@@ -9,7 +9,7 @@ requests"). None of it is in the upstream's sync log: this table is its only dur
 For a question `reply` is `answered`, `rejected` or `unknown` (settled while the bridge was away).
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0011
 Create Date: 2026-12-01
 """
 
@@ -22,7 +22,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0012"
-down_revision: str | None = "0010"
+down_revision: str | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

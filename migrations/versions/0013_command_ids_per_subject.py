@@ -3,7 +3,7 @@ subject, target_session, command_id), and the revoked tokens (`bridge_revoked_to
 Self-contained: nothing imported from `bridge`.
 
 Revision ID: 0013
-Revises: 0010
+Revises: 0012
 Create Date: 2026-12-01
 """
 
@@ -16,7 +16,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0013"
-down_revision: str | None = "0010"
+down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

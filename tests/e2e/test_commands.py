@@ -61,9 +61,12 @@ async def bridge_factory(tmp_path: Path, database_url: str, opencode: OpencodeSe
     http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
 
     async def make(name: str = "bridge", **env: str) -> Bridge:
+        # v2 unless a test asks otherwise: these tests read the v2 admissions (docs/commands.md, "Runtime
+        # affinity"; tests/e2e/test_continuity.py covers the legacy runtime)
         proc = BridgeProcess(tmp_path, opencode.base_url, database_url, name=name,
                              extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET,
-                                        "BRIDGE_ALLOWED_DIRECTORIES": str(opencode.project_dir), **env})
+                                        "BRIDGE_ALLOWED_DIRECTORIES": str(opencode.project_dir),
+                                        "BRIDGE_PROMPT_RUNTIME": "v2", **env})
         made.append(proc)
         proc.start()
         await proc.wait_ready(60)

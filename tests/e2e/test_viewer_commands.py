@@ -38,7 +38,8 @@ async def test_the_viewer_sends_queues_and_answers_a_permission_with_a_control_t
 ) -> None:
     bridge = BridgeProcess(tmp_path, opencode.base_url, database_url,
                            extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET,
-                                      "BRIDGE_ALLOWED_DIRECTORIES": str(opencode.project_dir)})
+                                      "BRIDGE_ALLOWED_DIRECTORIES": str(opencode.project_dir),
+                                      "BRIDGE_PROMPT_RUNTIME": "v2"})  # reads the v2 admissions
     bridge.start()
     try:
         await bridge.wait_ready(60)

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
-from bridge.commands.model import MAX_BODY_BYTES, MAX_TEXT_CHARS
+from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, MAX_TEXT_CHARS
 from bridge.commands.ratelimit import RateLimiter
 from bridge.commands.service import CommandService
 from bridge.errors import SessionNotFound, UpstreamUnavailable
@@ -50,7 +50,8 @@ class TwinUpstream:
             out["model"] = self.model
         return out
 
-    async def prompt(self, sid: str, directory: str, mid: str, text: str, delivery: str) -> tuple[int, dict[str, Any]]:
+    async def prompt(self, sid: str, directory: str, mid: str, text: str, delivery: str,
+                     files: list[dict[str, Any]] | None = None) -> tuple[int, dict[str, Any]]:
         self.calls.append(("prompt", (sid, directory, mid, text, delivery)))
         if self.fail_prompt is not None:
             raise self.fail_prompt
@@ -126,7 +127,8 @@ def clock() -> Clock:
 async def http(engine: AsyncEngine, twin: TwinUpstream, clock: Clock) -> AsyncIterator[TestClient[Any, Any]]:
     service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
                              limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock), clock=clock,
-                             exit_after_upstream="", directories=("/srv/agent",))
+                             exit_after_upstream="", directories=("/srv/agent",),
+                             prompt_runtime="v2")  # the twin is a v2 serve
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as client:
@@ -205,8 +207,12 @@ async def test_bad_prompt_bodies_are_400_and_nothing_is_sent(http: TestClient[An
 
 async def test_body_bound(http: TestClient[Any, Any], twin: TwinUpstream) -> None:
     big = b'{"command_id":"x","delivery":"queue","text":"' + b"a" * MAX_BODY_BYTES + b'"}'
-    r = await http.post(f"/v1/sessions/{SID}/prompt", data=big, headers=auth())
-    assert (r.status, (await r.json())["error"]) == (400, "bad_request")
+    r = await http.post(f"/v1/sessions/{SID}/interrupt", data=big, headers=auth("control"))
+    assert (r.status, (await r.json())["message"]) == (400, f"the body is larger than {MAX_BODY_BYTES} bytes")
+    # a prompt may carry attachments as data: URLs: its bound is larger (docs/commands.md, "Attachments")
+    huge = b'{"command_id":"x","delivery":"queue","text":"' + b"a" * MAX_PROMPT_BODY_BYTES + b'"}'
+    r = await http.post(f"/v1/sessions/{SID}/prompt", data=huge, headers=auth())
+    assert (r.status, (await r.json())["message"]) == (400, f"the body is larger than {MAX_PROMPT_BODY_BYTES} bytes")
     r = await http.post(f"/v1/sessions/{SID}/prompt", data=b"{not json", headers=auth())
     assert r.status == 400
     r = await http.post("/v1/sessions/ses_bad%2F..%2Fx/prompt", json=PROMPT, headers=auth())

@@ -35,13 +35,17 @@ directive              reply
 before an interrupt or a kill) must also wait for those events in the history.
 
 Title-generation requests (a system prompt mentioning "title" and no tools) get "Mock title".
-Every request is recorded (:attr:`MockLLM.requests`) with its directive, step, attempt and time.
+Every request is recorded (:attr:`MockLLM.requests`) with its directive, step, attempt and time, and
+every message it carried as ``(role, text)`` (``RecordedRequest.messages``, ``.user_texts``): what the
+model saw, so a test can tell whether an earlier turn was part of the conversation.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import hashlib
 import itertools
 import json
 import re
@@ -218,9 +222,21 @@ class RecordedRequest:
     roles: tuple[str, ...]
     tools: tuple[str, ...]
     user_text: str
+    # every message of the request as (role, text), system prompts included: what the model saw
+    messages: tuple[tuple[str, str], ...] = ()
+    images: tuple[str, ...] = ()  # image parts of the user messages, see _images_of
     outcome: Outcome = "pending"
     finished: float | None = None
     tool_results: tuple[str, ...] = ()  # the `tool` messages after the newest user message (tool outputs)
+
+    @property
+    def user_texts(self) -> list[str]:
+        """The text of every user message the request carried, oldest first (earlier turns included)."""
+        return [text for role, text in self.messages if role == "user"]
+
+    def carries(self, marker: str) -> bool:
+        """Whether any user message of the request contains ``marker``."""
+        return any(marker in text for text in self.user_texts)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -234,6 +250,23 @@ def _text_of(content: object) -> str:
     return ""
 
 
+def _images_of(content: object) -> list[str]:
+    """The image parts of a message (``image_url.url``: a ``data:`` URL or a link), each as its media type
+    and the SHA-256 of the decoded bytes (``image/png:3f2a…``), or the link itself."""
+    out: list[str] = []
+    for p in content if isinstance(content, list) else []:
+        url = (p.get("image_url") or {}).get("url") if isinstance(p, dict) else None
+        if not isinstance(url, str):
+            continue
+        head, _, data = url.partition(",")
+        if url.startswith("data:") and head.endswith(";base64"):
+            digest = hashlib.sha256(base64.b64decode(data + "==")).hexdigest()
+            out.append(f"{head[5:].removesuffix(';base64')}:{digest}")
+        else:
+            out.append(url[:200])
+    return out
+
+
 @dataclass(frozen=True)
 class _Analysis:
     directive: Directive
@@ -242,6 +275,8 @@ class _Analysis:
     roles: tuple[str, ...]
     tools: tuple[str, ...]
     tool_results: tuple[str, ...] = ()
+    messages: tuple[tuple[str, str], ...] = ()
+    images: tuple[str, ...] = ()
 
 
 def _analyse(body: Mapping[str, Any]) -> _Analysis:
@@ -255,9 +290,11 @@ def _analyse(body: Mapping[str, Any]) -> _Analysis:
     user_text = _text_of(messages[last_user].get("content")) if last_user >= 0 else ""
     step = sum(1 for role in roles[last_user + 1:] if role == "assistant")
     results = tuple(_text_of(m.get("content")) for m in messages[last_user + 1:] if m.get("role") == "tool")
+    seen = tuple((str(m.get("role")), _text_of(m.get("content"))) for m in messages)
+    images = tuple(i for m in messages if m.get("role") == "user" for i in _images_of(m.get("content")))
     if "title" in system.lower() and not tools:
-        return _Analysis(Directive("title"), 0, user_text, roles, tools)
-    return _Analysis(parse_directive(user_text), step, user_text, roles, tools, results)
+        return _Analysis(Directive("title"), 0, user_text, roles, tools, (), seen, images)
+    return _Analysis(parse_directive(user_text), step, user_text, roles, tools, results, seen, images)
 
 
 # --- the server ----------------------------------------------------------------------------------------
@@ -407,6 +444,7 @@ class MockLLM:
             attempt=attempt, time=time.time(), reply=_describe_reply(reply), stream=bool(body.get("stream")),
             model=body.get("model"), roles=analysis.roles, tools=analysis.tools, user_text=analysis.user_text,
             tool_results=analysis.tool_results,
+            messages=analysis.messages, images=analysis.images,
         )
         self.requests.append(record)
         self._log(record)

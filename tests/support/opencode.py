@@ -92,7 +92,9 @@ def opencode_config(mock_base_url: str) -> dict[str, Any]:
                 "name": "Mock",
                 "options": {"baseURL": mock_base_url, "apiKey": "mock-key"},
                 "models": {
-                    "mock-1": {"name": "Mock 1", "tool_call": True,
+                    # images in: an attached image reaches the model as an image part
+                    "mock-1": {"name": "Mock 1", "tool_call": True, "attachment": True,
+                               "modalities": {"input": ["text", "image"], "output": ["text"]},
                                "limit": {"context": 100_000, "output": 4096}},
                 },
             },

@@ -12,6 +12,19 @@ const composer = (() => {
   let granted = null; // the token's sessions (null: all), from `hello`
   let session = state.selected; // viewer.js may have selected one before this file ran
   let seq = 0;
+  // Prompts waiting in the bridge's legacy queue (docs/commands.md): command_id -> text, until sent.
+  const queued = new Map();
+
+  function renderQueued() {
+    const list = $("queued");
+    list.textContent = "";
+    for (const [id, text] of queued) {
+      const li = el("li", "queued-prompt", "queued: " + (text || id));
+      li.dataset.commandId = id;
+      list.appendChild(li);
+    }
+    list.hidden = queued.size === 0;
+  }
 
   function may(need) { return (RANK[scope] || 0) >= RANK[need]; }
 
@@ -25,7 +38,7 @@ const composer = (() => {
   function run(command, fields, label) {
     const frame = Object.assign({ op: "command", id: "cmd-" + (++seq), command: command, command_id: commandId() },
       fields);
-    pending.set(frame.id, { frame: frame, label: label });
+    pending.set(frame.id, { frame: frame, label: label, text: fields.text });
     send(frame);
     say(label + "…");
   }
@@ -60,12 +73,25 @@ const composer = (() => {
       render();
       for (const p of pending.values()) send(p.frame); // same command_id: at most once
     },
-    select(sid) { session = sid; say(""); render(); },
+    select(sid) { session = sid; say(""); queued.clear(); renderQueued(); render(); },
+    // `command` frames: a queued prompt of this session was queued (by anyone), sent or dropped.
+    commandState(m) {
+      if (m.session !== session) return;
+      if (m.state === "queued") queued.set(m.command_id, queued.get(m.command_id) || "");
+      else if (queued.delete(m.command_id)) say("queued prompt " + m.state);
+      renderQueued();
+    },
     result(m) {
       const p = pending.get(m.id);
       if (!p) return;
       pending.delete(m.id);
-      if (m.status < 300) say(p.label.replace(/ing$/, "") + ": done");
+      const isQueued = m.result && m.result.state === "queued"; // the bridge's legacy queue (docs/commands.md)
+      if (m.status < 300 && isQueued) {
+        say("queued: sent when the running turn ends");
+        queued.set(m.result.command_id, p.text || "");
+        renderQueued();
+      }
+      else if (m.status < 300) say(p.label.replace(/ing$/, "") + ": done");
       else say(p.label + " failed: " + (m.error || m.status) + (m.message ? " — " + m.message : ""));
     },
     // Buttons under a pending permission request, for tokens that may answer it.

@@ -178,6 +178,7 @@ function handle(m) {
       break;
     }
     case "command_result": if (controls()) controls().result(m); break;
+    case "command": if (mine && controls()) controls().commandState(m); break; // a queued prompt's state
     case "error":
       if (mine || !m.session) notice("bridge error " + m.code + ": " + m.message);
       break;
