@@ -59,7 +59,8 @@ async def make_door(engine: AsyncEngine, tmp_path: Path) -> AsyncIterator[Callab
         twin = TwinUpstream()
         service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
                                  limiter=RateLimiter(rate_per_s=100, burst=1000), exit_after_upstream="",
-                                 directories=(str(root),) if roots is None else roots, resolve=os.path.realpath)
+                                 directories=(str(root),) if roots is None else roots, resolve=os.path.realpath,
+                                 prompt_runtime="v2")  # the twin is a v2 serve
         app = build_app(_ready, allowed_origins=frozenset({ORIGIN}))
         add_command_routes(app, CommandsContext(service, SECRET))
         client: TestClient[Any, Any] = TestClient(TestServer(app))

@@ -97,7 +97,8 @@ def test_other_algorithms_and_keys_are_refused() -> None:
 
 async def test_forged_tokens_are_401_on_a_command_route_and_nothing_is_sent(engine: AsyncEngine) -> None:
     twin = TwinUpstream()
-    service = CommandService(CommandStore(engine, UPSTREAM), twin, exit_after_upstream="")  # type: ignore[arg-type]
+    service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
+                             exit_after_upstream="", prompt_runtime="v2")  # the twin is a v2 serve
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as http:
@@ -135,7 +136,8 @@ async def test_a_revoked_token_is_refused_on_http_and_its_open_socket_is_closed(
     clients.extend([open_socket, bystander])
     await open_socket.wait_for("hello")
     twin = TwinUpstream()
-    service = CommandService(CommandStore(engine, UPSTREAM), twin, exit_after_upstream="")  # type: ignore[arg-type]
+    service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
+                             exit_after_upstream="", prompt_runtime="v2")  # the twin is a v2 serve
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET, revoked=revocations.revoked))
     async with TestClient(TestServer(app)) as http:
