@@ -298,7 +298,13 @@ class DurableFollower:
         if self._stored_cursor is None:
             return
         stored = await self._stored_cursor()
-        if stored is not None and stored < self.cursor:
+        if stored is None:
+            # The session's row itself was lost (claimed after the standby's last WAL): end this follower;
+            # its owner claims the session again (a transient failure) and catches up from the log.
+            metrics.CURSOR_REWINDS.labels(cause="reconnect").inc()
+            self._log.warning("session_row_lost", cursor_seq=self.cursor)
+            raise CursorBehind(self.session_id, self.cursor, -1)
+        if stored < self.cursor:
             await self._rewind(stored, "reconnect")
 
     async def _rewind(self, stored: int, cause: str) -> None:
