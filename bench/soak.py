@@ -35,6 +35,7 @@ from typing import Any
 import aiohttp
 from sqlalchemy import text
 
+from bench.footprint import footprint
 from bridge.store.db import make_engine
 from bridge.store.embedded import start_embedded
 from bridge.store.events_store import EventStore
@@ -224,6 +225,7 @@ class Soak:
                 gaps = int((await conn.execute(text("select count(*) from chat_session_gaps"))).scalar_one())
                 legacy = int((await conn.execute(text(
                     "select count(*) from chat_session_events where type not like 'session.next.%'"))).scalar_one())
+            sizes = await footprint(engine)  # docs/scaling.md: bytes and rows per event, session and turn
         finally:
             await engine.dispose()
         report: dict[str, Any] = {
@@ -239,6 +241,7 @@ class Soak:
             "turns": dict(self.turns),
             "faults": dict(self.faults),
             "converged_after_s": round(time.monotonic() - quiet, 1),
+            "footprint": sizes,
             "wall_s": round(time.monotonic() - started, 1),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         }
