@@ -5,10 +5,12 @@ recorded gap.
 
     make soak                                      # 10 minutes, seed from the clock
     .venv/bin/python -m bench.soak --minutes 3 --seed 7
+    .venv/bin/python -m bench.soak --minutes 2 --failover   # a replicated database, and a failover fault
 
 Faults, one every 2-6 s (weights in FAULTS): SIGKILL of a replica (restarted 0-3 s later), SIGTERM of a
 replica (restarted at once), SIGTERM or SIGKILL of `opencode serve` (restarted on the same port and home),
-and every bridge connection to PostgreSQL terminated (`pg_terminate_backend`). The workload prompts random
+every bridge connection to PostgreSQL terminated (`pg_terminate_backend`), and with `--failover` the
+primary SIGKILLed after its standby was cut off, the standby promoted (docs/scaling.md). The workload prompts random
 sessions with the mock provider's directives (text, tools, reasoning, slow streams) through three runtimes
 (weights in RUNTIMES): the v2 API, legacy `prompt_async` (as the web app does) and OpenCode's own CLI
 (`opencode run --attach … --session …`), so most sessions mix both runtimes; prompts that fail because the
@@ -42,6 +44,7 @@ from bridge.store.events_store import EventStore
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeError, OpencodeServe
+from tests.support.replication import ReplicatedPostgres
 from tests.support.waiting import WaitTimeout, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,6 +52,10 @@ UPSTREAM = "soak"
 DIRECTIVES = ["MOCK:text", "MOCK:tool", "MOCK:reason", "MOCK:slow:20:0.05", "MOCK:slowtool:1"]
 RUNTIMES = {"v2": 2, "prompt_async": 1, "cli": 1}
 FAULTS = {"kill9_bridge": 4, "sigterm_bridge": 2, "restart_opencode": 1, "kill9_opencode": 1, "drop_db": 2}
+# `--failover`: the database is a primary and a streaming standby (tests/support/replication.py), the bridges
+# on a two-host URL; this fault cuts the standby off, lets commits land on the primary only, SIGKILLs the
+# primary and promotes the standby (docs/scaling.md, "Failover"), then clones a new standby.
+FAILOVER_WEIGHT = 2
 
 
 async def _admin(url: str, sql: str) -> None:
@@ -72,8 +79,11 @@ def _database(server_url: str, name: str) -> str:
 
 
 class Soak:
-    def __init__(self, args: argparse.Namespace, workdir: Path, database_url: str) -> None:
+    def __init__(self, args: argparse.Namespace, workdir: Path, database_url: str,
+                 pair: ReplicatedPostgres | None = None) -> None:
         self.args = args
+        self.pair = pair
+        self.fault_weights = {**FAULTS, **({"failover": FAILOVER_WEIGHT} if pair is not None else {})}
         self.rng = random.Random(args.seed)
         self.workdir = workdir
         self.database_url = database_url
@@ -153,8 +163,8 @@ class Soak:
         await wait_until(quiet, timeout, 0.3, message=f"session {sid} settled")
 
     async def _inject_faults(self, deadline: float) -> None:
-        kinds = list(FAULTS)
-        weights = [FAULTS[k] for k in kinds]
+        kinds = list(self.fault_weights)
+        weights = [self.fault_weights[k] for k in kinds]
         while time.monotonic() < deadline:
             await asyncio.sleep(self.rng.uniform(2.0, 6.0))
             kind = self.rng.choices(kinds, weights)[0]
@@ -184,6 +194,15 @@ class Soak:
     async def _drop_db(self) -> None:
         await _admin(self.database_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                                         "WHERE application_name LIKE 'opencode-bridge%'")
+
+    async def _failover(self) -> None:
+        pair = self.pair
+        assert pair is not None
+        await asyncio.to_thread(pair.detach_standby)
+        await asyncio.sleep(self.rng.uniform(0.5, 2.0))  # commits now land on the primary only: lost
+        await asyncio.to_thread(pair.kill_primary)
+        await asyncio.to_thread(pair.promote)
+        await asyncio.to_thread(pair.rebuild_standby)
 
     async def _verify(self, started: float) -> int:
         assert self.serve is not None
@@ -261,6 +280,8 @@ class Soak:
 
 async def main(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bridge-soak-"))
+    if args.failover:
+        return await _main_replicated(args, workdir)
     pg = None
     server_url = os.environ.get("BRIDGE_DATABASE_URL")
     if not server_url:
@@ -283,6 +304,21 @@ async def main(args: argparse.Namespace) -> int:
     return rc
 
 
+async def _main_replicated(args: argparse.Namespace, workdir: Path) -> int:
+    pair = await asyncio.to_thread(ReplicatedPostgres.create)
+    soak = Soak(args, workdir, pair.multi_host_url(), pair)
+    try:
+        rc = await soak.run()
+    finally:
+        await soak.close()
+        await asyncio.to_thread(pair.destroy)
+    if rc == 0 and not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        print(f"logs kept in {workdir}")
+    return rc
+
+
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=10.0)
@@ -291,6 +327,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--opencode", default=os.environ.get(
         "OPENCODE_BIN", str(REPO / ".opencode" / "node_modules" / ".bin" / "opencode")))
+    ap.add_argument("--failover", action="store_true",
+                    help="a primary and a streaming standby; adds the failover fault (docs/scaling.md)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs) after a success")
     return ap.parse_args()
 

@@ -7,6 +7,7 @@
     pair.detach_standby()                    # the standby stops receiving WAL: what commits now is lost
     pair.kill_primary()                      # SIGKILL of the postmaster and every backend
     pair.promote()                           # pg_ctl promote, waits until it accepts writes
+    pair.rebuild_standby()                   # a new standby cloned from the new primary (the next fault)
     pair.destroy()                           # immediate stop of both, the directory removed
 
 Replication is asynchronous (PostgreSQL's default): a commit on the primary does not wait for the
@@ -74,6 +75,7 @@ class ReplicatedPostgres:
         self.primary = Node("primary", root / "p", free_port())
         self.standby = Node("standby", root / "s", free_port())
         self._user = _RUN_AS if os.geteuid() == 0 else None
+        self._clones = 1
 
     # -- set-up --------------------------------------------------------------------------------------
     @classmethod
@@ -165,6 +167,22 @@ class ReplicatedPostgres:
     def promote(self, timeout: float = STEP_TIMEOUT_S) -> None:
         self._run("pg_ctl", "promote", "-w", "-t", str(int(timeout)), "-D", str(self.standby.data))
         self._wait(lambda: not self.in_recovery(self.standby), timeout, "the standby did not leave recovery")
+
+    def rebuild_standby(self) -> None:
+        """After a promotion: the promoted node is the primary, and a fresh standby is cloned from it on the
+        dead primary's port (a multi-host URL listing both ports stays valid; `pg_rewind` of the old data dir
+        would do as well). The old primary's data dir is removed."""
+        old = self.primary
+        shutil.rmtree(old.data, ignore_errors=True)
+        self.primary = self.standby
+        self.standby = Node("standby", self.root / f"s{self._clones}", old.port)
+        self._clones += 1
+        self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(self.primary.port), "-U", REPLICATION_ROLE,
+                  "-D", str(self.standby.data), "-R", "-X", "stream", "--no-sync", "-c", "fast")
+        with (self.standby.data / "postgresql.auto.conf").open("a") as conf:
+            conf.write(f"\nport = {self.standby.port}\nunix_socket_directories = '{self.standby.data}'\n")
+        self._start(self.standby)
+        self.wait_streaming()
 
     # -- tear-down ---------------------------------------------------------------------------------------
     def destroy(self) -> None:
