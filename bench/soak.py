@@ -260,6 +260,9 @@ class Soak:
             "turns": dict(self.turns),
             "faults": dict(self.faults),
             "converged_after_s": round(time.monotonic() - quiet, 1),
+            # What the bridges found the database had lost and re-read (docs/scaling.md, "Failover").
+            "lost_commit_repairs": self._logged(("cursor_behind_database", "session_row_lost",
+                                                 "command_row_recovered")),
             "footprint": sizes,
             "wall_s": round(time.monotonic() - started, 1),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
@@ -268,6 +271,16 @@ class Soak:
             report["mismatch (stored, upstream)"] = {s: v for s, v in state.items() if v[0] != v[1]}
         print(json.dumps(report, indent=2))
         return 0 if converged and rejects == 0 and gaps == 0 else 1
+
+    def _logged(self, events: tuple[str, ...]) -> dict[str, int]:
+        """How many times the replicas logged each event (their logs span every restart)."""
+        found: Counter[str] = Counter()
+        for b in self.replicas:
+            for line in b.log_path.read_text(errors="replace").splitlines():
+                for event in events:
+                    if f'"event": "{event}"' in line:
+                        found[event] += 1
+        return dict(found)
 
     async def close(self) -> None:
         for b in self.replicas:

@@ -35,6 +35,11 @@ STANDBY_ROWS = Counter(
     "Rows of WebSocket replays read from the standby (BRIDGE_READ_DATABASE_URL) instead of the primary",
     registry=REGISTRY,
 )
+STANDBY_FALLBACKS = Counter(
+    "bridge_standby_read_failures_total",
+    "WebSocket replay pages the standby could not serve (down, timeout), read from the primary instead",
+    registry=REGISTRY,
+)
 CURSOR_REWINDS = Counter(
     "bridge_cursor_rewinds_total",
     "Followers that found the database holding less than they wrote (commits lost in a failover) and re-read "

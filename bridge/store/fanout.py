@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import structlog
 from sqlalchemy import Insert, TextClause, bindparam, func, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
@@ -31,6 +33,7 @@ STATUS_CHANNEL = "bridge_status"
 _REASON_MAX = 1000  # a NOTIFY payload must stay under 8000 bytes
 
 P = chat_permission_requests.c
+_log = structlog.get_logger("bridge.fanout.store")
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,12 @@ class FanoutStore:
         primary committed."""
         if self._standby is None:
             return await self.frames_after(session_id, after, limit)
-        rows = await frames_after(self._standby, self.upstream, session_id, after, limit)
+        try:
+            rows = await frames_after(self._standby, self.upstream, session_id, after, limit)
+        except (DBAPIError, OSError, TimeoutError) as e:  # the standby is away: the primary serves it all
+            metrics.STANDBY_FALLBACKS.inc()
+            _log.warning("standby_read_failed", session_id=session_id, error=f"{type(e).__name__}: {e}"[:300])
+            return await self.frames_after(session_id, after, limit)
         metrics.STANDBY_ROWS.inc(len(rows))
         if len(rows) < limit:
             top = rows[-1][0] if rows else after

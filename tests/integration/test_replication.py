@@ -32,7 +32,7 @@ from bridge.store.fanout import FanoutStore
 from tests.integration.chat_events import batch
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.replication import ReplicatedPostgres
+from tests.support.replication import ReplicatedPostgres, kill_tree
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:replicated"
@@ -94,6 +94,12 @@ async def test_replay_and_audit_on_the_standby_never_miss_what_the_primary_commi
         await asyncio.to_thread(pair.psql, pair.standby, "SELECT pg_wal_replay_resume()")
         await asyncio.to_thread(pair.wait_replayed)
         assert await AuditReader(standby, UPSTREAM).count_events(sid) == 15
+
+        # The standby dies: replays fall back to the primary, whole.
+        await asyncio.to_thread(kill_tree, pair.standby.postmaster_pid() or 0)
+        failures = metrics.STANDBY_FALLBACKS._value.get()
+        assert [r[0] for r in await fanout.replay_frames_after(sid, 3, 100)] == list(range(4, 16))
+        assert metrics.STANDBY_FALLBACKS._value.get() == failures + 1
     finally:
         for e in (primary, primary_reads, standby):
             await e.dispose()
