@@ -83,6 +83,7 @@ class Soak:
                  pair: ReplicatedPostgres | None = None) -> None:
         self.args = args
         self.pair = pair
+        self.rows_lost = 0  # event rows the failovers lost (at least), re-read by the bridges
         self.fault_weights = {**FAULTS, **({"failover": FAILOVER_WEIGHT} if pair is not None else {})}
         self.rng = random.Random(args.seed)
         self.workdir = workdir
@@ -198,10 +199,17 @@ class Soak:
     async def _failover(self) -> None:
         pair = self.pair
         assert pair is not None
+        count = "SELECT count(*) FROM chat_session_events"
         await asyncio.to_thread(pair.detach_standby)
-        await asyncio.sleep(self.rng.uniform(0.5, 2.0))  # commits now land on the primary only: lost
+        kept = int(await asyncio.to_thread(pair.psql, pair.standby, count, "bridge"))
+        # Commits now land on the primary only: wait (a little) until some do, so that the failover loses them.
+        with contextlib.suppress(WaitTimeout):
+            await wait_until(lambda: int(pair.psql(pair.primary, count, "bridge")) > kept, 10, 0.2)
+        await asyncio.sleep(self.rng.uniform(0.0, 1.0))
+        on_primary = int(await asyncio.to_thread(pair.psql, pair.primary, count, "bridge"))  # a floor
         await asyncio.to_thread(pair.kill_primary)
         await asyncio.to_thread(pair.promote)
+        self.rows_lost += on_primary - int(await asyncio.to_thread(pair.psql, pair.standby, count, "bridge"))
         await asyncio.to_thread(pair.rebuild_standby)
 
     async def _verify(self, started: float) -> int:
@@ -261,6 +269,7 @@ class Soak:
             "faults": dict(self.faults),
             "converged_after_s": round(time.monotonic() - quiet, 1),
             # What the bridges found the database had lost and re-read (docs/scaling.md, "Failover").
+            "rows_lost_in_failovers": self.rows_lost,
             "lost_commit_repairs": self._logged(("cursor_behind_database", "session_row_lost",
                                                  "command_row_recovered")),
             "footprint": sizes,
