@@ -9,6 +9,9 @@ Traps handled (docs/upstream.md):
   for both sources, docs/mirror.md), and every (re)connect starts with a repair.
 - §3.2 `after` is exclusive → resume with `after=<stored cursor>`.
 - §7 upstream restart drops the connection mid-body → reconnect with capped backoff + jitter.
+- the database lost our newest commits (a failover to a lagging standby) → a write refused as
+  `CursorBehind`, or the stored cursor checked after the database came back (`database_back`): rewind to
+  the stored cursor and repair from the sync log (docs/mirror.md rule 7, docs/scaling.md "Failover").
 
 The follower never writes the cursor itself: `EventSink.write()` stores rows and cursor in one
 transaction (and raises `bridge.errors.LeaseLost` when the lease moved on), so the cursor never passes an
