@@ -82,10 +82,12 @@ bench: $(STAMP) $(OPENCODE_BIN)
 	$(BIN)/pytest -q -s tests/hostile/test_load.py
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.commands --prompts 20
 
-# Long fault soak against the real opencode serve (not part of `make test`): SOAK_MINUTES=10 by default.
+# Long fault soak against the real opencode serve (not part of `make test`): SOAK_MINUTES=10 by default,
+# on a primary and a streaming standby with a failover fault (SOAK_ARGS= for one embedded PostgreSQL).
 SOAK_MINUTES ?= 10
+SOAK_ARGS ?= --failover
 soak: $(STAMP) $(OPENCODE_BIN)
-	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.soak --minutes $(SOAK_MINUTES)
+	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check bridge tests bench

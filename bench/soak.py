@@ -5,10 +5,12 @@ recorded gap.
 
     make soak                                      # 10 minutes, seed from the clock
     .venv/bin/python -m bench.soak --minutes 3 --seed 7
+    .venv/bin/python -m bench.soak --minutes 2 --failover   # a replicated database, and a failover fault
 
 Faults, one every 2-6 s (weights in FAULTS): SIGKILL of a replica (restarted 0-3 s later), SIGTERM of a
 replica (restarted at once), SIGTERM or SIGKILL of `opencode serve` (restarted on the same port and home),
-and every bridge connection to PostgreSQL terminated (`pg_terminate_backend`). The workload prompts random
+every bridge connection to PostgreSQL terminated (`pg_terminate_backend`), and with `--failover` the
+primary SIGKILLed after its standby was cut off, the standby promoted (docs/scaling.md). The workload prompts random
 sessions with the mock provider's directives (text, tools, reasoning, slow streams) through three runtimes
 (weights in RUNTIMES): the v2 API, legacy `prompt_async` (as the web app does) and OpenCode's own CLI
 (`opencode run --attach … --session …`), so most sessions mix both runtimes; prompts that fail because the
@@ -42,6 +44,7 @@ from typing import Any
 import aiohttp
 from sqlalchemy import text
 
+from bench.footprint import footprint
 from bench.soak_continuity import SECRET, Conversations
 from bridge.store.db import make_engine
 from bridge.store.embedded import start_embedded
@@ -49,6 +52,7 @@ from bridge.store.events_store import EventStore
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeError, OpencodeServe
+from tests.support.replication import ReplicatedPostgres
 from tests.support.waiting import WaitTimeout, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,6 +60,10 @@ UPSTREAM = "soak"
 DIRECTIVES = ["MOCK:text", "MOCK:tool", "MOCK:reason", "MOCK:slow:20:0.05", "MOCK:slowtool:1"]
 RUNTIMES = {"v2": 2, "prompt_async": 1, "cli": 1}
 FAULTS = {"kill9_bridge": 4, "sigterm_bridge": 2, "restart_opencode": 1, "kill9_opencode": 1, "drop_db": 2}
+# `--failover`: the database is a primary and a streaming standby (tests/support/replication.py), the bridges
+# on a two-host URL; this fault cuts the standby off, lets commits land on the primary only, SIGKILLs the
+# primary and promotes the standby (docs/scaling.md, "Failover"), then clones a new standby.
+FAILOVER_WEIGHT = 2
 
 
 async def _admin(url: str, sql: str) -> None:
@@ -79,8 +87,12 @@ def _database(server_url: str, name: str) -> str:
 
 
 class Soak:
-    def __init__(self, args: argparse.Namespace, workdir: Path, database_url: str) -> None:
+    def __init__(self, args: argparse.Namespace, workdir: Path, database_url: str,
+                 pair: ReplicatedPostgres | None = None) -> None:
         self.args = args
+        self.pair = pair
+        self.rows_lost = 0  # event rows the failovers lost (at least), re-read by the bridges
+        self.fault_weights = {**FAULTS, **({"failover": FAILOVER_WEIGHT} if pair is not None else {})}
         self.rng = random.Random(args.seed)
         self.workdir = workdir
         self.database_url = database_url
@@ -166,8 +178,8 @@ class Soak:
         await wait_until(quiet, timeout, 0.3, message=f"session {sid} settled")
 
     async def _inject_faults(self, deadline: float) -> None:
-        kinds = list(FAULTS)
-        weights = [FAULTS[k] for k in kinds]
+        kinds = list(self.fault_weights)
+        weights = [self.fault_weights[k] for k in kinds]
         while time.monotonic() < deadline:
             await asyncio.sleep(self.rng.uniform(2.0, 6.0))
             kind = self.rng.choices(kinds, weights)[0]
@@ -197,6 +209,22 @@ class Soak:
     async def _drop_db(self) -> None:
         await _admin(self.database_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                                         "WHERE application_name LIKE 'opencode-bridge%'")
+
+    async def _failover(self) -> None:
+        pair = self.pair
+        assert pair is not None
+        count = "SELECT count(*) FROM chat_session_events"
+        await asyncio.to_thread(pair.detach_standby)
+        kept = int(await asyncio.to_thread(pair.psql, pair.standby, count, "bridge"))
+        # Commits now land on the primary only: wait (a little) until some do, so that the failover loses them.
+        with contextlib.suppress(WaitTimeout):
+            await wait_until(lambda: int(pair.psql(pair.primary, count, "bridge")) > kept, 10, 0.2)
+        await asyncio.sleep(self.rng.uniform(0.0, 1.0))
+        on_primary = int(await asyncio.to_thread(pair.psql, pair.primary, count, "bridge"))  # a floor
+        await asyncio.to_thread(pair.kill_primary)
+        await asyncio.to_thread(pair.promote)
+        self.rows_lost += on_primary - int(await asyncio.to_thread(pair.psql, pair.standby, count, "bridge"))
+        await asyncio.to_thread(pair.rebuild_standby)
 
     async def _verify(self, started: float) -> int:
         assert self.serve is not None
@@ -248,6 +276,7 @@ class Soak:
                 gaps = int((await conn.execute(text("select count(*) from chat_session_gaps"))).scalar_one())
                 legacy = int((await conn.execute(text(
                     "select count(*) from chat_session_events where type not like 'session.next.%'"))).scalar_one())
+            sizes = await footprint(engine)  # docs/scaling.md: bytes and rows per event, session and turn
         finally:
             await engine.dispose()
         report: dict[str, Any] = {
@@ -263,6 +292,11 @@ class Soak:
             "turns": dict(self.turns),
             "faults": dict(self.faults),
             "converged_after_s": round(time.monotonic() - quiet, 1),
+            # What the bridges found the database had lost and re-read (docs/scaling.md, "Failover").
+            "rows_lost_in_failovers": self.rows_lost,
+            "lost_commit_repairs": self._logged(("cursor_behind_database", "session_row_lost",
+                                                 "command_row_recovered")),
+            "footprint": sizes,
             "wall_s": round(time.monotonic() - started, 1),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         }
@@ -272,6 +306,16 @@ class Soak:
         print(json.dumps(report, indent=2))
         continuous = cont["miss_count"] == 0 and not cont["not_once"] and not self.turns["queue_not_drained"]
         return 0 if converged and rejects == 0 and gaps == 0 and continuous else 1
+
+    def _logged(self, events: tuple[str, ...]) -> dict[str, int]:
+        """How many times the replicas logged each event (their logs span every restart)."""
+        found: Counter[str] = Counter()
+        for b in self.replicas:
+            for line in b.log_path.read_text(errors="replace").splitlines():
+                for event in events:
+                    if f'"event": "{event}"' in line:
+                        found[event] += 1
+        return dict(found)
 
     async def close(self) -> None:
         for b in self.replicas:
@@ -284,6 +328,8 @@ class Soak:
 
 async def main(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bridge-soak-"))
+    if args.failover:
+        return await _main_replicated(args, workdir)
     pg = None
     server_url = os.environ.get("BRIDGE_DATABASE_URL")
     if not server_url:
@@ -306,6 +352,21 @@ async def main(args: argparse.Namespace) -> int:
     return rc
 
 
+async def _main_replicated(args: argparse.Namespace, workdir: Path) -> int:
+    pair = await asyncio.to_thread(ReplicatedPostgres.create)
+    soak = Soak(args, workdir, pair.multi_host_url(), pair)
+    try:
+        rc = await soak.run()
+    finally:
+        await soak.close()
+        await asyncio.to_thread(pair.destroy)
+    if rc == 0 and not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        print(f"logs kept in {workdir}")
+    return rc
+
+
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=10.0)
@@ -316,6 +377,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--opencode", default=os.environ.get(
         "OPENCODE_BIN", str(REPO / ".opencode" / "node_modules" / ".bin" / "opencode")))
+    ap.add_argument("--failover", action="store_true",
+                    help="a primary and a streaming standby; adds the failover fault (docs/scaling.md)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs) after a success")
     return ap.parse_args()
 

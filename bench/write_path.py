@@ -38,6 +38,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy import text
 
+from bench.footprint import footprint
 from bridge import metrics, turnstile
 from bridge.events import ChatEvent, normalize, parse_envelope, parse_frame
 from bridge.fanout import protocol as p
@@ -323,6 +324,7 @@ async def run(url: str, sessions: int, n: int, naive_budget_s: float, long_n: in
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / (sessions + sessions // 2 + sessions)
         out["replay"] = await replay(engine, store.upstream, str(seq1["session"]), long_n)
         out["replay_python_frames"] = await replay(engine, store.upstream, str(seq1["session"]), long_n, python=True)
+        out["footprint"] = await footprint(engine)  # bytes per event on disk (docs/scaling.md)
     finally:
         await engine.dispose()
     out["burst_over_copy"] = out["burst"]["events_per_s"] / out["copy_events_per_s"]

@@ -38,6 +38,9 @@ class Settings:
     upstream_password: Secret = field(default_factory=lambda: Secret(""))
     upstream_name: str = ""
     database_url: Secret = field(default_factory=lambda: Secret(""))
+    # A streaming-replication standby of that database (optional): WebSocket replays, the session list and
+    # the audit API read there (docs/scaling.md, "Reads on a standby").
+    read_database_url: Secret = field(default_factory=lambda: Secret(""))
     state_dir: Path = Path("./.state")
     http_host: str = "127.0.0.1"
     http_port: int = 8765
@@ -123,6 +126,7 @@ ENV_VARS: dict[str, str] = {
     "BRIDGE_UPSTREAM_PASSWORD": "upstream_password",
     "BRIDGE_UPSTREAM_NAME": "upstream_name",
     "BRIDGE_DATABASE_URL": "database_url",
+    "BRIDGE_READ_DATABASE_URL": "read_database_url",
     "BRIDGE_STATE_DIR": "state_dir",
     "BRIDGE_HTTP_HOST": "http_host",
     "BRIDGE_HTTP_PORT": "http_port",
@@ -197,6 +201,12 @@ def _validate(s: Settings) -> Settings:
         d = urlsplit(s.database_url.value)
         if d.scheme not in ("postgresql", "postgres"):
             raise ConfigError("BRIDGE_DATABASE_URL must be a postgresql:// URL")
+    if s.read_database_url.value:
+        if urlsplit(s.read_database_url.value).scheme not in ("postgresql", "postgres"):
+            raise ConfigError("BRIDGE_READ_DATABASE_URL must be a postgresql:// URL")
+        if not s.database_url.value:
+            raise ConfigError("BRIDGE_READ_DATABASE_URL needs BRIDGE_DATABASE_URL (the embedded database "
+                              "has no standby)")
     if not 0 < s.http_port < 65536:
         raise ConfigError(f"BRIDGE_HTTP_PORT={s.http_port} must be between 1 and 65535")
     if s.prompt_runtime not in ("auto", "legacy", "v2"):
@@ -273,6 +283,7 @@ _CREDENTIALS = {
     "upstream-password": "upstream_password",
     "auth-secret": "auth_secret",
     "database-url": "database_url",
+    "read-database-url": "read_database_url",
 }
 
 

@@ -2,7 +2,8 @@
 the parts are torn down in the reverse order (an AsyncExitStack):
 
 1. the database (the writers' pool, a small pool of its own for heartbeats and the hand-off, and the
-   bounded read pool of WebSocket replay and the audit API: docs/operations.md "Limits"), migrated;
+   bounded read pool of WebSocket replay and the audit API: docs/operations.md "Limits"; with
+   BRIDGE_READ_DATABASE_URL a second one on the standby: docs/scaling.md), migrated;
 2. the upstream client and the auth secret (loaded once);
 3. the parts, built in dependency order, each handed only parts that exist already: sessions → fan-out
    (tells the sessions which have subscribers) → discovery → the live stream with its one dispatch table
@@ -113,6 +114,10 @@ class Daemon:
                 _disposing(make_engine(self.database_url, pool_size=1, max_overflow=1)))
             read_engine = await stack.enter_async_context(_disposing(make_read_engine(
                 self.database_url, pool_size=s.read_pool_size, statement_timeout_s=s.read_statement_timeout_s)))
+            # BRIDGE_READ_DATABASE_URL: a standby for replays, the session list and the audit API.
+            standby_engine = None if not s.read_database_url.value else await stack.enter_async_context(
+                _disposing(make_read_engine(s.read_database_url.value, pool_size=s.read_pool_size,
+                                            statement_timeout_s=s.read_statement_timeout_s)))
             await upgrade_to_head(engine)
             client = await stack.enter_async_context(
                 UpstreamClient(s.upstream_url, s.upstream_username, s.upstream_password.value))
@@ -126,7 +131,8 @@ class Daemon:
             sessions = FollowerSupervisor(store, client, s, self.owner,
                                           leases=LeaseStore(engine, s.upstream_name, liveness_engine))
             fanout = Fanout(s, engine, self.database_url, secret=secret, sessions=sessions, client=client,
-                            read_engine=read_engine, revoked=revoked, warm_sessions=sessions.warm_sessions,
+                            read_engine=read_engine, revoked=revoked, standby_engine=standby_engine,
+                            on_database_back=sessions.database_back, warm_sessions=sessions.warm_sessions,
                             on_request=sessions.activity.request_changed)
             discovery = Discovery(client, store, sessions, min_interval_s=s.discovery_interval_s,
                                   retry_min_s=s.reconnect_min_s, retry_max_s=s.reconnect_max_s)
@@ -136,7 +142,8 @@ class Daemon:
                               upstream=s.upstream_name)
             app = build_app(readiness_check(engine, client, live, sessions, self.started),
                             websocket=fanout.service,
-                            audit=AuditContext(AuditReader(read_engine, s.upstream_name), secret, revoked=revoked),
+                            audit=AuditContext(AuditReader(standby_engine or read_engine, s.upstream_name), secret,
+                                               revoked=revoked),
                             detail=readiness_detail(secret, s, revoked))
             commands = mount_commands(app, s, engine, client, fanout.service, secret, revoked)  # docs/commands.md
             # The bridge's own legacy queue (docs/commands.md, "The legacy queue"): woken when a session

@@ -18,6 +18,7 @@ BridgeError
 │   ├── ProtocolError         a WebSocket client message is wrong
 │   ├── BadRequest            an audit API request is wrong
 │   └── ExportError           an export file is malformed
+├── CursorBehind           the database holds less of a session than was written to it (lost commits)
 └── LeaseError             the session is not ours to write
     ├── LeaseLost             a write was fenced off (epoch moved on): nothing was written
     └── LeaseHeld             a claim was refused: another live process holds it (or it is deleted)
@@ -155,6 +156,16 @@ class LeaseError(BridgeError):
 
 class LeaseLost(LeaseError):
     """The write was fenced off: the session's lease epoch is no longer ours. Nothing was written."""
+
+
+class CursorBehind(BridgeError):
+    """The database holds less of the session than its follower wrote: its newest commits were lost (a
+    failover to a standby that had not received them, a restore). Nothing of the write was stored; the
+    follower re-reads from `stored` (docs/scaling.md, "Failover")."""
+
+    def __init__(self, session_id: str, believed: int, stored: int) -> None:
+        super().__init__(f"session {session_id!r}: cursor {believed} written, the database has {stored}")
+        self.stored = stored
 
 
 class LeaseHeld(LeaseError):

@@ -30,6 +30,23 @@ UPSTREAM_RECONNECTS = Counter(
 LEASE_LOSSES = Counter(
     "bridge_lease_losses_total", "Write batches refused because the lease epoch moved on", registry=REGISTRY
 )
+STANDBY_ROWS = Counter(
+    "bridge_standby_replay_rows_total",
+    "Rows of WebSocket replays read from the standby (BRIDGE_READ_DATABASE_URL) instead of the primary",
+    registry=REGISTRY,
+)
+STANDBY_FALLBACKS = Counter(
+    "bridge_standby_read_failures_total",
+    "WebSocket replay pages the standby could not serve (down, timeout), read from the primary instead",
+    registry=REGISTRY,
+)
+CURSOR_REWINDS = Counter(
+    "bridge_cursor_rewinds_total",
+    "Followers that found the database holding less than they wrote (commits lost in a failover) and re-read "
+    "the sync log from the stored cursor; cause: write (a batch refused) | reconnect (checked after the "
+    "database came back)",
+    ["cause"], registry=REGISTRY,
+)
 BATCH_SIZE = Histogram(
     "bridge_write_batch_events", "Events per write transaction", registry=REGISTRY,
     buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500),

@@ -132,6 +132,12 @@ class CommandService:
         upstream_id = self._derive_id(cmd, claims.subject)
         sid = cmd.session_id if cmd.name != "create_session" else upstream_id
         row, fresh = await self.store.claim(cmd, claims.subject, claims.scope, upstream_id, sid)
+        if fresh and cmd.name == "prompt" and upstream_id is not None and cmd.session_id is not None:
+            # A row lost with a failover (docs/scaling.md): the first attempt's id, if the mirror has it.
+            earlier = await self.store.earlier_message_id(cmd.session_id, upstream_id)
+            if earlier is not None:
+                _log.warning("command_row_recovered", command_id=cmd.command_id, message_id=earlier)
+                row = await self.store.use_upstream_id(cmd, claims.subject, row, earlier)
         if not fresh:
             if row.fingerprint != cmd.fingerprint:
                 raise CommandError("conflict", "command_id was already used for another command")

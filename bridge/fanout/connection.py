@@ -217,7 +217,7 @@ class Connection:
         read_any = False
         while True:
             # v2 rows come framed by PostgreSQL from the normalized columns (bridge.store.replay).
-            rows = await self._svc.store.frames_after(sub.session_id, sub.sent_seq, self._svc.replay_page)
+            rows = await self._svc.store.replay_frames_after(sub.session_id, sub.sent_seq, self._svc.replay_page)
             for seq, frame in p.replay_frames(sub.session_id, rows):
                 await queue.wait_room()
                 if queue.closed or self.client.subscriptions.get(sub.session_id) is not sub:

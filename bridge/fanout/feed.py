@@ -117,13 +117,17 @@ class CommitListener:
 
     def __init__(self, dsn: str, upstream: str, on_notice: Callable[[str, int], None],
                  on_connected: Callable[[], None], *, check_interval_s: float = 30.0,
-                 on_status: Callable[[StatusNotice], None] | None = None) -> None:
+                 on_status: Callable[[StatusNotice], None] | None = None,
+                 on_reconnected: Callable[[], None] | None = None) -> None:
         self._dsn = dsn
         self._upstream = upstream
         self._on_notice = on_notice
         self._on_status = on_status
         self.on_command: Callable[[CommandNotice], None] | None = None  # prompt rows' states (legacy queue)
         self._on_connected = on_connected
+        # Every connect but the first: the database was away (restarted, or another server after a failover).
+        self._on_reconnected = on_reconnected
+        self._connects = 0
         self._check_interval_s = check_interval_s
         self.connected = asyncio.Event()
         self._log = structlog.get_logger("bridge.listen").bind(upstream=upstream)
@@ -169,6 +173,9 @@ class CommitListener:
             self.connected.set()
             self._log.info("listen_connected", channel=NOTIFY_CHANNEL)
             self._on_connected()
+            self._connects += 1
+            if self._connects > 1 and self._on_reconnected is not None:
+                self._on_reconnected()
             while not lost.is_set():
                 try:
                     await asyncio.wait_for(lost.wait(), self._check_interval_s)

@@ -118,10 +118,12 @@ class Fanout:
     def __init__(self, settings: Settings, engine: AsyncEngine, database_url: str, *, secret: str,
                  sessions: SubscribedSessions | None = None, client: UpstreamClient | None = None,
                  read_engine: AsyncEngine | None = None, revoked: Callable[[str], bool] = never_revoked,
+                 standby_engine: AsyncEngine | None = None,
+                 on_database_back: Callable[[], None] | None = None,
                  warm_sessions: Callable[[], Iterable[str]] | None = None,
                  on_request: Callable[[RequestChange], None] | None = None) -> None:
         self.hub = Hub(on_subscribers=None if sessions is None else sessions.set_subscriber_count)
-        self.store = FanoutStore(engine, settings.upstream_name, read_engine)
+        self.store = FanoutStore(engine, settings.upstream_name, read_engine, standby_engine)
         self.feed = DurableFeed(self.hub, self.store)
         self.relay = LiveRelay(self.hub, self.store)
         # Without a client (unit tests) pending permissions are not re-synced after a live reconnect.
@@ -130,7 +132,7 @@ class Fanout:
         self.resync = None if client is None else RequestResync(self.hub, self.store, self.relay, client,
                                                                  warm=warm_sessions)
         self.listener = CommitListener(database_url, settings.upstream_name, self.feed.committed, self.feed.wake_all,
-                                       on_status=self.feed.status)
+                                       on_status=self.feed.status, on_reconnected=on_database_back)
         self.listener.on_command = lambda n: self.hub.publish_state(n.session_id, command_message(n))
         origins = frozenset(o.strip().rstrip("/") for o in settings.allowed_origins.split(",") if o.strip())
         self.service = FanoutService(

@@ -15,6 +15,8 @@ from collections import deque
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from bridge.errors import CursorBehind
+
 PARK_AFTER_FAILURES = 5
 PARK_WINDOW_S = 300.0
 
@@ -25,8 +27,8 @@ _TRANSIENT_SQLSTATE = ("08", "53", "57P")
 
 def is_transient(error: BaseException) -> bool:
     """True when the failure comes from the environment (retry, do not count it against the session)."""
-    if isinstance(error, OSError | TimeoutError | PoolTimeout):
-        return True  # connect refused or reset, pool exhausted
+    if isinstance(error, OSError | TimeoutError | PoolTimeout | CursorBehind):
+        return True  # connect refused or reset, pool exhausted; commits lost by the database (failover)
     if isinstance(error, DBAPIError):
         if error.connection_invalidated:  # the connection died under the statement
             return True

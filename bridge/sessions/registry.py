@@ -246,8 +246,9 @@ class WarmRegistry:
         await self._activity.resume(session_id, cursor)
         self._log.info("lease_claimed", session_id=session_id, epoch=epoch, cursor_seq=cursor)
         metrics.LEASE_CLAIMS.labels(reason=_claim_label(w.reason)).inc()
+        sink = StoreSink(self._store, session_id, epoch, cursor)
         w.follower = DurableFollower(
-            session_id, self._client, StoreSink(self._store, session_id, epoch), cursor,
+            session_id, self._client, sink, cursor, stored_cursor=sink.stored_cursor,
             batch_max_events=s.batch_max_events, reconnect_min_s=s.reconnect_min_s,
             reconnect_max_s=s.reconnect_max_s, stall_s=s.durable_stall_s, upstream=s.upstream_name,
             on_committed=self._on_committed(session_id, w),

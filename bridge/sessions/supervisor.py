@@ -141,6 +141,14 @@ class FollowerSupervisor:
             if f is not None:
                 f.request_repair(cause)
 
+    def database_back(self) -> None:
+        """The database connection came back (restart, failover): every warm session checks its stored
+        cursor and re-reads from the sync log what the database lost (docs/scaling.md "Failover")."""
+        for sid in self.registry.sessions():
+            f = self.follower(sid)
+            if f is not None:
+                f.database_back()
+
     def upstream_status(self, session_id: str, status: SessionStatus) -> None:
         self.activity.upstream_status(session_id, status)
 

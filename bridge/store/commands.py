@@ -3,23 +3,31 @@ completed after, the session's command list, and what the mirror knows of a sess
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, select
+from sqlalchemy import ColumnElement, and_, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.commands.model import Command
 from bridge.store.codecs import SessionRow, session_row
-from bridge.store.schema import chat_commands, chat_permission_requests, chat_sessions, session_key
+from bridge.store.schema import (
+    chat_commands,
+    chat_permission_requests,
+    chat_session_events,
+    chat_sessions,
+    session_key,
+)
 
 C = chat_commands.c
 S = chat_sessions.c
 P = chat_permission_requests.c
+E = chat_session_events.c
 
 MAX_LIST = 500
+DIGEST_CHARS = 14  # the command digest that ends a derived message id (bridge.commands.model)
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,28 @@ class CommandStore:
             old = (await conn.execute(select(chat_commands).where(self._key(key)))).first()
         assert old is not None  # rows are never deleted
         return _row(old), False
+
+    async def earlier_message_id(self, session_id: str, derived: str) -> str | None:
+        """A message of the session in the mirror whose id ends with the same command digest as `derived`
+        (`msg_` + time + digest, bridge.commands.model.upstream_message_id): the id a first attempt used when
+        its `chat_commands` row was lost with a failover (docs/scaling.md, "Failover"). None if there is
+        none: the mirror never saw one, or has not re-read it from the sync log yet."""
+        digest = derived[-DIGEST_CHARS:]
+        q = (select(E.message_id)
+             .where(and_(E.upstream == self.upstream, E.session_id == session_id, E.message_id.like("msg\\_%"),
+                         func.right(E.message_id, DIGEST_CHARS) == digest, E.message_id != derived))
+             .order_by(E.seq).limit(1))
+        async with self._engine.connect() as conn:
+            return (await conn.execute(q)).scalar_one_or_none()
+
+    async def use_upstream_id(self, cmd: Command, subject: str, row: CommandRow, upstream_id: str) -> CommandRow:
+        """The pending row re-sends `upstream_id` instead of the id it was given."""
+        key = CommandKey.of(cmd, subject)
+        stmt = (chat_commands.update().where(and_(self._key(key), C.state == "pending"))
+                .values(upstream_id=upstream_id))
+        async with self._engine.begin() as conn:
+            await conn.execute(stmt)
+        return replace(row, upstream_id=upstream_id)
 
     def _key(self, key: CommandKey) -> ColumnElement[bool]:
         return and_(C.upstream == self.upstream, C.subject == key.subject, C.target_session == key.target_session,

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from sqlalchemy.exc import DBAPIError
 
 from bridge import metrics
-from bridge.store.write import BatchResult, Fenced, SessionWrite
+from bridge.store.write import SessionWrite, WriteResult
 
-Commit = Callable[[Sequence[SessionWrite]], Awaitable[list[BatchResult | Fenced]]]
+Commit = Callable[[Sequence[SessionWrite]], Awaitable[list[WriteResult]]]
 
 MAX_EVENTS = 4000
 MAX_BYTES = 8 << 20
@@ -36,7 +36,7 @@ GROUPS_IN_FLIGHT = 2
 @dataclass
 class _Pending:
     write: SessionWrite
-    done: asyncio.Future[BatchResult | Fenced]
+    done: asyncio.Future[WriteResult]
     size: int
 
 
@@ -65,9 +65,9 @@ class GroupCommitter:
         """Writes waiting for a group (tests, metrics)."""
         return len(self._queue)
 
-    async def submit(self, write: SessionWrite) -> BatchResult | Fenced:
+    async def submit(self, write: SessionWrite) -> WriteResult:
         """Queue one session's batch; returns after the transaction that holds it committed."""
-        done: asyncio.Future[BatchResult | Fenced] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
         size = sum(len(p.payload_text) for p in write.events)
         async with self._changed:
             self._queue.append(_Pending(write, done, size))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 from alembic import command
 from alembic.config import Config
@@ -49,7 +50,33 @@ def to_async_url(url: str) -> str:
         raise ValueError(f"not a PostgreSQL URL (scheme {scheme!r})")
     if "+" in scheme and scheme != _ASYNC_DRIVER:
         raise ValueError(f"unsupported driver {scheme!r}: the bridge uses asyncpg")
-    return f"{_ASYNC_DRIVER}://{rest}"
+    return f"{_ASYNC_DRIVER}://{_hosts_to_query(rest)}"
+
+
+DEFAULT_PORT = 5432
+
+
+def _hosts_to_query(rest: str) -> str:
+    """libpq's multi-host form `user@h1:p1,h2:p2/db?…` → `user@/db?host=h1:p1&host=h2:p2&…`, the form
+    SQLAlchemy hands to asyncpg as a list of hosts (tried in order; `target_session_attrs=read-write` picks
+    the writable one: docs/scaling.md, "Failover"). A single host is left as it is."""
+    netloc, _slash, tail = rest.partition("/")
+    creds, at, hosts = netloc.rpartition("@")
+    if "," not in hosts:
+        return rest
+    pairs = []
+    for h in hosts.split(","):
+        if not h:
+            raise ValueError("empty host in a multi-host database URL")
+        host, colon, port = h.rpartition(":") if not h.endswith("]") else (h, "", "")
+        if not colon:
+            host, port = h, str(DEFAULT_PORT)
+        if not port.isdigit():
+            raise ValueError(f"bad port {port!r} in a multi-host database URL")
+        pairs.append(("host", f"{host}:{port}"))
+    path, _qmark, query = tail.partition("?")
+    params = pairs + parse_qsl(query, keep_blank_values=True)
+    return f"{creds}{at}/{path}?{urlencode(params, safe=':/[]')}"
 
 
 def make_engine(url: str, *, pool_size: int = 5, max_overflow: int = 10) -> AsyncEngine:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.errors import LeaseLost
+from bridge.errors import CursorBehind, LeaseLost
 from bridge.events import ChatEvent
 from bridge.log import get_logger
 from bridge.store import fanout as fanout_q
@@ -32,9 +33,11 @@ from bridge.store.payload import exact_json_text, storable_text
 from bridge.store.rows import prepare_event
 from bridge.store.write import (
     BatchResult,
+    Behind,
     Fenced,
     SessionWrite,
     WriteHook,
+    WriteResult,
     commit_writes,
 )
 
@@ -100,7 +103,8 @@ class EventStore:
         return taken.epoch, taken.cursor_seq
 
     async def write_batch(
-        self, session_id: str, epoch: int, events: Sequence[ChatEvent], received_at: datetime
+        self, session_id: str, epoch: int, events: Sequence[ChatEvent], received_at: datetime,
+        *, expected_cursor: int | None = None,
     ) -> BatchResult:
         """One transaction: lock the session row, check lease_epoch == epoch (else LeaseLost),
         INSERT ... ON CONFLICT DO NOTHING, conflicting duplicates -> chat_event_rejects,
@@ -108,8 +112,13 @@ class EventStore:
 
         A released lease (lease_owner NULL) is lost too. Raises ValueError, before touching the database,
         for an event without a durable seq. While `group_commit()` runs, the batch shares its transaction
-        with other sessions' (bridge.store.write); a fenced-off batch is refused alone."""
+        with other sessions' (bridge.store.write); a fenced-off batch is refused alone.
+
+        `expected_cursor`: the cursor the writer believes stored; a stored cursor below it (lost commits,
+        docs/scaling.md "Failover") refuses the batch with `CursorBehind`."""
         write = self.prepare(session_id, epoch, events, received_at)
+        if expected_cursor is not None:
+            write = replace(write, expected_cursor=expected_cursor)
         committer = self._committer
         if committer is not None:  # group commit running (`group_commit()`): one transaction with others
             result = await committer.submit(write)
@@ -117,6 +126,8 @@ class EventStore:
             (result,) = await self.commit([write])
         if isinstance(result, Fenced):
             raise lease_lost(session_id, result)
+        if isinstance(result, Behind):
+            raise CursorBehind(session_id, result.expected, result.stored)
         return result
 
     def prepare(
@@ -126,7 +137,7 @@ class EventStore:
         prepared = [prepare_event(self._upstream, session_id, e, received_at) for e in events]
         return SessionWrite(session_id, epoch, prepared, received_at)
 
-    async def commit(self, writes: Sequence[SessionWrite]) -> list[BatchResult | Fenced]:
+    async def commit(self, writes: Sequence[SessionWrite]) -> list[WriteResult]:
         """The writes of one or many sessions in one transaction (bridge.store.write): a result per write."""
         async with self._engine.begin() as conn:
             results = await commit_writes(conn, self._upstream, writes, self._before_cursor_update, self._log)
@@ -180,6 +191,11 @@ class EventStore:
         async with self._engine.connect() as conn:
             row = (await conn.execute(reads.select_session(self._upstream, session_id))).one_or_none()
         return None if row is None else session_row(row)
+
+    async def stored_cursor(self, session_id: str) -> int | None:
+        """The session's cursor as the database has it now (None: no such row), on the writers' pool."""
+        row = await self.get_session(session_id)
+        return None if row is None else row.cursor_seq
 
     async def release(self, session_id: str, epoch: int) -> None:
         """Give the lease up if it is still ours (lease_owner = NULL); history and cursor stay."""

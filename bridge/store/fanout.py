@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import structlog
 from sqlalchemy import Insert, TextClause, bindparam, func, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bridge import metrics
 from bridge.store import reads
 from bridge.store.codecs import SessionRow, parse_session_cursor, session_cursor, session_list_entry, session_row
 from bridge.store.payload import storable_json
@@ -31,6 +34,7 @@ STATUS_CHANNEL = "bridge_status"
 _REASON_MAX = 1000  # a NOTIFY payload must stay under 8000 bytes
 
 P = chat_permission_requests.c
+_log = structlog.get_logger("bridge.fanout.store")
 
 
 @dataclass(frozen=True)
@@ -129,15 +133,38 @@ def upsert_permission_replied(row: dict[str, Any]) -> Insert:
 class FanoutStore:
     """Reads and writes of the fan-out, for one upstream."""
 
-    def __init__(self, engine: AsyncEngine, upstream: str, read_engine: AsyncEngine | None = None) -> None:
+    def __init__(self, engine: AsyncEngine, upstream: str, read_engine: AsyncEngine | None = None,
+                 standby_engine: AsyncEngine | None = None) -> None:
         self._engine = engine
         # Replay and session reads: the bounded read pool when given (bridge.store.db.make_read_engine).
         self._read = read_engine or engine
+        # BRIDGE_READ_DATABASE_URL: the bulk of a replay and the session list read there; the live feed,
+        # heads and the end of every replay read the primary (docs/scaling.md, "Reads on a standby").
+        self._standby = standby_engine
         self.upstream = upstream
 
     def pending_store(self) -> PendingStore:
         """The pending-requests table's other reads and writes (questions, who answered), same engines."""
         return PendingStore(self._engine, self.upstream, self._read)
+
+    async def replay_frames_after(self, session_id: str, after: int, limit: int) -> list[StoredFrame]:
+        """`frames_after` for a subscription's replay: from the standby if there is one, and whatever it
+        does not have yet (replication lag) from the primary in the same page. A page shorter than `limit`
+        therefore means the primary has nothing more: "caught up" is never said with less than the
+        primary committed."""
+        if self._standby is None:
+            return await self.frames_after(session_id, after, limit)
+        try:
+            rows = await frames_after(self._standby, self.upstream, session_id, after, limit)
+        except (DBAPIError, OSError, TimeoutError) as e:  # the standby is away: the primary serves it all
+            metrics.STANDBY_FALLBACKS.inc()
+            _log.warning("standby_read_failed", session_id=session_id, error=f"{type(e).__name__}: {e}"[:300])
+            return await self.frames_after(session_id, after, limit)
+        metrics.STANDBY_ROWS.inc(len(rows))
+        if len(rows) < limit:
+            top = rows[-1][0] if rows else after
+            rows += await frames_after(self._read, self.upstream, session_id, top, limit - len(rows))
+        return rows
 
     async def events_after(self, session_id: str, after: int,
                            limit: int) -> list[tuple[int, dict[str, Any], str | None]]:
@@ -162,7 +189,7 @@ class FanoutStore:
         """A page of the upstream's sessions (not deleted), most recently active first, and the cursor of
         the next page (None: last page). ValueError for a cursor this did not make."""
         after = None if cursor is None else parse_session_cursor(cursor)
-        async with self._read.connect() as conn:
+        async with (self._standby or self._read).connect() as conn:
             stmt = reads.select_session_list(self.upstream, limit, after, scope)
             rows = [session_row(r) for r in await conn.execute(stmt)]
         nxt = session_cursor(rows[-1].last_event_at, rows[-1].session_id) if len(rows) == limit else None

@@ -72,6 +72,18 @@ class SessionWrite:
     epoch: int
     events: Sequence[PreparedEvent]
     received_at: datetime
+    # The cursor the writer believes stored (None: not checked). A stored cursor below it means the
+    # database lost commits (failover to a standby that lacked them): the write is refused as `Behind`.
+    expected_cursor: int | None = None
+
+
+@dataclass(frozen=True)
+class Behind:
+    """The session's stored cursor is below what its writer wrote before: nothing of the write was stored
+    (the writer re-reads from `stored`, docs/scaling.md "Failover")."""
+
+    expected: int
+    stored: int
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,9 @@ class Fenced:
 
     presented: int
     held: tuple[int, str | None] | None  # (lease_epoch, lease_owner) stored, None: no such session
+
+
+WriteResult = BatchResult | Fenced | Behind
 
 
 # Insert columns after `upstream`, in PreparedEvent.values order; `payload` travels as text, cast once (`doc`).
@@ -244,10 +259,13 @@ async def commit_writes(
     writes: Sequence[SessionWrite],
     before_cursor_update: WriteHook | None,
     log: structlog.stdlib.BoundLogger,
-) -> list[BatchResult | Fenced]:
+) -> list[WriteResult]:
     """Everything between BEGIN and COMMIT (the caller owns the transaction): one result per write."""
     cursors, fenced = await lock_and_fence(conn, upstream, writes)
-    accepted = [w for i, w in enumerate(writes) if i not in fenced]
+    behind: dict[int, Behind] = {
+        i: Behind(w.expected_cursor, cursors[w.session_id]) for i, w in enumerate(writes)
+        if i not in fenced and w.expected_cursor is not None and cursors[w.session_id] < w.expected_cursor}
+    accepted = [w for i, w in enumerate(writes) if i not in fenced and i not in behind]
     outcomes = iter(await insert_events(conn, upstream, accepted))
     paired = [(w, next(outcomes)) for w in accepted]
     rejects = [row for w, out in paired for row in reject_rows(upstream, w.session_id, w.received_at, out)]
@@ -261,10 +279,10 @@ async def commit_writes(
         await before_cursor_update(conn)
     cursors.update(await advance_and_notify(conn, upstream, accepted))
     by_write = dict(zip((id(w) for w in accepted), (out for _, out in paired), strict=True))
-    results: list[BatchResult | Fenced] = []
+    results: list[WriteResult] = []
     for i, w in enumerate(writes):
-        if i in fenced:
-            results.append(fenced[i])
+        if i in fenced or i in behind:
+            results.append(fenced.get(i) or behind[i])
             continue
         out = by_write[id(w)]
         results.append(BatchResult(len(out.inserted), out.duplicates, len(out.conflicts), cursors[w.session_id]))

@@ -9,6 +9,9 @@ Traps handled (docs/upstream.md):
   for both sources, docs/mirror.md), and every (re)connect starts with a repair.
 - §3.2 `after` is exclusive → resume with `after=<stored cursor>`.
 - §7 upstream restart drops the connection mid-body → reconnect with capped backoff + jitter.
+- the database lost our newest commits (a failover to a lagging standby) → a write refused as
+  `CursorBehind`, or the stored cursor checked after the database came back (`database_back`): rewind to
+  the stored cursor and repair from the sync log (docs/mirror.md rule 7, docs/scaling.md "Failover").
 
 The follower never writes the cursor itself: `EventSink.write()` stores rows and cursor in one
 transaction (and raises `bridge.errors.LeaseLost` when the lease moved on), so the cursor never passes an
@@ -33,6 +36,7 @@ import structlog
 from bridge import metrics, turnstile
 from bridge.errors import (
     BadFrame,
+    CursorBehind,
     FrameTooLarge,
     InvalidRequest,
     InvalidSessionId,
@@ -71,6 +75,7 @@ class DurableFollower:
         seed: Callable[[], Awaitable[Iterable[Mapping[str, Any]]]] | None = None,
         repair_debounce_s: float = 0.03,
         history_prefetch: bool = True,
+        stored_cursor: Callable[[], Awaitable[int | None]] | None = None,
     ) -> None:
         self.session_id = session_id
         self.cursor = cursor
@@ -92,8 +97,9 @@ class DurableFollower:
         # Every write goes through the repair part: one cursor for the durable stream, the sync log and
         # the live twins (docs/mirror.md). `seed` gives the stored rows its legacy turn state starts from.
         self._seed = seed
+        self._stored_cursor = stored_cursor
         self.sync = SyncRepair(session_id, client, lambda: self.cursor, self._commit, self._reject, self._log,
-                               debounce_s=repair_debounce_s, retry_s=reconnect_max_s)
+                               debounce_s=repair_debounce_s, retry_s=reconnect_max_s, reload=self._reload_cursor)
         # `/history` pages one ahead of the writes (`history_prefetch=False`: one at a time, for comparison).
         self.history = HistoryCatchUp(
             session_id, client, lambda: self.cursor, log=self._log, page_size=history_page,
@@ -117,6 +123,11 @@ class DurableFollower:
     def request_repair(self, cause: str) -> None:
         """Read the sync log from the cursor soon (after a live reconnect: what was missed)."""
         self.sync.request(cause)
+
+    def database_back(self) -> None:
+        """The database came back (it may be another server now, missing our newest commits): check the
+        stored cursor, and re-read the sync log from it if it is behind ours (docs/scaling.md "Failover")."""
+        self.sync.request_reload("database_back")
 
     def _inbox_done(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
@@ -284,12 +295,45 @@ class DurableFollower:
         self._log.error("frame_rejected", reason=reason, seq=seq, detail=detail[:300])
         await self._sink.reject(reason, raw, received_at, seq)
 
+    # -- lost commits (failover) --------------------------------------------------------------------
+    async def _reload_cursor(self) -> None:
+        """The stored cursor, if below ours, becomes ours (the repair lock is held; the repair follows)."""
+        if self._stored_cursor is None:
+            return
+        stored = await self._stored_cursor()
+        if stored is None:
+            # The session's row itself was lost (claimed after the standby's last WAL): end this follower;
+            # its owner claims the session again (a transient failure) and catches up from the log.
+            metrics.CURSOR_REWINDS.labels(cause="reconnect").inc()
+            self._log.warning("session_row_lost", cursor_seq=self.cursor)
+            raise CursorBehind(self.session_id, self.cursor, -1)
+        if stored < self.cursor:
+            await self._rewind(stored, "reconnect")
+
+    async def _rewind(self, stored: int, cause: str) -> None:
+        """The database lost our commits after `stored`: continue from there, the legacy turn state
+        rebuilt from what is stored; the sync log gives the lost events again, same seqs and ids."""
+        metrics.CURSOR_REWINDS.labels(cause=cause).inc()
+        self._log.warning("cursor_behind_database", cursor_seq=self.cursor, stored_cursor=stored, cause=cause)
+        self.cursor = stored
+        if self._seed is not None:
+            self.sync.state = LegacyTurnState.from_rows(await self._seed())
+
     async def _commit(self, events: list[ChatEvent], received_at: datetime, source: str) -> None:
-        """Store events in order (the caller holds the repair lock); batches of `batch_max_events`."""
-        for i in range(0, len(events), self._batch_max):
-            batch = events[i : i + self._batch_max]
+        """Store events in order (the caller holds the repair lock); batches of `batch_max_events`. A batch
+        the database refuses as behind (lost commits) rewinds the cursor and repairs from the sync log
+        first; what the log did not cover is then written."""
+        pending = events
+        while pending:
+            batch, pending = pending[: self._batch_max], pending[self._batch_max :]
             t0 = time.perf_counter()
-            self.cursor = await self._sink.write(batch, received_at)
+            try:
+                self.cursor = await self._sink.write(batch, received_at)
+            except CursorBehind as e:
+                await self._rewind(e.stored, "write")
+                await self.sync.repair_locked("cursor_behind")
+                pending = [ev for ev in batch + pending if ev.seq is not None and ev.seq > self.cursor]
+                continue
             metrics.COMMIT_SECONDS.observe(time.perf_counter() - t0)
             metrics.BATCH_SIZE.observe(len(batch))
             now_ms = time.time() * 1000

@@ -46,7 +46,7 @@ def _json_text(item: object) -> str:
 class SyncRepair:
     def __init__(self, session_id: str, client: UpstreamClient, cursor: Callable[[], int], commit: Commit,
                  reject: Reject, log: FilteringBoundLogger, *, debounce_s: float = 0.03,
-                 retry_s: float = 1.0) -> None:
+                 retry_s: float = 1.0, reload: Callable[[], Awaitable[None]] | None = None) -> None:
         self._sid = session_id
         self._client = client
         self._cursor = cursor
@@ -60,6 +60,10 @@ class SyncRepair:
         self._twins: dict[int, Envelope] = {}
         self._wanted: str | None = None  # the cause of a requested repair not yet run
         self._wake = asyncio.Event()
+        # Re-read the cursor from the database before the next repair (after the database came back:
+        # docs/scaling.md "Failover"); run with `lock` held.
+        self._reload = reload
+        self._reload_wanted = False
         self.repairs = 0  # sync-log reads so far (tests, bench)
         self.twins_written = 0
 
@@ -83,6 +87,11 @@ class SyncRepair:
         """Read the sync log from the cursor soon (coalesced with every other request and twin)."""
         self._wanted = self._wanted or cause
         self._wake.set()
+
+    def request_reload(self, cause: str) -> None:
+        """Check the stored cursor against ours, then read the sync log from the lower of the two."""
+        self._reload_wanted = True
+        self.request(cause)
 
     # -- the inbox task -------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -120,6 +129,9 @@ class SyncRepair:
         try:
             async with self.lock:
                 self._wanted = None
+                if self._reload_wanted and self._reload is not None:
+                    self._reload_wanted = False
+                    await self._reload()
                 if await self.repair_locked(cause) < 0:
                     await self._twins_over_a_hole()
                 cursor = self._cursor()

@@ -28,6 +28,9 @@ def test_defaults_follow_the_design_contract() -> None:
         ({"BRIDGE_LOG_FORMAT": "xml"}, "BRIDGE_LOG_FORMAT"),
         ({"BRIDGE_AUTH_DISABLED": "maybe"}, "BRIDGE_AUTH_DISABLED"),
         ({"BRIDGE_AUTH_SECRET": "short"}, "BRIDGE_AUTH_SECRET"),
+        ({"BRIDGE_DATABASE_URL": "postgresql://h/db", "BRIDGE_READ_DATABASE_URL": "mysql://x/y"},
+         "BRIDGE_READ_DATABASE_URL"),
+        ({"BRIDGE_READ_DATABASE_URL": "postgresql://standby/db"}, "BRIDGE_READ_DATABASE_URL"),  # no primary
     ],
 )
 def test_a_bad_value_is_one_clear_error_naming_the_variable(env: dict[str, str], names: str) -> None:
@@ -38,9 +41,9 @@ def test_a_bad_value_is_one_clear_error_naming_the_variable(env: dict[str, str],
 
 def test_secrets_never_appear_in_the_redacted_view() -> None:
     s = load_settings({"BRIDGE_UPSTREAM_PASSWORD": "hunter2", "BRIDGE_DATABASE_URL": "postgresql://u:pw@h/db",
-                       "BRIDGE_AUTH_SECRET": "sekrit" * 6})
+                       "BRIDGE_AUTH_SECRET": "sekrit" * 6, "BRIDGE_READ_DATABASE_URL": "postgresql://u:rpw@s/db"})
     shown = repr(s.redacted()) + repr(s)
-    assert "hunter2" not in shown and "pw@h" not in shown and "sekrit" not in shown
+    assert "hunter2" not in shown and "pw@h" not in shown and "sekrit" not in shown and "rpw@s" not in shown
     assert s.upstream_password.value == "hunter2"
 
 

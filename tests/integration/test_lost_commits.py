@@ -1,0 +1,116 @@
+"""The database loses a session's newest commits (what a failover to a lagging standby does; here the rows
+and the cursor are set back by SQL on one server, tests/integration/test_replication.py does it for real):
+the bridge notices and re-reads them from the sync log (docs/scaling.md, "Failover").
+
+- a write presenting a cursor the database does not hold is refused whole (`CursorBehind`), nothing stored;
+- an active session: its next batch is refused, the follower rewinds to the stored cursor and repairs;
+- a quiet session: nothing is written to it, `database_back()` (the LISTEN connection came back) makes its
+  follower compare cursors and repair;
+- afterwards stored (seq, event_id) == the upstream's log, and the audit chain verifies (relinked from the
+  surviving row, not forked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bridge import metrics
+from bridge.audit.chain import verify_chain
+from bridge.config import load_settings
+from bridge.errors import CursorBehind
+from bridge.sessions.supervisor import FollowerSupervisor
+from bridge.store.audit import AuditReader
+from bridge.store.events_store import EventStore
+from bridge.upstream.client import UpstreamClient
+from tests.integration.chat_events import batch
+from tests.support.fake_upstream import FakeUpstream
+from tests.support.waiting import wait_until
+
+UPSTREAM = "fake:lost"
+
+
+async def lose_after(engine: AsyncEngine, session_id: str, keep: int) -> None:
+    """What a failover to a standby that had received only up to seq `keep` leaves of the session."""
+    async with engine.begin() as conn:
+        await conn.execute(text("DELETE FROM chat_session_events WHERE upstream = :u AND session_id = :s "
+                                "AND seq > :k"), {"u": UPSTREAM, "s": session_id, "k": keep})
+        await conn.execute(text("UPDATE chat_sessions SET cursor_seq = :k WHERE upstream = :u AND session_id = :s"),
+                           {"u": UPSTREAM, "s": session_id, "k": keep})
+
+
+async def test_a_write_above_what_the_database_holds_is_refused_whole(engine: AsyncEngine) -> None:
+    store = EventStore(engine, UPSTREAM)
+    sid = "ses_refused"
+    epoch, _ = await store.claim(sid, "owner")
+    now = datetime.now(UTC)
+    first = await store.write_batch(sid, epoch, batch(1, 2, 3, session_id=sid), now, expected_cursor=-1)
+    assert first.cursor_seq == 3
+    await lose_after(engine, sid, 1)
+    with pytest.raises(CursorBehind) as refused:
+        await store.write_batch(sid, epoch, batch(4, 5, session_id=sid), now, expected_cursor=3)
+    assert refused.value.stored == 1
+    assert await store.stored_ids(sid) == [(1, "evt_ses_refused_00000001")]  # nothing of the batch went in
+    # The writer that knows the stored cursor goes on (and without a check, as before).
+    assert (await store.write_batch(sid, epoch, batch(2, session_id=sid), now, expected_cursor=1)).cursor_seq == 2
+    assert (await store.write_batch(sid, epoch, batch(3, session_id=sid), now)).cursor_seq == 3
+
+
+async def test_lost_rows_are_read_again_from_the_sync_log(engine: AsyncEngine, fake: FakeUpstream) -> None:
+    store = EventStore(engine, UPSTREAM)
+    settings = load_settings({"BRIDGE_UPSTREAM_URL": fake.url, "BRIDGE_UPSTREAM_NAME": UPSTREAM,
+                              "BRIDGE_RECONNECT_MIN_S": "0.05", "BRIDGE_RECONNECT_MAX_S": "0.3"})
+    active, quiet = "ses_active", "ses_quiet"
+    for sid in (active, quiet):
+        fake.add_session(sid)
+
+    async def mirrored() -> bool:
+        for sid in (active, quiet):
+            want = [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events]
+            if await store.stored_ids(sid) != want:
+                return False
+        return True
+
+    async with UpstreamClient(fake.url) as client:
+        sup = FollowerSupervisor(store, client, settings, "test-owner")
+        run = asyncio.create_task(sup.run())
+        try:
+            await wait_until(lambda: sup.running, 5, 0.01)
+            for sid in (active, quiet):
+                sup.warm(sid, reason="test")
+                for i in range(12):
+                    await fake.append(sid, "session.next.text.ended", {"assistantMessageID": "a", "textID": f"t{i}",
+                                                                        "text": f"part {i}"})
+            await wait_until(mirrored, 20, 0.05, message="mirrored before the loss")
+            rewinds = {c: metrics.CURSOR_REWINDS.labels(cause=c)._value.get() for c in ("write", "reconnect")}
+
+            for sid in (active, quiet):
+                await lose_after(engine, sid, 5)
+            assert not await mirrored()
+            # The active session's next event: its batch is refused as behind, the follower repairs.
+            await fake.append(active, "session.next.text.ended", {"assistantMessageID": "a", "textID": "t12",
+                                                                   "text": "after the loss"})
+            await wait_until(lambda: _stored_equals_log(store, fake, active), 20, 0.05, message="active repaired")
+            assert metrics.CURSOR_REWINDS.labels(cause="write")._value.get() > rewinds["write"]
+            # The quiet one gets no event: only the database-back check finds what it lost.
+            assert not await _stored_equals_log(store, fake, quiet)
+            sup.database_back()
+            await wait_until(mirrored, 20, 0.05, message="quiet repaired")
+            assert metrics.CURSOR_REWINDS.labels(cause="reconnect")._value.get() > rewinds["reconnect"]
+
+            reader = AuditReader(engine, UPSTREAM)
+            for sid in (active, quiet):
+                report = verify_chain(await reader.chain_rows(sid))
+                assert report.ok, report.broken
+                assert report.events == len(fake.sessions[sid].events)
+        finally:
+            sup.stop()
+            await run
+
+
+async def _stored_equals_log(store: EventStore, fake: FakeUpstream, sid: str) -> bool:
+    return await store.stored_ids(sid) == [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events]
