@@ -30,7 +30,8 @@ async def served(engine: AsyncEngine) -> AsyncIterator[tuple[TestClient[Any, Any
     twin, clock = TwinUpstream(), Clock()
     service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
                              limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock), clock=clock,
-                             exit_after_upstream="", directories=("/srv/agent",))
+                             exit_after_upstream="", directories=("/srv/agent",),
+                             prompt_runtime="v2")  # the twin is a v2 serve
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as client:
