@@ -87,9 +87,10 @@ SOAK_MINUTES ?= 10
 soak: $(STAMP) $(OPENCODE_BIN)
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.soak --minutes $(SOAK_MINUTES)
 
-lint: $(STAMP)
+lint: $(STAMP)  # ruff, mypy --strict, and the import layers (pyproject.toml [tool.importlinter])
 	$(BIN)/ruff check bridge tests bench
 	$(BIN)/mypy bridge
+	$(BIN)/lint-imports --no-logo
 
 clean:
 	rm -rf $(VENV) $(OPENCODE_DIR) .pytest_cache .mypy_cache .ruff_cache

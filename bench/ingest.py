@@ -34,11 +34,11 @@ from typing import Any
 from sqlalchemy import text
 
 from bridge.log import configure_logging
-from bridge.sessions.sink import StoreSink
 from bridge.store.db import make_engine, upgrade_to_head
 from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
+from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 
 TEXT = "The quick brown fox jumps over the lazy dog. " * 8  # ~360 bytes, a typical text.ended

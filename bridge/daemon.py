@@ -38,7 +38,7 @@ from bridge.http.audit import AuditContext
 from bridge.http.commands import mount_commands
 from bridge.ops.readiness import health_monitor, readiness_check, readiness_detail, status_line
 from bridge.ops.sdnotify import Notifier
-from bridge.runtime import tune_gc
+from bridge.perf.runtime import tune_gc
 from bridge.sessions.discovery import Discovery
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.audit import AuditReader
@@ -100,7 +100,7 @@ class Daemon:
 
     async def _run(self) -> int:
         s = self.settings
-        # Before anything that can die is built: what is frozen is never collected (bridge.runtime).
+        # Before anything that can die is built: what is frozen is never collected (bridge.perf.runtime).
         tune_gc()
         async with AsyncExitStack() as stack:
             engine = await stack.enter_async_context(_disposing(make_engine(self.database_url)))

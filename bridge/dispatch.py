@@ -22,10 +22,10 @@ from __future__ import annotations
 from typing import Protocol
 
 from bridge.events import ChatEvent, Envelope
+from bridge.events.legacy_shapes import SessionStatus, session_status
+from bridge.events.syncframes import DURABLE_PREFIX
 from bridge.fanout.relay import LiveRelay, PermissionResync
-from bridge.legacy_shapes import SessionStatus, session_status
 from bridge.sessions.discovery import Discovery
-from bridge.syncframes import DURABLE_PREFIX
 
 
 class LiveSessions(Protocol):

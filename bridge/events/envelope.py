@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from bridge.errors import BadFrame
-from bridge.frozen import build
-from bridge.jsonload import strict_decode
+from bridge.perf.frozen import build
+from bridge.perf.jsonload import strict_decode
 
 # A seq is stored as a PostgreSQL bigint: a larger one could never be written (nor resumed from).
 SEQ_MAX = 2**63 - 1

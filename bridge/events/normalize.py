@@ -22,7 +22,7 @@ from bridge.events.chat import ChatEvent
 from bridge.events.envelope import Envelope, is_int, parse_envelope
 from bridge.events.error_envelope import error_fields
 from bridge.events.kinds import Kind, kind_of
-from bridge.frozen import build, defaults
+from bridge.perf.frozen import build, defaults
 
 
 def _str(value: object) -> str | None:

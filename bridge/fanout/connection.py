@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 import structlog
 
 from bridge.auth import Claims, verify_token
-from bridge.commands.service import Outcome
+from bridge.command_service import Outcome
 from bridge.errors import AuthError, ProtocolError
+from bridge.events.stored import stored_permission
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.hub import Client, Hub, Subscription
 from bridge.fanout.queue import QueueLimits
-from bridge.http.hosts import LOOPBACK_TRUSTED
-from bridge.store.fanout import FanoutStore
-from bridge.stored import stored_permission
+from bridge.hosts import LOOPBACK_TRUSTED
+from bridge.store.fanout_store import FanoutStore
 
 
 @dataclass

@@ -17,10 +17,11 @@ from collections.abc import Awaitable, Callable
 import asyncpg  # type: ignore[import-untyped]
 import structlog
 
+from bridge.backoff import Backoff
 from bridge.fanout import metrics
 from bridge.fanout.hub import Hub
 from bridge.fanout.protocol import replay_frames
-from bridge.store.fanout import (
+from bridge.store.fanout_store import (
     NOTIFY_CHANNEL,
     STATUS_CHANNEL,
     FanoutStore,
@@ -28,7 +29,6 @@ from bridge.store.fanout import (
     parse_notice,
     parse_status_notice,
 )
-from bridge.upstream.backoff import Backoff
 
 
 class DurableFeed:

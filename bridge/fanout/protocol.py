@@ -13,8 +13,8 @@ from typing import Any
 
 from bridge.errors import ProtocolError
 from bridge.events import ChatEvent, Kind, PermissionUpdate, to_json
+from bridge.events.stored import stored_event
 from bridge.ids import SESSION_ID_RULE, valid_session_id
-from bridge.stored import stored_event
 
 # --- close codes (documented in docs/websocket.md) -----------------------------------------------------
 CLOSE_GOING_AWAY = 1001  # the bridge is shutting down: reconnect (to any replica) and resume

@@ -26,7 +26,7 @@ from bridge.events import (
 )
 from bridge.fanout.hub import Hub
 from bridge.fanout.protocol import permission_message
-from bridge.store.fanout import FanoutStore
+from bridge.store.fanout_store import FanoutStore
 from bridge.upstream.client import UpstreamClient
 
 RESOLVED_NOTE = "answered while the bridge was disconnected from /api/event"

@@ -25,8 +25,8 @@ from bridge.fanout.feed import CommitListener, DurableFeed
 from bridge.fanout.hub import Hub
 from bridge.fanout.queue import QueueLimits
 from bridge.fanout.relay import LiveRelay, PermissionResync
-from bridge.http.hosts import trusted_hosts
-from bridge.store.fanout import FanoutStore
+from bridge.hosts import trusted_hosts
+from bridge.store.fanout_store import FanoutStore
 from bridge.upstream.client import UpstreamClient
 
 CONFIRM_TIMEOUT_S = 5.0

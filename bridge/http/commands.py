@@ -20,8 +20,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import Claims, bearer_token, verify_token
+from bridge.command_service import CommandService, Outcome
 from bridge.commands.model import MAX_BODY_BYTES, CommandError, parse_command
-from bridge.commands.service import CommandService, Outcome
 from bridge.config import Settings
 from bridge.errors import AuthError
 from bridge.fanout.connection import FanoutService

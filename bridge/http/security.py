@@ -4,7 +4,7 @@
   allows only the viewer's own script, its inline styles and a connection back to itself, with
   `frame-ancestors 'none'` (no framing, no click-jacking of the viewer).
 - With `BRIDGE_AUTH_DISABLED=true` (loopback only) every request must carry a trusted `Host`
-  (bridge.http.hosts): a DNS-rebound page is refused 403 `bad_host` before any route runs.
+  (bridge.hosts): a DNS-rebound page is refused 403 `bad_host` before any route runs.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from aiohttp.typedefs import Middleware
 from bridge import metrics
 from bridge.auth import bearer_token, verify_token
 from bridge.errors import AuthError
-from bridge.http.hosts import host_trusted
+from bridge.hosts import host_trusted
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (

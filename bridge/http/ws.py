@@ -17,7 +17,7 @@ from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.connection import Connection, FanoutService
 from bridge.fanout.hub import Client
-from bridge.http.hosts import LOOPBACK_TRUSTED, host_trusted
+from bridge.hosts import LOOPBACK_TRUSTED, host_trusted
 
 FANOUT_KEY: web.AppKey[FanoutService] = web.AppKey("fanout")
 _SOCKETS_KEY: web.AppKey[set[web.WebSocketResponse[bool]]] = web.AppKey("fanout_sockets")
@@ -31,7 +31,7 @@ _log = structlog.get_logger("bridge.ws")
 def origin_allowed(origin: str | None, host: str | None, allowed: frozenset[str],
                    trusted: frozenset[str] = LOOPBACK_TRUSTED) -> bool:
     """No Origin: not a browser (a browser always sends it on a WebSocket). Same origin: the built-in
-    viewer, but only under a `Host` the operator meant (bridge.http.hosts: a rebound name proves nothing).
+    viewer, but only under a `Host` the operator meant (bridge.hosts: a rebound name proves nothing).
     Anything else only if listed in BRIDGE_ALLOWED_ORIGINS (`*` allows every origin)."""
     if origin is None:
         return True

@@ -24,10 +24,10 @@ from typing import Protocol
 import structlog
 
 from bridge import metrics
+from bridge.backoff import Backoff
 from bridge.errors import SessionNotFound, UpstreamError
-from bridge.ops.outage import OutageLog
+from bridge.outage import OutageLog
 from bridge.store.events_store import EventStore
-from bridge.upstream.backoff import Backoff
 from bridge.upstream.client import UpstreamClient
 
 

@@ -18,7 +18,7 @@ from typing import Protocol
 import structlog
 
 from bridge import metrics
-from bridge.ops.outage import OutageLog
+from bridge.outage import OutageLog
 from bridge.sessions.registry import WarmSession
 
 

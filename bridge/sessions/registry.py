@@ -17,20 +17,20 @@ from typing import Literal
 import structlog
 
 from bridge import metrics
+from bridge.backoff import Backoff
 from bridge.config import Settings
 from bridge.errors import LeaseHeld
 from bridge.events import ChatEvent
+from bridge.events.legacy import SEED_KINDS
 from bridge.ids import valid_session_id
-from bridge.legacy import SEED_KINDS
 from bridge.sessions.activity import ActivityTracker
 from bridge.sessions.parking import FailureStreak, is_transient
-from bridge.sessions.sink import StoreSink
 from bridge.store.events_store import EventStore
 from bridge.store.leases import LeaseStore
-from bridge.upstream.backoff import Backoff
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.store_sink import StoreSink
 
 StopMode = Literal["release", "handoff", "lease_lost"]
 

@@ -23,11 +23,11 @@ import structlog
 
 from bridge.config import Settings
 from bridge.events import Envelope
-from bridge.legacy_shapes import SessionStatus
-from bridge.ops.outage import OutageLog
+from bridge.events.legacy_shapes import SessionStatus
+from bridge.lease import HolderProbe
+from bridge.outage import OutageLog
 from bridge.sessions.activity import ActivityTracker
 from bridge.sessions.keeper import LeaseKeeper
-from bridge.sessions.lease import HolderProbe
 from bridge.sessions.parking import FailureStreak
 from bridge.sessions.poller import ActivePoller
 from bridge.sessions.registry import WarmRegistry

@@ -21,9 +21,10 @@ from datetime import UTC, datetime
 
 from structlog.typing import FilteringBoundLogger
 
-from bridge import metrics, turnstile
+from bridge import metrics
 from bridge.errors import BadFrame, BodyTooLarge
 from bridge.events import ChatEvent, Envelope, Kind, parse_envelope
+from bridge.perf import turnstile
 from bridge.upstream.client import UpstreamClient
 
 

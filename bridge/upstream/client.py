@@ -32,7 +32,7 @@ from bridge.errors import (
 from bridge.ids import valid_session_id
 from bridge.upstream.responses import HistoryPage, ServerHealth, decode_json, error_body, error_for, read_bounded
 from bridge.upstream.transport import AiohttpTransport, Request, Transport
-from bridge.upstream.urls import split_credentials
+from bridge.url_credentials import split_credentials
 
 # A `/history` page is the fallback for frames over the SSE limit (16 MiB), so one page may hold a large
 # event; beyond this bound it is refused rather than held in memory.

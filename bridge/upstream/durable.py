@@ -30,10 +30,10 @@ from typing import Any
 
 import structlog
 
-from bridge import metrics, turnstile
+from bridge import metrics
+from bridge.backoff import Backoff
 from bridge.errors import (
     BadFrame,
-    FrameTooLarge,
     InvalidRequest,
     InvalidSessionId,
     LeaseLost,
@@ -42,13 +42,13 @@ from bridge.errors import (
     UpstreamUnavailable,
 )
 from bridge.events import ChatEvent, Envelope, parse_frame
-from bridge.legacy import LegacyTurnState
-from bridge.upstream.backoff import Backoff
+from bridge.events.legacy import LegacyTurnState
+from bridge.perf import turnstile
 from bridge.upstream.catchup import HistoryCatchUp, Rejected, check, parse_item
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.follower import EventSink, FollowerExit
 from bridge.upstream.repair import SyncRepair
-from bridge.upstream.sse import SSEComment, SSEParser
+from bridge.upstream.sse import FrameTooLarge, SSEComment, SSEParser
 
 
 class DurableFollower:

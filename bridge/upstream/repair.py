@@ -26,11 +26,12 @@ from datetime import UTC, datetime
 
 from structlog.typing import FilteringBoundLogger
 
-from bridge import metrics, turnstile
+from bridge import metrics
 from bridge.errors import BadFrame, BodyTooLarge, InvalidRequest, SessionNotFound, UpstreamError
 from bridge.events import ChatEvent, Envelope, Kind
-from bridge.legacy import LegacyTurnState, normalize_legacy
-from bridge.syncframes import contiguous_run, parse_sync_item
+from bridge.events.legacy import LegacyTurnState, normalize_legacy
+from bridge.events.syncframes import contiguous_run, parse_sync_item
+from bridge.perf import turnstile
 from bridge.upstream.client import UpstreamClient
 
 Commit = Callable[[list[ChatEvent], datetime, str], Awaitable[None]]
@@ -190,7 +191,7 @@ class SyncRepair:
         """The log's events of this session above `cursor`, once each, in seq order; bad ones rejected."""
         by_seq: dict[int, Envelope] = {}
         for i, item in enumerate(items):
-            if i % 200 == 0:  # a whole log is parsed here: bounded per loop turn (bridge.turnstile)
+            if i % 200 == 0:  # a whole log is parsed here: bounded per loop turn (bridge.perf.turnstile)
                 await turnstile.for_loop().enter()
             try:
                 env = parse_sync_item(item)

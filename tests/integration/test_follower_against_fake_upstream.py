@@ -17,11 +17,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
-from bridge.sessions.sink import StoreSink
 from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.waiting import wait_until
 

@@ -13,13 +13,13 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bridge.audit.chain import verify_chain
 from bridge.errors import LeaseLost
-from bridge.sessions.sink import StoreSink
 from bridge.store.audit import AuditReader
 from bridge.store.committer import GroupCommitter
 from bridge.store.events_store import BatchResult, EventStore
+from bridge.store.hash_chain import verify_chain
 from bridge.store.write import Fenced, SessionWrite
+from bridge.upstream.store_sink import StoreSink
 from tests.support.waiting import wait_until
 
 from .chat_events import RECEIVED_AT, batch, chat_event

@@ -9,13 +9,13 @@ import contextlib
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.audit.chain import verify_chain
-from bridge.sessions.sink import StoreSink
 from bridge.store.audit import AuditReader
 from bridge.store.events_store import EventStore
+from bridge.store.hash_chain import verify_chain
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.waiting import wait_until
 

@@ -21,11 +21,11 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.events import ChatEvent
-from bridge.sessions.sink import StoreSink
 from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.waiting import wait_until
 

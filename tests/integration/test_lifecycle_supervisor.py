@@ -21,13 +21,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.config import Settings
 from bridge.fanout.feed import CommitListener
-from bridge.sessions.sink import StoreSink
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.events_store import EventStore
 from bridge.store.leases import LeaseStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.waiting import wait_until
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from bridge.http.ws import origin_allowed
-from bridge.store.fanout import (
+from bridge.store.fanout_store import (
     CommitNotice,
     StatusNotice,
     notice_payload,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.events import KINDS, NOISE, ChatEvent, Envelope, to_json
-from bridge.legacy import (
+from bridge.events.legacy import (
     LEGACY_TYPES,
     PART_UPDATED,
     STEP_END,
@@ -19,7 +19,7 @@ from bridge.legacy import (
     legacy_error,
     normalize_legacy,
 )
-from bridge.legacy_shapes import session_status, session_title, tool_call
+from bridge.events.legacy_shapes import session_status, session_title, tool_call
 
 SES = "ses_A"
 _n = 0

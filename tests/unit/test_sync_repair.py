@@ -13,7 +13,7 @@ import pytest
 
 from bridge import metrics
 from bridge.errors import BodyTooLarge, InvalidSessionId
-from bridge.syncframes import parse_sync_item
+from bridge.events.syncframes import parse_sync_item
 from bridge.upstream.durable import DurableFollower
 from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope, sse, sync_item
 from tests.support.waiting import wait_until

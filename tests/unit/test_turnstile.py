@@ -1,4 +1,4 @@
-"""bridge.turnstile: within a slice every entry passes; after it the rest wait in order and are let through
+"""bridge.perf.turnstile: within a slice every entry passes; after it the rest wait in order and are let through
 a batch per turn of the loop, sized by the time batches really take; a cancelled waiter holds nobody up.
 The clock is injected: each entry "works" by moving it."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bridge.turnstile import Turnstile, for_loop
+from bridge.perf.turnstile import Turnstile, for_loop
 
 
 class Clock:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeGuard
 
 from bridge.events import BadFrame, Envelope
-from bridge.jsonload import strict_loads
+from bridge.perf.jsonload import strict_loads
 
 DURABLE_PREFIX = "session.next."  # the only persisted events that also reach the durable stream
 

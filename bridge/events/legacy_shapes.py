@@ -1,6 +1,6 @@
 """Typed read-only views of legacy payloads (pure; docs/legacy.md, docs/upstream.md §15, §16).
 
-`bridge.legacy` decides kinds; these read what a consumer needs from the payload of one legacy event
+`bridge.events.legacy` decides kinds; these read what a consumer needs from the payload of one legacy event
 and that has no normalized column: a tool call's input/output/error (transcripts, the tool-call
 audit), a `session.status` (busy / idle / retry with attempt and next time, for a visible `retrying`
 status), a session title. Wrong-shaped fields yield None; nothing here raises on data.

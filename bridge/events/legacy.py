@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.events import NOISE, UNKNOWN, ChatEvent, Envelope, Kind, error_fallback, kind_of, normalize
-from bridge.legacy_shapes import LegacyChatEvent
+from bridge.events.legacy_shapes import LegacyChatEvent
 
 # The kinds' type (the `Kind` enum compares equal to its strings).
 KindName = Kind
