@@ -12,67 +12,45 @@ and nothing else.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
 from bridge.errors import BadFrame
 from bridge.events.chat import ChatEvent
-from bridge.events.envelope import Envelope, is_int, parse_envelope
+from bridge.events.envelope import Envelope, parse_envelope
 from bridge.events.error_envelope import error_fields
+from bridge.events.fields import as_int, as_number, as_obj, as_str
 from bridge.events.kinds import Kind, kind_of
 from bridge.perf.frozen import build, defaults
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _int(value: object) -> int | None:
-    return value if is_int(value) else None
-
-
-def _number(value: object) -> float | None:
-    if is_int(value):
-        # An integer beyond a double's range (JSON allows any size) is no usable number, not an error.
-        return float(value) if abs(value) < 2**1023 else None
-    if isinstance(value, float) and math.isfinite(value):
-        return value
-    return None
-
-
-def _obj(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
 
 Fields = dict[str, Any]
 
 
 def _prompt(data: dict[str, Any]) -> Fields:
-    return {"text": _str(_obj(data.get("prompt")).get("text")), "delivery": _str(data.get("delivery"))}
+    return {"text": as_str(as_obj(data.get("prompt")).get("text")), "delivery": as_str(data.get("delivery"))}
 
 
 def _model(model: object) -> Fields:
-    m = _obj(model)
-    return {"model_id": _str(m.get("id")), "provider_id": _str(m.get("providerID"))}
+    m = as_obj(model)
+    return {"model_id": as_str(m.get("id")), "provider_id": as_str(m.get("providerID"))}
 
 
 def _step_start(data: dict[str, Any]) -> Fields:
-    return {"agent": _str(data.get("agent")), **_model(data.get("model"))}
+    return {"agent": as_str(data.get("agent")), **_model(data.get("model"))}
 
 
 def _step_end(data: dict[str, Any]) -> Fields:
-    tokens = _obj(data.get("tokens"))
-    cache = _obj(tokens.get("cache"))
+    tokens = as_obj(data.get("tokens"))
+    cache = as_obj(tokens.get("cache"))
     return {
-        "finish": _str(data.get("finish")),
-        "cost": _number(data.get("cost")),
-        "tokens_input": _int(tokens.get("input")),
-        "tokens_output": _int(tokens.get("output")),
-        "tokens_reasoning": _int(tokens.get("reasoning")),
-        "tokens_cache_read": _int(cache.get("read")),
-        "tokens_cache_write": _int(cache.get("write")),
+        "finish": as_str(data.get("finish")),
+        "cost": as_number(data.get("cost")),
+        "tokens_input": as_int(tokens.get("input")),
+        "tokens_output": as_int(tokens.get("output")),
+        "tokens_reasoning": as_int(tokens.get("reasoning")),
+        "tokens_cache_read": as_int(cache.get("read")),
+        "tokens_cache_write": as_int(cache.get("write")),
     }
 
 
@@ -81,23 +59,23 @@ def _error(data: dict[str, Any]) -> Fields:
 
 
 def _full_text(data: dict[str, Any]) -> Fields:
-    return {"text": _str(data.get("text"))}
+    return {"text": as_str(data.get("text"))}
 
 
 def _delta(data: dict[str, Any]) -> Fields:
-    return {"text": _str(data.get("delta"))}
+    return {"text": as_str(data.get("delta"))}
 
 
 def _tool_input_start(data: dict[str, Any]) -> Fields:
-    return {"tool_name": _str(data.get("name"))}
+    return {"tool_name": as_str(data.get("name"))}
 
 
 def _tool_called(data: dict[str, Any]) -> Fields:
-    return {"tool_name": _str(data.get("tool"))}
+    return {"tool_name": as_str(data.get("tool"))}
 
 
 def _agent_switch(data: dict[str, Any]) -> Fields:
-    return {"agent": _str(data.get("agent"))}
+    return {"agent": as_str(data.get("agent"))}
 
 
 def _model_switch(data: dict[str, Any]) -> Fields:
@@ -106,17 +84,17 @@ def _model_switch(data: dict[str, Any]) -> Fields:
 
 def asked_fields(data: dict[str, Any]) -> Fields:
     """The fields of a permission request (`permission.v2.asked` data, or one pending request)."""
-    source = _obj(data.get("source"))
+    source = as_obj(data.get("source"))
     return {
-        "request_id": _str(data.get("id")),
-        "action": _str(data.get("action")),
-        "assistant_message_id": _str(source.get("messageID")),
-        "call_id": _str(source.get("callID")),
+        "request_id": as_str(data.get("id")),
+        "action": as_str(data.get("action")),
+        "assistant_message_id": as_str(source.get("messageID")),
+        "call_id": as_str(source.get("callID")),
     }
 
 
 def replied_fields(data: dict[str, Any]) -> Fields:
-    return {"request_id": _str(data.get("requestID")), "reply": _str(data.get("reply"))}
+    return {"request_id": as_str(data.get("requestID")), "reply": as_str(data.get("reply"))}
 
 
 _EXTRACTORS: dict[Kind, Callable[[dict[str, Any]], Fields]] = {

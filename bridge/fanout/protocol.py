@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.errors import ProtocolError
-from bridge.events import ChatEvent, Kind, PermissionUpdate, to_json
+from bridge.events import SEQ_MAX, ChatEvent, Kind, PermissionUpdate, to_json
 from bridge.events.stored import stored_event
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 
@@ -26,7 +26,7 @@ CLOSE_SLOW_CONSUMER = 4429  # the client fell too far behind: reconnect and resu
 MAX_CLIENT_MESSAGE_BYTES = 64 * 1024
 MAX_SUBSCRIPTIONS = 100
 SESSIONS_PAGE_MAX = 500  # `sessions` op: most sessions in one reply
-MAX_SEQ = 2**63 - 1  # PostgreSQL bigint: a larger `after` could never match and fails in the driver
+MAX_SEQ = SEQ_MAX  # PostgreSQL bigint: a larger `after` could never match and fails in the driver
 
 # --- error codes of `error` messages ----------------------------------------------------------------
 ERR_BAD_MESSAGE = "bad_message"  # not JSON, not an object, unknown op, wrong field type

@@ -13,11 +13,9 @@ from operator import attrgetter
 from typing import Any
 
 from bridge.events import ChatEvent
+from bridge.events.fields import BIGINT_MAX, BIGINT_MIN
 from bridge.perf.frozen import build
 from bridge.store.payload import all_storable, exact_json_text, storable_json_text, storable_text
-
-BIGINT_MAX = 2**63 - 1
-BIGINT_MIN = -(2**63)
 
 _TEXT_FIELDS = (
     "message_id",
