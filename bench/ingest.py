@@ -34,6 +34,7 @@ from typing import Any
 from sqlalchemy import text
 
 from bridge.log import configure_logging
+from bridge.perf.turnstile import Turnstile
 from bridge.store.db import make_engine, upgrade_to_head
 from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
@@ -171,9 +172,10 @@ async def run(database_url: str, events: int, sessions: int) -> dict[str, Any]:
             # many sessions at once
             sids = [f"ses_multi_{k}" for k in range(sessions)]
             tasks = []
+            shared = Turnstile()  # one for all the followers, as the daemon has it
             for sid in sids:
                 fake.add_session(sid)
-                tasks.append(await _follow(store, client, sid, 200))
+                tasks.append(await _follow(store, client, sid, 200, turnstile=shared))
             await asyncio.sleep(0.3)
             per = max(1, events // sessions)
             t0 = time.perf_counter()

@@ -179,11 +179,12 @@ async def burst(store: EventStore, write: Writer, tag: str, sessions: int, n: in
     sids = [f"ses_{tag}{k:05d}" for k in range(sessions)]
     epochs = await _claim_all(store, sids)
     wire = {sid: frames(sid, n) for sid in sids}
+    gate = turnstile.Turnstile()  # one for all the followers, as the daemon has it
 
     async def follower(sid: str) -> None:
         w = write(sid, epochs[sid])
         for read in chunks(wire[sid], READ):
-            await turnstile.for_loop().enter()  # as the follower does before a read's CPU work
+            await gate.enter()  # as the follower does before a read's CPU work
             received = datetime.now(UTC)
             await w([normalize(parse_frame(f)) for f in read], received)
 
@@ -214,12 +215,13 @@ async def catch_up(store: EventStore, write: Writer, tag: str, sessions: int, n:
     epochs = await _claim_all(store, sids)
     pages = {sid: [f'{{"events":[{",".join(page)}],"hasMore":false}}'.encode() for page in chunks(frames(sid, n), 100)]
              for sid in sids}
+    gate = turnstile.Turnstile()
 
     async def follower(sid: str) -> None:
         w = write(sid, epochs[sid])
         for page in pages[sid]:
             body = decode_json(page)
-            await turnstile.for_loop().enter()  # as the catch-up does before a page's CPU work
+            await gate.enter()  # as the catch-up does before a page's CPU work
             received = datetime.now(UTC)
             await w([normalize(parse_envelope(item)) for item in body["events"]], received)
 

@@ -39,6 +39,7 @@ from bridge.http.commands import mount_commands
 from bridge.ops.readiness import health_monitor, readiness_check, readiness_detail, status_line
 from bridge.ops.sdnotify import Notifier
 from bridge.perf.runtime import tune_gc
+from bridge.perf.turnstile import Turnstile
 from bridge.sessions.discovery import Discovery
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.audit import AuditReader
@@ -114,8 +115,10 @@ class Daemon:
             secret = auth_secret(s)
 
             store = EventStore(engine, s.upstream_name)
+            # One turnstile for every follower: a burst of reads is spread over loop turns (bridge.perf.turnstile).
             sessions = FollowerSupervisor(store, client, s, self.owner,
-                                          leases=LeaseStore(engine, s.upstream_name, liveness_engine))
+                                          leases=LeaseStore(engine, s.upstream_name, liveness_engine),
+                                          turnstile=Turnstile())
             fanout = Fanout(s, engine, self.database_url, secret=secret, sessions=sessions, client=client,
                             read_engine=read_engine)
             discovery = Discovery(client, store, sessions, min_interval_s=s.discovery_interval_s,

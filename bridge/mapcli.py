@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from bridge.events import BadFrame, Envelope, parse_envelope, to_json
-from bridge.events.legacy import LegacyTurnState, normalize_legacy
+from bridge.events.legacy import normalize_legacy
+from bridge.events.legacy_state import LegacyTurnState
 from bridge.events.syncframes import decode_json, parse_global_object, parse_sync_log
 from bridge.upstream.sse import FrameTooLarge, SSEEvent, SSEItem, SSEParser
 

@@ -30,8 +30,9 @@ from bridge.events import (
     permission_of,
 )
 from bridge.events import stored_permission as stored_v2_permission
-from bridge.events.legacy import LegacyTurnState, normalize_legacy
+from bridge.events.legacy import normalize_legacy
 from bridge.events.legacy_shapes import legacy_part
+from bridge.events.legacy_state import LegacyTurnState
 from bridge.events.syncframes import parse_bus_event, parse_sync_item
 
 _RESENDS = frozenset({Kind.LEGACY_MESSAGE_UPDATED, Kind.LEGACY_PART_UPDATED})

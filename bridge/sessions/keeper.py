@@ -19,7 +19,7 @@ import structlog
 
 from bridge import metrics
 from bridge.outage import OutageLog
-from bridge.sessions.registry import WarmSession
+from bridge.sessions.session_run import WarmSession
 
 
 class Renewals(Protocol):

@@ -18,7 +18,7 @@ from bridge import metrics
 from bridge.lease import adoption_reason
 from bridge.outage import OutageLog
 from bridge.sessions.gc import WarmFacts, release_reason
-from bridge.sessions.registry import WarmSession
+from bridge.sessions.session_run import WarmSession
 from bridge.sessions.status_machine import Status
 from bridge.store.codecs import SessionRow
 

@@ -30,7 +30,8 @@ from bridge import metrics
 from bridge.backoff import Backoff
 from bridge.errors import BadFrame, UpstreamError
 from bridge.events import ChatEvent, Kind, normalize
-from bridge.events.legacy import LEGACY_TYPES, LegacyTurnState, normalize_legacy
+from bridge.events.legacy import normalize_legacy
+from bridge.events.legacy_state import LEGACY_TYPES, LegacyTurnState
 from bridge.events.syncframes import GlobalFrame, parse_global_frame
 from bridge.ids import valid_session_id
 from bridge.outage import OutageLog

@@ -251,7 +251,7 @@ async def test_history_pages_in_flight_are_bounded_across_followers(fake: FakeUp
     fake.on_history = held
     async with UpstreamClient(fake.url, history_pages_in_flight=4) as client:
         await warm_up_through_a_bound(fake, store, client, sids, gate,
-                                      lambda: fake.history_in_flight == 4 and client.history_waiting == 6,
+                                      lambda: fake.history_in_flight == 4 and client.history_slots.waiting == 6,
                                       "4 pages in flight, 6 waiting for a slot")
     assert fake.history_max_in_flight == 4
     for sid in sids:
@@ -275,7 +275,7 @@ async def test_sync_logs_in_flight_are_bounded_across_followers(fake: FakeUpstre
     fake.on_sync = held
     async with UpstreamClient(fake.url, sync_logs_in_flight=2) as client:
         await warm_up_through_a_bound(fake, store, client, sids, gate,
-                                      lambda: fake.sync_in_flight == 2 and client.sync_waiting == 4,
+                                      lambda: fake.sync_in_flight == 2 and client.sync_slots.waiting == 4,
                                       "2 sync logs in flight, 4 waiting for a slot")
     assert fake.sync_max_in_flight == 2
     for sid in sids:

@@ -1,0 +1,149 @@
+"""One session's ingest, with one owner: the cursor, the lock every write holds, the legacy turn state,
+commit, reject and the sync-log repair (docs/mirror.md, "One cursor, two sources").
+
+The cursor is the highest seq such that every seq up to it is stored. The sync log
+(`POST /sync/history {sid: cursor}`, docs/upstream.md §14) is the source of truth for seqs: gap-free, legacy
+and v2 events in one order, with the durable stream's ids and seqs. The durable stream
+(bridge.upstream.durable), the `/history` catch-up (bridge.upstream.catchup) and the exact sync twins of
+`/global/event` (bridge.upstream.repair) all write through `SessionIngest`:
+
+- A batch whose first new seq is above cursor+1 is preceded by a **repair**: the log is read from the cursor
+  and stored first; what the batch still holds above the new cursor is then written (what the repair
+  stored already is skipped: same id, same seq).
+- Only a hole the sync log itself lacks is left: the rows after it are stored, the activity tracker
+  records the gap (`chat_session_gaps`, `incomplete`, metric, warning).
+
+Every write holds `lock` and re-reads the cursor under it; everything is idempotent. The cursor moves only
+through what the sink returns: `EventSink.write()` stores rows and cursor in one transaction (and raises
+`bridge.errors.LeaseLost` when the lease moved on), so the cursor never passes an unstored event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from structlog.typing import FilteringBoundLogger
+
+from bridge import metrics
+from bridge.errors import BadFrame, BodyTooLarge
+from bridge.events import ChatEvent, Envelope, Kind
+from bridge.events.legacy import normalize_legacy
+from bridge.events.legacy_state import LegacyTurnState
+from bridge.events.syncframes import contiguous_run, parse_sync_item
+from bridge.perf.turnstile import Turnstile
+from bridge.upstream.admit import Rejected, json_text
+from bridge.upstream.client import UpstreamClient
+from bridge.upstream.follower import EventSink
+
+OnBatch = Callable[[Sequence[ChatEvent]], None]
+
+
+class SessionIngest:
+    def __init__(self, session_id: str, client: UpstreamClient, sink: EventSink, cursor: int,
+                 log: FilteringBoundLogger, *, turnstile: Turnstile, batch_max_events: int = 200,
+                 on_batch: OnBatch | None = None) -> None:
+        self.session_id = session_id
+        self.cursor = cursor
+        self.lock = asyncio.Lock()
+        self.state = LegacyTurnState()
+        self.turnstile = turnstile  # bounds the CPU work of a read per loop turn (bridge.perf.turnstile)
+        self._client = client
+        self._sink = sink
+        self._log = log
+        self._batch_max = batch_max_events
+        self._on_batch = on_batch
+
+    def map(self, env: Envelope) -> ChatEvent:
+        """Normalize one event of this session (legacy types through the session's turn state); feed
+        events in seq order, each once (a repeat maps to the same kind)."""
+        return normalize_legacy(env, self.state)
+
+    async def reject(self, reason: str, raw: str, received_at: datetime, seq: int | None, detail: str) -> None:
+        metrics.REJECTS.labels(reason=reason).inc()
+        self._log.error("frame_rejected", reason=reason, seq=seq, detail=detail[:300])
+        await self._sink.reject(reason, raw, received_at, seq)
+
+    async def reject_item(self, r: Rejected, received_at: datetime) -> None:
+        await self.reject(r.reason, r.raw, received_at, r.seq, r.detail)
+
+    # -- writes -----------------------------------------------------------------------------------------
+    async def write(self, events: Sequence[ChatEvent], received_at: datetime, source: str) -> None:
+        """Store a batch of the durable stream or `/history`, repairing first if it starts above the
+        cursor + 1."""
+        async with self.lock:
+            fresh = [e for e in events if e.seq is not None and e.seq > self.cursor]
+            if fresh and contiguous_run(self.cursor, [e.envelope for e in fresh]).missing_from is not None:
+                await self.repair_locked(f"{source}_ahead")
+                skipped = sum(1 for e in fresh if e.seq is not None and e.seq <= self.cursor)
+                if skipped:
+                    metrics.EVENTS_DUPLICATE.inc(skipped)
+                fresh = [e for e in fresh if e.seq is not None and e.seq > self.cursor]
+            await self.commit(fresh, received_at, source)
+
+    async def commit(self, events: list[ChatEvent], received_at: datetime, source: str) -> None:
+        """Store events in order (the caller holds `lock`); batches of `batch_max_events`."""
+        for i in range(0, len(events), self._batch_max):
+            batch = events[i : i + self._batch_max]
+            t0 = time.perf_counter()
+            self.cursor = await self._sink.write(batch, received_at)
+            metrics.COMMIT_SECONDS.observe(time.perf_counter() - t0)
+            metrics.BATCH_SIZE.observe(len(batch))
+            now_ms = time.time() * 1000
+            observe = metrics.UPSTREAM_TO_COMMIT.observe
+            for ev in batch:
+                if ev.timestamp_ms is not None:
+                    observe(max(0.0, (now_ms - ev.timestamp_ms) / 1000))
+            for kind, n in Counter(ev.kind for ev in batch).items():  # one labelled increment per kind
+                metrics.EVENTS_INGESTED.labels(kind=kind, source=source).inc(n)
+            self._log.debug("batch_committed", events=len(batch), cursor_seq=self.cursor, source=source)
+            if self._on_batch is not None:
+                self._on_batch(batch)
+
+    # -- the sync-log repair ------------------------------------------------------------------------------
+    async def repair_locked(self, cause: str) -> int:
+        """Read the sync log after the cursor and store it (the caller holds `lock`); returns the number
+        of events stored, or -1 when the log is over the client's body bound and was not read: the
+        caller's events are then stored with a hole, which is recorded as a gap (docs/mirror.md)."""
+        cursor = self.cursor
+        metrics.SYNC_REPAIRS.labels(cause=cause).inc()
+        try:
+            items = await self._client.sync_history(self.session_id, cursor)
+        except BodyTooLarge as e:
+            metrics.REJECTS.labels(reason="sync_log_too_large").inc()
+            self._log.error("sync_log_too_large", cursor_seq=cursor, error=str(e))
+            return -1
+        received_at = datetime.now(UTC)
+        envs = await self._accepted(items, cursor, received_at)
+        run = contiguous_run(cursor, envs)
+        if run.missing_from is not None:
+            metrics.SYNC_LOG_HOLES.inc()
+            self._log.warning("sync_log_hole", cursor_seq=cursor, missing_from=run.missing_from)
+        events = [self.map(e) for e in envs]
+        for ev in events:
+            if ev.kind is Kind.UNKNOWN:
+                metrics.UNKNOWN_EVENTS.labels(stream="sync").inc()
+        metrics.SYNC_REPAIRED_EVENTS.inc(len(events))
+        self._log.debug("sync_repair", cause=cause, cursor_seq=cursor, events=len(events))
+        await self.commit(events, received_at, "sync")
+        return len(events)
+
+    async def _accepted(self, items: list[object], cursor: int, received_at: datetime) -> list[Envelope]:
+        """The log's events of this session above `cursor`, once each, in seq order; bad ones rejected."""
+        by_seq: dict[int, Envelope] = {}
+        for i, item in enumerate(items):
+            if i % 200 == 0:  # a whole log is parsed here: bounded per loop turn
+                await self.turnstile.enter()
+            try:
+                env = parse_sync_item(item)
+            except BadFrame as e:
+                await self.reject(e.reason, json_text(item), received_at, None, str(e))
+                continue
+            if env.aggregate_id != self.session_id:
+                continue  # the log of an aggregate the request could not leave out (§14): not ours
+            if env.seq is not None and env.seq > cursor:
+                by_seq.setdefault(env.seq, env)
+        return [by_seq[s] for s in sorted(by_seq)]
