@@ -31,7 +31,6 @@ import structlog
 from bridge import metrics
 from bridge.backoff import Backoff
 from bridge.errors import (
-    BadFrame,
     InvalidRequest,
     InvalidSessionId,
     LeaseLost,
@@ -39,16 +38,16 @@ from bridge.errors import (
     UpstreamError,
     UpstreamUnavailable,
 )
-from bridge.events import ChatEvent, Envelope, parse_frame
+from bridge.events import ChatEvent, Envelope
 from bridge.events.legacy_state import LegacyTurnState
 from bridge.perf.turnstile import Turnstile
-from bridge.upstream.admit import Rejected, check
 from bridge.upstream.catchup import HistoryCatchUp
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.follower import EventSink, FollowerExit
 from bridge.upstream.ingest import SessionIngest
 from bridge.upstream.repair import SyncRepair
 from bridge.upstream.sse import FrameTooLarge, SSEComment, SSEParser
+from bridge.upstream.stall import StallWatch
 
 
 class DurableFollower:
@@ -78,19 +77,17 @@ class DurableFollower:
         self._backoff = (
             Backoff(reconnect_min_s, reconnect_max_s, rand) if rand else Backoff(reconnect_min_s, reconnect_max_s)
         )
-        self._stall_s = stall_s
         self._on_committed = on_committed
         self._max_stuck = max_stuck_passes
         self._stuck_passes = 0
         self._log = structlog.get_logger("bridge.durable").bind(upstream=upstream, session_id=session_id)
-        self._hint_seq = 0  # highest v2 seq announced by /global/event (its sync twins)
-        self._timeout: asyncio.Timeout | None = None
         self.connected = asyncio.Event()  # set while the stream is open with headers received
         # Every write goes through the session's ingest: one cursor for the durable stream, the sync log
         # and the live twins (docs/mirror.md). `seed` gives the stored rows its legacy turn state starts from.
         self._seed = seed
         self.ingest = SessionIngest(session_id, client, sink, cursor, self._log, batch_max_events=batch_max_events,
                                     turnstile=turnstile or Turnstile(), on_batch=self._committed)
+        self._stall = StallWatch(self.ingest, stall_s)
         self.sync = SyncRepair(self.ingest, self._log, debounce_s=repair_debounce_s, retry_s=reconnect_max_s)
         # `/history` pages one ahead of the writes (`history_prefetch=False`: one at a time, for comparison).
         self.history = HistoryCatchUp(self.ingest, client, self._log, page_size=history_page,
@@ -105,10 +102,7 @@ class DurableFollower:
     # -- hints from the live stream -------------------------------------------------------------
     def notify_seen(self, seq: int) -> None:
         """/global/event showed this v2 seq; if it does not arrive soon, the stream is stuck."""
-        if seq <= self._hint_seq:
-            return
-        self._hint_seq = seq
-        self._arm_stall_timer()
+        self._stall.seen(seq)
 
     def offer_twin(self, env: Envelope) -> None:
         """An exact sync twin of `/global/event` (a legacy event, docs/upstream.md §15): stored directly
@@ -122,23 +116,11 @@ class DurableFollower:
     def _inbox_done(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             self._fatal = task.exception()
-            t = self._timeout
-            if t is not None:  # end the stream now; the main loop raises the error
-                t.reschedule(asyncio.get_running_loop().time())
+            self._stall.end_now()  # end the stream now; the main loop raises the error
 
     def _raise_fatal(self) -> None:
         if self._fatal is not None:
             raise self._fatal
-
-    def _arm_stall_timer(self, progress: bool = False) -> None:
-        t = self._timeout
-        if t is None:
-            return
-        if self._hint_seq > self.cursor:
-            if t.when() is None or progress:
-                t.reschedule(asyncio.get_running_loop().time() + self._stall_s)
-        else:
-            t.reschedule(None)
 
     # -- main loop ------------------------------------------------------------------------------
     async def run(self) -> FollowerExit:
@@ -194,8 +176,8 @@ class DurableFollower:
             stuck = await self._catch_up()
             if stuck is not None:
                 return self._no_progress(stuck)
-            if await self._stream():
-                self._log.warning("durable_stream_stalled", cursor_seq=self.cursor, hint_seq=self._hint_seq)
+            if await self._stall.run(self._stream_inner):
+                self._log.warning("durable_stream_stalled", cursor_seq=self.cursor, hint_seq=self._stall.hint_seq)
                 return "stall"
             return "eof"
         except FrameTooLarge as e:
@@ -233,20 +215,6 @@ class DurableFollower:
             self._stuck_passes = 0
         return stuck
 
-    async def _stream(self) -> bool:
-        """Read the durable stream until it ends; True if the stall timer ended it."""
-        try:
-            async with asyncio.timeout(None) as t:
-                self._timeout = t
-                self._arm_stall_timer()
-                await self._stream_inner()
-        except TimeoutError:
-            # Only the stall timer can expire here: the stream itself has no timeout (§3.3/§3.4).
-            return True
-        finally:
-            self._timeout = None
-        return False
-
     async def _stream_inner(self) -> None:
         async with self._client.open_session_events(self.session_id, self.cursor) as body:
             self.connected.set()
@@ -258,28 +226,15 @@ class DurableFollower:
                 for item in parser.feed(chunk):
                     if isinstance(item, SSEComment):
                         continue
-                    ev = await self._accept_text(item.data, received_at)
+                    ev = await self.ingest.accept_frame(item.data, received_at)
                     if ev is not None:
                         events.append(ev)
                 await self.ingest.write(events, received_at, "stream")
             parser.close()  # a frame cut by EOF is discarded: it is replayed after reconnect
-
-    # -- frames → events --------------------------------------------------------------------------
-    async def _accept_text(self, data: str, received_at: datetime) -> ChatEvent | None:
-        try:
-            env = parse_frame(data)
-        except BadFrame as e:
-            await self.ingest.reject(e.reason, data, received_at, None, str(e))
-            return None
-        r = check(self.ingest.map(env), self.session_id, lambda: data, self._log)
-        if isinstance(r, Rejected):
-            await self.ingest.reject_item(r, received_at)
-            return None
-        return r
 
     def _committed(self, batch: Sequence[ChatEvent]) -> None:
         """After each stored batch: the upstream answers again, and the stall timer counts from now."""
         self._backoff.reset()
         if self._on_committed is not None:
             self._on_committed(batch)
-        self._arm_stall_timer(progress=True)
+        self._stall.arm(progress=True)

@@ -30,12 +30,12 @@ from structlog.typing import FilteringBoundLogger
 
 from bridge import metrics
 from bridge.errors import BadFrame, BodyTooLarge
-from bridge.events import ChatEvent, Envelope, Kind
+from bridge.events import ChatEvent, Envelope, Kind, parse_frame
 from bridge.events.legacy import normalize_legacy
 from bridge.events.legacy_state import LegacyTurnState
 from bridge.events.syncframes import contiguous_run, parse_sync_item
 from bridge.perf.turnstile import Turnstile
-from bridge.upstream.admit import Rejected, json_text
+from bridge.upstream.admit import Rejected, check, json_text
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.follower import EventSink
 
@@ -61,6 +61,19 @@ class SessionIngest:
         """Normalize one event of this session (legacy types through the session's turn state); feed
         events in seq order, each once (a repeat maps to the same kind)."""
         return normalize_legacy(env, self.state)
+
+    async def accept_frame(self, data: str, received_at: datetime) -> ChatEvent | None:
+        """One frame of the durable stream as an event of this session, or None (rejected and kept)."""
+        try:
+            env = parse_frame(data)
+        except BadFrame as e:
+            await self.reject(e.reason, data, received_at, None, str(e))
+            return None
+        r = check(self.map(env), self.session_id, lambda: data, self._log)
+        if isinstance(r, Rejected):
+            await self.reject_item(r, received_at)
+            return None
+        return r
 
     async def reject(self, reason: str, raw: str, received_at: datetime, seq: int | None, detail: str) -> None:
         metrics.REJECTS.labels(reason=reason).inc()
