@@ -6,6 +6,7 @@
   dropped afterwards. Cloned from a template migrated once per run, so it costs ~60 ms.
 - `empty_database_url` (function): a new database without any table (migration tests).
 - `engine` (function, async): an AsyncEngine on `database_url`, disposed afterwards.
+- `store` (function): the EventStore of the test module's upstream (its `UPSTREAM`, else "it-upstream").
 
 The database fixtures are synchronous (their async work runs on a private thread) so that sync tests
 (e2e drivers) can use them as well as async ones.
@@ -31,10 +32,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bridge.store.db import make_engine, migrate_database, to_async_url
 from bridge.store.embedded import start_embedded
+from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
 from tests.support.fake_upstream import FakeUpstream
 
 T = TypeVar("T")
+DEFAULT_UPSTREAM = "it-upstream"
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -116,6 +119,11 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
         yield eng
     finally:
         await eng.dispose()
+
+
+@pytest.fixture
+def store(engine: AsyncEngine, request: pytest.FixtureRequest) -> EventStore:
+    return EventStore(engine, getattr(request.module, "UPSTREAM", DEFAULT_UPSTREAM))
 
 
 @pytest_asyncio.fixture

@@ -12,7 +12,6 @@ import contextlib
 import json
 from typing import Any
 
-import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -26,15 +25,6 @@ from tests.support.fake_upstream import FakeUpstream
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:1"
-
-
-
-
-
-
-@pytest.fixture
-def store(engine: AsyncEngine) -> EventStore:
-    return EventStore(engine, UPSTREAM)
 
 
 async def turn(fake: FakeUpstream, sid: str, text_: str = "Hello") -> None:

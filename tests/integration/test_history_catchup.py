@@ -42,11 +42,6 @@ async def client(fake: FakeUpstream) -> AsyncIterator[UpstreamClient]:
         yield c
 
 
-@pytest.fixture
-def store(engine: AsyncEngine) -> EventStore:
-    return EventStore(engine, UPSTREAM)
-
-
 async def long_session(fake: FakeUpstream, sid: str = SID, n: int = EVENTS) -> None:
     fake.add_session(sid)
     for i in range(n):

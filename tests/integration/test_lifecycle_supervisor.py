@@ -51,10 +51,6 @@ def taken_over(_owner: str) -> bool:
     """`holder_dead` of a peer that takes a lease away (as after a partition)."""
     return True
 
-@pytest.fixture
-def store(engine: AsyncEngine) -> EventStore:
-    return EventStore(engine, UPSTREAM)
-
 
 @pytest.fixture
 def leases(engine: AsyncEngine) -> LeaseStore:
