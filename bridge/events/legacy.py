@@ -22,7 +22,10 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge.events import NOISE, UNKNOWN, ChatEvent, Envelope, error_fallback, normalize
-from bridge.events.fields import as_int, as_number, as_obj, as_str
+from bridge.events.fields import as_int as _int
+from bridge.events.fields import as_number as _number
+from bridge.events.fields import as_obj as _obj
+from bridge.events.fields import as_str as _str
 from bridge.events.legacy_shapes import LegacyChatEvent
 from bridge.events.legacy_state import (
     DELTA_REASONING,
@@ -60,13 +63,13 @@ Fields = dict[str, Any]
 def legacy_error(error: object) -> tuple[str | None, str]:
     """`(error_type, error_message)` of a legacy error `{name, data: {message}}`; the name is kept as the
     type, the message is display text (never interpreted); a v2-shaped `{type, message}` is read too."""
-    err = as_obj(error)
-    error_type = as_str(err.get("name"))
+    err = _obj(error)
+    error_type = _str(err.get("name"))
     if error_type is None:
-        error_type = as_str(err.get("type"))
-    message = as_str(as_obj(err.get("data")).get("message"))
+        error_type = _str(err.get("type"))
+    message = _str(_obj(err.get("data")).get("message"))
     if message is None:
-        message = as_str(err.get("message"))
+        message = _str(err.get("message"))
     return error_type, message if message is not None else error_fallback(error_type)
 
 
@@ -79,25 +82,24 @@ def _error_fields(error: object) -> Fields:
 
 
 def _message_updated(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fields]:
-    info = as_obj(env.data.get("info"))
-    msg_id, role, time = as_str(info.get("id")), info.get("role"), as_obj(info.get("time"))
-    completed = as_int(time.get("completed"))
+    info = _obj(env.data.get("info"))
+    msg_id, role, time = _str(info.get("id")), info.get("role"), _obj(info.get("time"))
+    completed = _int(time.get("completed"))
     values: Fields = {
-        "timestamp_ms": completed if completed is not None else as_int(time.get("created")),
-        "agent": as_str(info.get("agent")),
+        "timestamp_ms": completed if completed is not None else _int(time.get("created")),
+        "agent": _str(info.get("agent")),
     }
     if role != "assistant":
-        model = as_obj(info.get("model"))
+        model = _obj(info.get("model"))
         if role == "user" and msg_id is not None:
             state.user_messages.add(msg_id)
-        values.update(message_id=msg_id, model_id=as_str(model.get("modelID")),
-                      provider_id=as_str(model.get("providerID")))
+        values.update(message_id=msg_id, model_id=_str(model.get("modelID")), provider_id=_str(model.get("providerID")))
         return MESSAGE_UPDATED, values
     values.update(
         assistant_message_id=msg_id,
-        message_id=as_str(info.get("parentID")),
-        model_id=as_str(info.get("modelID")),
-        provider_id=as_str(info.get("providerID")),
+        message_id=_str(info.get("parentID")),
+        model_id=_str(info.get("modelID")),
+        provider_id=_str(info.get("providerID")),
     )
     if msg_id is None:
         return MESSAGE_UPDATED, values
@@ -118,14 +120,14 @@ def _text_like(env: Envelope, state: LegacyTurnState, part: dict[str, Any], valu
     part_id: str = values["part_id"]
     if values.get("message_id") is not None:  # a text part of a user message is the prompt
         if state.reach(part_id, PROMPT, env.id):
-            values["text"] = as_str(part.get("text"))
+            values["text"] = _str(part.get("text"))
             return PROMPT
         return PART_UPDATED
     reasoning = part.get("type") == "reasoning"
     state.part_types[part_id] = "reasoning" if reasoning else "text"
     start, end = (REASONING_START, REASONING_END) if reasoning else (TEXT_START, TEXT_END)
-    if as_int(as_obj(part.get("time")).get("end")) is not None and state.reach(part_id, end, env.id):
-        values["text"] = as_str(part.get("text"))
+    if _int(_obj(part.get("time")).get("end")) is not None and state.reach(part_id, end, env.id):
+        values["text"] = _str(part.get("text"))
         return end
     if state.reach(part_id, start, env.id):
         return start
@@ -139,8 +141,8 @@ def _tool_error(error: object) -> Fields:
 
 
 def _tool(env: Envelope, state: LegacyTurnState, part: dict[str, Any], values: Fields) -> KindName:
-    tool_state = as_obj(part.get("state"))
-    values.update(call_id=as_str(part.get("callID")), tool_name=as_str(part.get("tool")))
+    tool_state = _obj(part.get("state"))
+    values.update(call_id=_str(part.get("callID")), tool_name=_str(part.get("tool")))
     kind = _TOOL_KINDS.get(str(tool_state.get("status")))
     if kind is None or not state.reach(values["part_id"], kind, env.id):
         return PART_UPDATED
@@ -152,16 +154,16 @@ def _tool(env: Envelope, state: LegacyTurnState, part: dict[str, Any], values: F
 def _step_finish(env: Envelope, state: LegacyTurnState, part: dict[str, Any], values: Fields) -> KindName:
     if not state.reach(values["part_id"], STEP_END, env.id):
         return PART_UPDATED
-    tokens = as_obj(part.get("tokens"))
-    cache = as_obj(tokens.get("cache"))
+    tokens = _obj(part.get("tokens"))
+    cache = _obj(tokens.get("cache"))
     values.update(
-        finish=as_str(part.get("reason")),
-        cost=as_number(part.get("cost")),
-        tokens_input=as_int(tokens.get("input")),
-        tokens_output=as_int(tokens.get("output")),
-        tokens_reasoning=as_int(tokens.get("reasoning")),
-        tokens_cache_read=as_int(cache.get("read")),
-        tokens_cache_write=as_int(cache.get("write")),
+        finish=_str(part.get("reason")),
+        cost=_number(part.get("cost")),
+        tokens_input=_int(tokens.get("input")),
+        tokens_output=_int(tokens.get("output")),
+        tokens_reasoning=_int(tokens.get("reasoning")),
+        tokens_cache_read=_int(cache.get("read")),
+        tokens_cache_write=_int(cache.get("write")),
     )
     return STEP_END
 
@@ -175,9 +177,9 @@ _PART_MAPPERS: dict[str, Callable[[Envelope, LegacyTurnState, dict[str, Any], Fi
 
 
 def _part_updated(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fields]:
-    part = as_obj(env.data.get("part"))
-    part_id, msg_id, part_type = as_str(part.get("id")), as_str(part.get("messageID")), as_str(part.get("type"))
-    values: Fields = {"part_id": part_id, "timestamp_ms": as_int(env.data.get("time"))}
+    part = _obj(env.data.get("part"))
+    part_id, msg_id, part_type = _str(part.get("id")), _str(part.get("messageID")), _str(part.get("type"))
+    values: Fields = {"part_id": part_id, "timestamp_ms": _int(env.data.get("time"))}
     values["message_id" if msg_id in state.user_messages else "assistant_message_id"] = msg_id
     if part_type is None or (part_type not in _PART_MAPPERS and part_type not in PLAIN_PART_TYPES):
         return UNKNOWN, values  # kept and counted like any unknown type
@@ -191,17 +193,17 @@ def _part_updated(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fiel
 
 
 def _part_delta(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fields]:
-    part_id = as_str(env.data.get("partID"))
+    part_id = _str(env.data.get("partID"))
     part_type = state.part_types.get(part_id) if part_id is not None else None
     kind = DELTA_REASONING if part_type == "reasoning" else DELTA_TEXT if part_type == "text" else PART_DELTA
-    values = {"part_id": part_id, "assistant_message_id": as_str(env.data.get("messageID")),
-              "text": as_str(env.data.get("delta"))}
+    values = {"part_id": part_id, "assistant_message_id": _str(env.data.get("messageID")),
+              "text": _str(env.data.get("delta"))}
     return kind, values
 
 
 def _session_updated(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fields]:
-    time = as_obj(as_obj(env.data.get("info")).get("time"))
-    return SESSION_UPDATED, {"timestamp_ms": as_int(time.get("updated"))}
+    time = _obj(_obj(env.data.get("info")).get("time"))
+    return SESSION_UPDATED, {"timestamp_ms": _int(time.get("updated"))}
 
 
 def _session_error(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fields]:
@@ -209,17 +211,17 @@ def _session_error(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fie
 
 
 def _permission_asked(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fields]:
-    tool = as_obj(env.data.get("tool"))
+    tool = _obj(env.data.get("tool"))
     return PERMISSION_ASKED, {
-        "request_id": as_str(env.data.get("id")),
-        "action": as_str(env.data.get("permission")),
-        "assistant_message_id": as_str(tool.get("messageID")),
-        "call_id": as_str(tool.get("callID")),
+        "request_id": _str(env.data.get("id")),
+        "action": _str(env.data.get("permission")),
+        "assistant_message_id": _str(tool.get("messageID")),
+        "call_id": _str(tool.get("callID")),
     }
 
 
 def _permission_replied(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fields]:
-    return PERMISSION_REPLIED, {"request_id": as_str(env.data.get("requestID")), "reply": as_str(env.data.get("reply"))}
+    return PERMISSION_REPLIED, {"request_id": _str(env.data.get("requestID")), "reply": _str(env.data.get("reply"))}
 
 
 _MAPPERS: dict[str, Callable[[Envelope, LegacyTurnState], tuple[KindName, Fields]]] = {

@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.events import ChatEvent, Envelope, Kind
-from bridge.events.fields import as_int, as_obj, as_str
+from bridge.events.fields import as_int as _int
+from bridge.events.fields import as_obj as _obj
+from bridge.events.fields import as_str as _str
 
 
 def legacy_part(env: Envelope) -> dict[str, Any]:
     """The whole part of a `message.part.updated` (empty for any other type)."""
-    return as_obj(env.data.get("part")) if env.type == "message.part.updated" else {}
+    return _obj(env.data.get("part")) if env.type == "message.part.updated" else {}
 
 
 @dataclass(frozen=True)
@@ -40,15 +42,15 @@ def tool_call(env: Envelope) -> ToolCall | None:
     part = legacy_part(env)
     if part.get("type") != "tool":
         return None
-    state = as_obj(part.get("state"))
+    state = _obj(part.get("state"))
     return ToolCall(
-        call_id=as_str(part.get("callID")),
-        tool=as_str(part.get("tool")),
-        status=as_str(state.get("status")),
+        call_id=_str(part.get("callID")),
+        tool=_str(part.get("tool")),
+        status=_str(state.get("status")),
         input=state.get("input"),
-        output=as_str(state.get("output")),
-        error=as_str(state.get("error")),
-        title=as_str(state.get("title")),
+        output=_str(state.get("output")),
+        error=_str(state.get("error")),
+        title=_str(state.get("title")),
     )
 
 
@@ -64,15 +66,15 @@ def session_status(env: Envelope) -> SessionStatus | None:
     """The status of a `session.status` event (legacy bus shape), or None."""
     if env.type != "session.status":
         return None
-    status = as_obj(env.data.get("status"))
-    status_type = as_str(status.get("type"))
+    status = _obj(env.data.get("status"))
+    status_type = _str(status.get("type"))
     if status_type is None:
         return None
     return SessionStatus(
         type=status_type,
-        attempt=as_int(status.get("attempt")),
-        message=as_str(status.get("message")),
-        next_ms=as_int(status.get("next")),
+        attempt=_int(status.get("attempt")),
+        message=_str(status.get("message")),
+        next_ms=_int(status.get("next")),
     )
 
 
@@ -80,7 +82,7 @@ def session_title(env: Envelope) -> str | None:
     """The title carried by `session.created` / `session.updated` (`data.info.title`)."""
     if env.type not in ("session.created", "session.updated"):
         return None
-    return as_str(as_obj(env.data.get("info")).get("title"))
+    return _str(_obj(env.data.get("info")).get("title"))
 
 
 # An aborted legacy turn fails with this error name (docs/upstream.md §16): the v2 interrupt's twin.
@@ -149,7 +151,7 @@ class LegacyChatEvent(ChatEvent):
 
     @property
     def tool_structured(self) -> Any:
-        state = as_obj(legacy_part(self.envelope).get("state"))
+        state = _obj(legacy_part(self.envelope).get("state"))
         metadata = state.get("metadata")
         return metadata if isinstance(metadata, dict) and state.get("status") == "completed" else None
 
@@ -164,7 +166,7 @@ class LegacyChatEvent(ChatEvent):
 
     @property
     def tool_span_ms(self) -> tuple[int | None, int | None] | None:
-        time = as_obj(as_obj(legacy_part(self.envelope).get("state")).get("time"))
+        time = _obj(_obj(legacy_part(self.envelope).get("state")).get("time"))
         if self._call() is None or not time:
             return None
-        return as_int(time.get("start")), as_int(time.get("end"))
+        return _int(time.get("start")), _int(time.get("end"))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.events import Kind, kind_of
-from bridge.events.fields import as_str
+from bridge.events.fields import as_str as _str
 
 # The kinds' type (the `Kind` enum compares equal to its strings).
 KindName = Kind
@@ -82,8 +82,8 @@ class LegacyTurnState:
         `part_id`, `message_id`, `assistant_message_id`), in any order; v2 rows are harmless."""
         for row in rows:
             kind, event_id = str(row.get("kind")), row.get("event_id")
-            part_id, message_id = as_str(row.get("part_id")), as_str(row.get("message_id"))
-            assistant_id = as_str(row.get("assistant_message_id"))
+            part_id, message_id = _str(row.get("part_id")), _str(row.get("message_id"))
+            assistant_id = _str(row.get("assistant_message_id"))
             key = assistant_id if kind in _MESSAGE_MILESTONES else part_id
             if kind in _STAGE and key is not None and isinstance(event_id, str):
                 self.emitted[(key, kind)] = event_id

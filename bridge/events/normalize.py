@@ -20,7 +20,10 @@ from bridge.errors import BadFrame
 from bridge.events.chat import ChatEvent
 from bridge.events.envelope import Envelope, parse_envelope
 from bridge.events.error_envelope import error_fields
-from bridge.events.fields import as_int, as_number, as_obj, as_str
+from bridge.events.fields import as_int as _int
+from bridge.events.fields import as_number as _number
+from bridge.events.fields import as_obj as _obj
+from bridge.events.fields import as_str as _str
 from bridge.events.kinds import Kind, kind_of
 from bridge.perf.frozen import build, defaults
 
@@ -28,29 +31,29 @@ Fields = dict[str, Any]
 
 
 def _prompt(data: dict[str, Any]) -> Fields:
-    return {"text": as_str(as_obj(data.get("prompt")).get("text")), "delivery": as_str(data.get("delivery"))}
+    return {"text": _str(_obj(data.get("prompt")).get("text")), "delivery": _str(data.get("delivery"))}
 
 
 def _model(model: object) -> Fields:
-    m = as_obj(model)
-    return {"model_id": as_str(m.get("id")), "provider_id": as_str(m.get("providerID"))}
+    m = _obj(model)
+    return {"model_id": _str(m.get("id")), "provider_id": _str(m.get("providerID"))}
 
 
 def _step_start(data: dict[str, Any]) -> Fields:
-    return {"agent": as_str(data.get("agent")), **_model(data.get("model"))}
+    return {"agent": _str(data.get("agent")), **_model(data.get("model"))}
 
 
 def _step_end(data: dict[str, Any]) -> Fields:
-    tokens = as_obj(data.get("tokens"))
-    cache = as_obj(tokens.get("cache"))
+    tokens = _obj(data.get("tokens"))
+    cache = _obj(tokens.get("cache"))
     return {
-        "finish": as_str(data.get("finish")),
-        "cost": as_number(data.get("cost")),
-        "tokens_input": as_int(tokens.get("input")),
-        "tokens_output": as_int(tokens.get("output")),
-        "tokens_reasoning": as_int(tokens.get("reasoning")),
-        "tokens_cache_read": as_int(cache.get("read")),
-        "tokens_cache_write": as_int(cache.get("write")),
+        "finish": _str(data.get("finish")),
+        "cost": _number(data.get("cost")),
+        "tokens_input": _int(tokens.get("input")),
+        "tokens_output": _int(tokens.get("output")),
+        "tokens_reasoning": _int(tokens.get("reasoning")),
+        "tokens_cache_read": _int(cache.get("read")),
+        "tokens_cache_write": _int(cache.get("write")),
     }
 
 
@@ -59,23 +62,23 @@ def _error(data: dict[str, Any]) -> Fields:
 
 
 def _full_text(data: dict[str, Any]) -> Fields:
-    return {"text": as_str(data.get("text"))}
+    return {"text": _str(data.get("text"))}
 
 
 def _delta(data: dict[str, Any]) -> Fields:
-    return {"text": as_str(data.get("delta"))}
+    return {"text": _str(data.get("delta"))}
 
 
 def _tool_input_start(data: dict[str, Any]) -> Fields:
-    return {"tool_name": as_str(data.get("name"))}
+    return {"tool_name": _str(data.get("name"))}
 
 
 def _tool_called(data: dict[str, Any]) -> Fields:
-    return {"tool_name": as_str(data.get("tool"))}
+    return {"tool_name": _str(data.get("tool"))}
 
 
 def _agent_switch(data: dict[str, Any]) -> Fields:
-    return {"agent": as_str(data.get("agent"))}
+    return {"agent": _str(data.get("agent"))}
 
 
 def _model_switch(data: dict[str, Any]) -> Fields:
@@ -84,17 +87,17 @@ def _model_switch(data: dict[str, Any]) -> Fields:
 
 def asked_fields(data: dict[str, Any]) -> Fields:
     """The fields of a permission request (`permission.v2.asked` data, or one pending request)."""
-    source = as_obj(data.get("source"))
+    source = _obj(data.get("source"))
     return {
-        "request_id": as_str(data.get("id")),
-        "action": as_str(data.get("action")),
-        "assistant_message_id": as_str(source.get("messageID")),
-        "call_id": as_str(source.get("callID")),
+        "request_id": _str(data.get("id")),
+        "action": _str(data.get("action")),
+        "assistant_message_id": _str(source.get("messageID")),
+        "call_id": _str(source.get("callID")),
     }
 
 
 def replied_fields(data: dict[str, Any]) -> Fields:
-    return {"request_id": as_str(data.get("requestID")), "reply": as_str(data.get("reply"))}
+    return {"request_id": _str(data.get("requestID")), "reply": _str(data.get("reply"))}
 
 
 _EXTRACTORS: dict[Kind, Callable[[dict[str, Any]], Fields]] = {
