@@ -27,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import pytest_asyncio
+import structlog
 from sqlalchemy import pool, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -38,6 +39,14 @@ from tests.support.fake_upstream import FakeUpstream
 
 T = TypeVar("T")
 DEFAULT_UPSTREAM = "it-upstream"
+
+# Components run in-process log through structlog's default configuration. Its console renderer prints a
+# logged exception as a `rich` traceback with every frame's locals when `rich` is installed (import-linter
+# brings it): seconds of CPU per crash on a loaded machine, time the code under test does not get. Plain
+# tracebacks, as bridge.log has them.
+_console = structlog.get_config()["processors"][-1]
+if isinstance(_console, structlog.dev.ConsoleRenderer):
+    _console.exception_formatter = structlog.dev.plain_traceback
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
