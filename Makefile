@@ -89,9 +89,10 @@ SOAK_ARGS ?= --failover
 soak: $(STAMP) $(OPENCODE_BIN)
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
 
-lint: $(STAMP)
+lint: $(STAMP)  # ruff, mypy --strict, and the import layers (pyproject.toml [tool.importlinter])
 	$(BIN)/ruff check bridge tests bench
 	$(BIN)/mypy bridge
+	$(BIN)/lint-imports --no-logo
 
 clean:
 	rm -rf $(VENV) $(OPENCODE_DIR) .pytest_cache .mypy_cache .ruff_cache

@@ -3,7 +3,7 @@
 The events are `bench.write_path`'s tool-turn mix (`frames()`); each stage runs over all of them
 `--repeat` times and prints the least CPU time per event (microseconds). `parse+normalize+prepare+link` is the sum the
 write path pays in Python before the database (docs/mirror.md); GC is tuned as the daemon tunes it
-(`bridge.runtime.tune_gc`) unless `--gc-gen0 0`.
+(`bridge.perf.runtime.tune_gc`) unless `--gc-gen0 0`.
 
 Usage: python -m bench.hotpath [--sessions 200] [--events 20] [--repeat 5] [--gc-gen0 N]
 """
@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench.write_path import frames
-from bridge.audit.chain import link
 from bridge.events import normalize, parse_envelope, parse_frame
-from bridge.jsonload import strict_decode
-from bridge.runtime import GEN0_THRESHOLD, tune_gc
+from bridge.perf.jsonload import strict_decode
+from bridge.perf.runtime import GEN0_THRESHOLD, tune_gc
+from bridge.store.hash_chain import link
 from bridge.store.jsonb_text import jsonb_text
 from bridge.store.rows import prepare_event
 

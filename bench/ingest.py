@@ -34,11 +34,12 @@ from typing import Any
 from sqlalchemy import text
 
 from bridge.log import configure_logging
-from bridge.sessions.sink import StoreSink
+from bridge.perf.turnstile import Turnstile
 from bridge.store.db import make_engine, upgrade_to_head
 from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
+from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 
 TEXT = "The quick brown fox jumps over the lazy dog. " * 8  # ~360 bytes, a typical text.ended
@@ -171,9 +172,10 @@ async def run(database_url: str, events: int, sessions: int) -> dict[str, Any]:
             # many sessions at once
             sids = [f"ses_multi_{k}" for k in range(sessions)]
             tasks = []
+            shared = Turnstile()  # one for all the followers, as the daemon has it
             for sid in sids:
                 fake.add_session(sid)
-                tasks.append(await _follow(store, client, sid, 200))
+                tasks.append(await _follow(store, client, sid, 200, turnstile=shared))
             await asyncio.sleep(0.3)
             per = max(1, events // sessions)
             t0 = time.perf_counter()

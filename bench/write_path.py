@@ -39,18 +39,19 @@ import asyncpg
 from sqlalchemy import text
 
 from bench.footprint import footprint
-from bridge import metrics, turnstile
+from bridge import metrics
 from bridge.events import ChatEvent, normalize, parse_envelope, parse_frame
 from bridge.fanout import protocol as p
 from bridge.fanout.connection import FanoutService
 from bridge.log import configure_logging
-from bridge.runtime import GEN0_THRESHOLD, tune_gc
-from bridge.sessions.sink import StoreSink
+from bridge.perf import turnstile
+from bridge.perf.runtime import GEN0_THRESHOLD, tune_gc
 from bridge.store.db import make_engine, upgrade_to_head
 from bridge.store.events_store import EventStore
-from bridge.store.fanout import FanoutStore
+from bridge.store.fanout_store import FanoutStore
 from bridge.store.rows import prepare_event
 from bridge.upstream.responses import decode_json
+from bridge.upstream.store_sink import StoreSink
 
 TEMPLATE = Path("fixtures/opencode-1.18.33/b-tool-turn/durable.sse")
 READ = 20  # events per follower read (one write() call)
@@ -179,11 +180,12 @@ async def burst(store: EventStore, write: Writer, tag: str, sessions: int, n: in
     sids = [f"ses_{tag}{k:05d}" for k in range(sessions)]
     epochs = await _claim_all(store, sids)
     wire = {sid: frames(sid, n) for sid in sids}
+    gate = turnstile.Turnstile()  # one for all the followers, as the daemon has it
 
     async def follower(sid: str) -> None:
         w = write(sid, epochs[sid])
         for read in chunks(wire[sid], READ):
-            await turnstile.for_loop().enter()  # as the follower does before a read's CPU work
+            await gate.enter()  # as the follower does before a read's CPU work
             received = datetime.now(UTC)
             await w([normalize(parse_frame(f)) for f in read], received)
 
@@ -214,12 +216,13 @@ async def catch_up(store: EventStore, write: Writer, tag: str, sessions: int, n:
     epochs = await _claim_all(store, sids)
     pages = {sid: [f'{{"events":[{",".join(page)}],"hasMore":false}}'.encode() for page in chunks(frames(sid, n), 100)]
              for sid in sids}
+    gate = turnstile.Turnstile()
 
     async def follower(sid: str) -> None:
         w = write(sid, epochs[sid])
         for page in pages[sid]:
             body = decode_json(page)
-            await turnstile.for_loop().enter()  # as the catch-up does before a page's CPU work
+            await gate.enter()  # as the catch-up does before a page's CPU work
             received = datetime.now(UTC)
             await w([normalize(parse_envelope(item)) for item in body["events"]], received)
 
@@ -294,7 +297,7 @@ async def replay(engine: Any, upstream: str, sid: str, n: int, page: int = Fanou
 async def run(url: str, sessions: int, n: int, naive_budget_s: float, long_n: int,
               gc_gen0: int = GEN0_THRESHOLD) -> dict[str, Any]:
     if gc_gen0:
-        tune_gc(gc_gen0)  # as the daemon does first thing (bridge.runtime)
+        tune_gc(gc_gen0)  # as the daemon does first thing (bridge.perf.runtime)
     engine = make_engine(url)
     await upgrade_to_head(engine)
     store = EventStore(engine, f"bench-{uuid.uuid4().hex[:8]}")
@@ -342,7 +345,7 @@ def main() -> None:
     ap.add_argument("--long", type=int, default=20000, help="events of the long session (catch-up, replay)")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--gc-gen0", type=int, default=GEN0_THRESHOLD,
-                    help="gen-0 threshold given to bridge.runtime.tune_gc (0: CPython's defaults, untuned)")
+                    help="gen-0 threshold given to bridge.perf.runtime.tune_gc (0: CPython's defaults, untuned)")
     a = ap.parse_args()
     configure_logging("console", "warning")
     url = os.environ.get("BRIDGE_DATABASE_URL")

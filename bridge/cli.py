@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="revoke the token with this jti (printed on stderr when it was minted) and exit")
     t.add_argument("--reason", default="", help="with --revoke: why (kept with the revocation)")
     sub.add_parser("doctor", help="check database, migrations, upstream, credentials and clock; explain fixes")
-    from bridge.audit.commands import add_parsers as add_audit_parsers
+    from bridge.audit.cli import add_parsers as add_audit_parsers
 
     add_audit_parsers(sub)  # sessions | events | transcript | export | verify (docs/audit.md)
     return p
@@ -130,7 +130,7 @@ def _doctor(settings: Settings, url: str) -> int:
 
 
 def _audit(args: argparse.Namespace, settings: Settings, url: str) -> int:
-    from bridge.audit.commands import run as run_audit
+    from bridge.audit.cli import run as run_audit
     from bridge.store.audit import AuditReader
     from bridge.store.db import make_engine
 
@@ -171,7 +171,7 @@ def _main(args: argparse.Namespace, settings: Settings) -> int:
         log.info("embedded_postgres", data_dir=str(settings.state_dir.resolve() / "pgdata"))
     if args.command == "doctor":
         return _doctor(settings, url)
-    from bridge.audit.commands import COMMANDS as AUDIT_COMMANDS
+    from bridge.audit.cli import COMMANDS as AUDIT_COMMANDS
 
     if args.command in AUDIT_COMMANDS:
         return _audit(args, settings, url)

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 
 from bridge.directories import parse_roots
 from bridge.errors import ConfigError
-from bridge.http.hosts import is_loopback_host
-from bridge.upstream.urls import redact_url
+from bridge.hosts import is_loopback_host
+from bridge.url_credentials import redact_url
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.commands.legacy_queue import QueueSender
+from bridge.command_service.legacy_queue import QueueSender
 from bridge.config import Settings
 from bridge.dispatch import LiveDispatch
 from bridge.fanout.service import Fanout, auth_secret, print_local_token
@@ -42,8 +42,9 @@ from bridge.http.commands import mount_commands
 from bridge.ops.pending import PendingGauges
 from bridge.ops.readiness import health_monitor, readiness_check, readiness_detail, status_line
 from bridge.ops.sdnotify import Notifier
+from bridge.perf.runtime import tune_gc
+from bridge.perf.turnstile import Turnstile
 from bridge.revocation import RevocationList
-from bridge.runtime import tune_gc
 from bridge.sessions.discovery import Discovery
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.audit import AuditReader
@@ -106,7 +107,7 @@ class Daemon:
 
     async def _run(self) -> int:
         s = self.settings
-        # Before anything that can die is built: what is frozen is never collected (bridge.runtime).
+        # Before anything that can die is built: what is frozen is never collected (bridge.perf.runtime).
         tune_gc()
         async with AsyncExitStack() as stack:
             engine = await stack.enter_async_context(_disposing(make_engine(self.database_url)))
@@ -128,8 +129,10 @@ class Daemon:
             revoked = revocations.revoked
 
             store = EventStore(engine, s.upstream_name)
+            # One turnstile for every follower: a burst of reads is spread over loop turns (bridge.perf.turnstile).
             sessions = FollowerSupervisor(store, client, s, self.owner,
-                                          leases=LeaseStore(engine, s.upstream_name, liveness_engine))
+                                          leases=LeaseStore(engine, s.upstream_name, liveness_engine),
+                                          turnstile=Turnstile())
             fanout = Fanout(s, engine, self.database_url, secret=secret, sessions=sessions, client=client,
                             read_engine=read_engine, revoked=revoked, standby_engine=standby_engine,
                             on_database_back=sessions.database_back, warm_sessions=sessions.warm_sessions,

@@ -22,11 +22,11 @@ from __future__ import annotations
 from typing import Protocol
 
 from bridge.events import ChatEvent, Envelope
+from bridge.events.legacy_shapes import SessionStatus, session_status
+from bridge.events.syncframes import DURABLE_PREFIX
 from bridge.fanout.relay import LiveRelay
 from bridge.fanout.resync import RequestResync
-from bridge.legacy_shapes import SessionStatus, session_status
 from bridge.sessions.discovery import Discovery
-from bridge.syncframes import DURABLE_PREFIX
 
 
 class LiveSessions(Protocol):

@@ -14,7 +14,7 @@ BridgeError
 │   └── BodyTooLarge          a response body over the client's bound
 ├── BadInput               input the bridge does not control is unusable (ValueError)
 │   ├── BadFrame              not a usable v2 envelope; `reason` is a metric label
-│   │   └── FrameTooLarge     one SSE frame outgrew the parser's bound
+│   │   └── FrameTooLarge     one SSE frame outgrew the parser's bound (bridge.upstream.sse, with its items)
 │   ├── ProtocolError         a WebSocket client message is wrong
 │   ├── BadRequest            an audit API request is wrong
 │   └── ExportError           an export file is malformed
@@ -25,7 +25,8 @@ BridgeError
 ```
 
 The store raises `LeaseLost` and the follower lets it through: there is one lease-lost error, not one
-per layer. This module imports nothing from the bridge at run time, so any module may import it.
+per layer. This module imports nothing from the bridge at run time, so any module may import it; the one
+error that carries another module's values, `FrameTooLarge`, lives with its parser (bridge.upstream.sse).
 """
 
 from __future__ import annotations
@@ -33,8 +34,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bridge.sessions.lease import ClaimVerdict
-    from bridge.upstream.sse import SSEItem
+    from bridge.lease import ClaimVerdict
 
 
 class BridgeError(Exception):
@@ -111,21 +111,6 @@ class BadFrame(BadInput):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
-
-
-class FrameTooLarge(BadFrame):
-    """One pending SSE frame (or one unterminated line) outgrew `max_frame_bytes`.
-
-    The parser is unusable afterwards: the caller must drop the connection and reconnect (for the
-    durable stream with `after=<last stored seq>`, which loses nothing). `events` holds what was
-    completed earlier in the same `feed()` call, so the caller may still consume it.
-    """
-
-    def __init__(self, limit: int, pending: int, events: list[SSEItem]) -> None:
-        super().__init__("frame_too_large", f"pending SSE frame of {pending} chars exceeds the limit of {limit}")
-        self.limit = limit
-        self.pending = pending
-        self.events = events
 
 
 class ProtocolError(BadInput):

@@ -30,8 +30,11 @@ def redact_credentials(_logger: object, _method: str, event: MutableMapping[str,
 def configure_logging(fmt: str = "auto", level: str = "info") -> None:
     lvl = getattr(logging, level.upper(), logging.INFO)
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+    # Plain tracebacks on the console whatever is installed: with `rich` present (a dev dependency brings
+    # it) structlog would print each logged exception with every frame's locals — seconds of CPU each.
     renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer()
+        structlog.processors.JSONRenderer() if use_json
+        else structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)
     )
     structlog.configure(
         processors=[

@@ -6,7 +6,7 @@ FILE is one of (detected from its content, not its name):
 - a sync log: the JSON array `POST /sync/history` answers (or a captured exchange whose response body
   is one).
 
-Legacy-driven turns are mapped like v2 turns (`bridge.legacy`, one state per session, in file order).
+Legacy-driven turns are mapped like v2 turns (`bridge.events.legacy`, one state per session, in file order).
 Nothing is hidden: noise, `server.connected` and bad frames get a line each, so the output can be
 diffed against the capture. Comments (`: heartbeat`) are not events and are not printed.
 """
@@ -19,11 +19,11 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from bridge.errors import FrameTooLarge
 from bridge.events import BadFrame, Envelope, parse_envelope, to_json
-from bridge.legacy import LegacyTurnState, normalize_legacy
-from bridge.syncframes import decode_json, parse_global_object, parse_sync_log
-from bridge.upstream.sse import SSEEvent, SSEItem, SSEParser
+from bridge.events.legacy import normalize_legacy
+from bridge.events.legacy_state import LegacyTurnState
+from bridge.events.syncframes import decode_json, parse_global_object, parse_sync_log
+from bridge.upstream.sse import FrameTooLarge, SSEEvent, SSEItem, SSEParser
 
 
 class _Mapper:

@@ -6,6 +6,7 @@
   dropped afterwards. Cloned from a template migrated once per run, so it costs ~60 ms.
 - `empty_database_url` (function): a new database without any table (migration tests).
 - `engine` (function, async): an AsyncEngine on `database_url`, disposed afterwards.
+- `store` (function): the EventStore of the test module's upstream (its `UPSTREAM`, else "it-upstream").
 
 The database fixtures are synchronous (their async work runs on a private thread) so that sync tests
 (e2e drivers) can use them as well as async ones.
@@ -26,15 +27,26 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import pytest_asyncio
+import structlog
 from sqlalchemy import pool, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bridge.store.db import make_engine, migrate_database, to_async_url
 from bridge.store.embedded import start_embedded
+from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
 from tests.support.fake_upstream import FakeUpstream
 
 T = TypeVar("T")
+DEFAULT_UPSTREAM = "it-upstream"
+
+# Components run in-process log through structlog's default configuration. Its console renderer prints a
+# logged exception as a `rich` traceback with every frame's locals when `rich` is installed (import-linter
+# brings it): seconds of CPU per crash on a loaded machine, time the code under test does not get. Plain
+# tracebacks, as bridge.log has them.
+_console = structlog.get_config()["processors"][-1]
+if isinstance(_console, structlog.dev.ConsoleRenderer):
+    _console.exception_formatter = structlog.dev.plain_traceback
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -116,6 +128,11 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
         yield eng
     finally:
         await eng.dispose()
+
+
+@pytest.fixture
+def store(engine: AsyncEngine, request: pytest.FixtureRequest) -> EventStore:
+    return EventStore(engine, getattr(request.module, "UPSTREAM", DEFAULT_UPSTREAM))
 
 
 @pytest_asyncio.fixture

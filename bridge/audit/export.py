@@ -18,8 +18,8 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import IO, Any
 
-from bridge.audit.chain import ChainReport, ChainRow, verify_chain
 from bridge.errors import ExportError
+from bridge.store.hash_chain import ChainReport, ChainRow, verify_chain
 
 FORMAT = "opencode-bridge-export/1"
 

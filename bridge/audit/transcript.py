@@ -16,7 +16,7 @@ it, what and when (docs/upstream.md §18: upstream keeps none of that but the to
 Interrupts have no event of their own upstream (docs/upstream.md §4.2): a step or tool that failed with the
 upstream's interrupt message is flagged `interrupted`; the error itself is kept verbatim either way.
 A step that never ended (killed server, cut stream) has `complete: false`. Upstream fields are read
-through the mapping layer (`bridge.stored.stored_event`), never by name here, so a turn driven through the
+through the mapping layer (`bridge.events.stored.stored_event`), never by name here, so a turn driven through the
 legacy API (docs/legacy.md) gives the same entries as a v2 turn: its prompt is taken when its first step
 starts, its tool calls carry their input from whichever event first shows it, and its re-sent updates add
 nothing. A tool's `duration_ms` is the time it ran, from the event that reports it (a legacy part) or
@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from bridge.events import ChatEvent, Kind
-from bridge.stored import stored_event
+from bridge.events.stored import stored_event
 
 Entry = dict[str, Any]
 

@@ -1,5 +1,5 @@
 """Commands through the bridge (docs/commands.md): the pure core is re-exported here; the I/O lives in
-`bridge.commands.service`, the routes in `bridge.http.commands`."""
+`bridge.command_service`, the routes in `bridge.http.commands`."""
 
 from bridge.auth import SCOPES
 from bridge.commands.model import (

@@ -2,7 +2,7 @@
 made canonical, and the upstream parts built from them.
 
 `files: [{path | url, mime, filename?}]`: `path` names a file inside the session's directory (checked
-against the file system by bridge.commands.attachment_files, which gives its absolute resolved path),
+against the file system by bridge.command_service.attachment_files, which gives its absolute resolved path),
 `url` is a `data:` URL. At most MAX_FILES files and MAX_TOTAL_BYTES in all; images and text. They are
 sent as OpenCode's own clients attach them: a legacy `file` part `{type, mime, filename, url}` with a
 `file://` URL or the `data:` URL (docs/upstream.md §21); v2 takes `prompt.files: [{uri, name}]`.

@@ -205,7 +205,7 @@ MAX_ANSWERS = 50  # questions in one request, and choices in one answer
 
 def _answers(body: Mapping[str, Any]) -> list[Any]:
     """The shape only (a list of lists, bounded); what each entry may be depends on the question, checked
-    against it when it is known (bridge.commands.questions)."""
+    against it when it is known (bridge.command_service.questions)."""
     v = body.get("answers")
     if not isinstance(v, list) or not 1 <= len(v) <= MAX_ANSWERS or not all(
             isinstance(a, list) and len(a) <= MAX_ANSWERS for a in v):

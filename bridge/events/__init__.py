@@ -14,9 +14,10 @@ The raw envelope always travels along untouched (`Envelope.raw`).
 """
 
 from bridge.errors import BadFrame
-from bridge.events.chat import ChatEvent, location_directory
+from bridge.events.chat import ChatEvent
 from bridge.events.envelope import SEQ_MAX, Envelope, parse_envelope, parse_frame
 from bridge.events.error_envelope import ERROR_FALLBACK_MAX, INTERRUPT_MESSAGES, error_fallback, is_interrupt
+from bridge.events.fields import location_directory
 from bridge.events.kinds import (
     DELTA_KINDS,
     KINDS,

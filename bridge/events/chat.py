@@ -11,6 +11,7 @@ from typing import Any
 
 from bridge.events.envelope import Envelope
 from bridge.events.error_envelope import is_interrupt
+from bridge.events.fields import location_directory
 from bridge.events.kinds import Kind
 
 
@@ -156,11 +157,3 @@ class ChatEvent:
     def runtime(self) -> str:
         """Which upstream runtime wrote the event: `v2` or `legacy` (docs/legacy.md)."""
         return "v2"
-
-
-def location_directory(obj: object) -> str | None:
-    """`location.directory` of an envelope or of a `GET /api/session` item: a string without NUL (which
-    PostgreSQL text cannot hold), else None."""
-    loc = obj.get("location") if isinstance(obj, dict) else None
-    d = loc.get("directory") if isinstance(loc, dict) else None
-    return d if isinstance(d, str) and "\x00" not in d else None

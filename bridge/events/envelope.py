@@ -8,14 +8,14 @@ is optional and type-checked on its own by the normalizer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any
 
 from bridge.errors import BadFrame
-from bridge.frozen import build
-from bridge.jsonload import strict_decode
+from bridge.events.fields import BIGINT_MAX, is_int
+from bridge.perf.frozen import build
+from bridge.perf.jsonload import strict_decode
 
-# A seq is stored as a PostgreSQL bigint: a larger one could never be written (nor resumed from).
-SEQ_MAX = 2**63 - 1
+SEQ_MAX = BIGINT_MAX  # a seq is stored as a PostgreSQL bigint
 
 
 @dataclass(frozen=True)
@@ -28,11 +28,6 @@ class Envelope:
     session_id: str | None  # data.sessionID (or aggregate id)
     data: dict[str, Any]
     raw: dict[str, Any]  # the whole envelope exactly as parsed
-
-
-def is_int(value: object) -> TypeGuard[int]:
-    # bool is a subclass of int in Python; JSON true/false must never pass for a number.
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def parse_frame(data: str) -> Envelope:

@@ -12,39 +12,20 @@ and nothing else.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
 from bridge.errors import BadFrame
 from bridge.events.chat import ChatEvent
-from bridge.events.envelope import Envelope, is_int, parse_envelope
+from bridge.events.envelope import Envelope, parse_envelope
 from bridge.events.error_envelope import error_fields
+from bridge.events.fields import as_int as _int
+from bridge.events.fields import as_number as _number
+from bridge.events.fields import as_obj as _obj
+from bridge.events.fields import as_str as _str
 from bridge.events.kinds import Kind, kind_of
-from bridge.frozen import build, defaults
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _int(value: object) -> int | None:
-    return value if is_int(value) else None
-
-
-def _number(value: object) -> float | None:
-    if is_int(value):
-        # An integer beyond a double's range (JSON allows any size) is no usable number, not an error.
-        return float(value) if abs(value) < 2**1023 else None
-    if isinstance(value, float) and math.isfinite(value):
-        return value
-    return None
-
-
-def _obj(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
+from bridge.perf.frozen import build, defaults
 
 Fields = dict[str, Any]
 

@@ -61,7 +61,7 @@ def change_of(ev: ChatEvent, at: datetime) -> RequestChange | None:
     found = _EVENT_STATES.get(ev.kind)
     if found is None:
         return None
-    # A legacy permission event maps through bridge.legacy (runtime `legacy`); questions share one mapping.
+    # A legacy permission event maps through bridge.events.legacy (runtime `legacy`); questions share one mapping.
     runtime = ev.runtime if found[0] == PERMISSION else "v2" if ev.type.startswith("question.v2.") else "legacy"
     return RequestChange(found[0], sid, rid, found[1], at, runtime)
 
@@ -115,7 +115,7 @@ class PendingRequests:
         return {sid: {rid: r.state for rid, r in reqs.items()} for sid, reqs in self._sessions.items()}
 
 
-# --- the reason of the status `waiting` (bridge.sessions.status) ---------------------------------------
+# --- the reason of the status `waiting` (bridge.sessions.status_machine) ---------------------------------------
 
 
 def waiting_reason(kind: str, since: datetime) -> str:

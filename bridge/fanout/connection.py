@@ -12,19 +12,19 @@ from dataclasses import dataclass, field
 import structlog
 
 from bridge.auth import Claims, verify_token
-from bridge.commands.service import Outcome
+from bridge.command_service import Outcome
 from bridge.errors import AuthError, ProtocolError
+from bridge.events.stored import stored_permission
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.hub import Client, Hub, Subscription
 from bridge.fanout.limits import ConnectionSlots, OpLimits
 from bridge.fanout.question_frames import stored_question_message
 from bridge.fanout.queue import QueueLimits
-from bridge.http.hosts import LOOPBACK_TRUSTED
+from bridge.hosts import LOOPBACK_TRUSTED
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
-from bridge.store.fanout import FanoutStore
-from bridge.stored import stored_permission
+from bridge.store.fanout_store import FanoutStore
 
 
 @dataclass

@@ -17,11 +17,12 @@ from collections.abc import Awaitable, Callable
 import asyncpg  # type: ignore[import-untyped]
 import structlog
 
+from bridge.backoff import Backoff
 from bridge.fanout import metrics
 from bridge.fanout.hub import Hub
 from bridge.fanout.protocol import replay_frames
 from bridge.store.command_notice import COMMAND_CHANNEL, CommandNotice, parse_command_notice
-from bridge.store.fanout import (
+from bridge.store.fanout_store import (
     NOTIFY_CHANNEL,
     STATUS_CHANNEL,
     FanoutStore,
@@ -29,7 +30,6 @@ from bridge.store.fanout import (
     parse_notice,
     parse_status_notice,
 )
-from bridge.upstream.backoff import Backoff
 
 
 class DurableFeed:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.errors import ProtocolError
-from bridge.events import ChatEvent, Kind, PermissionUpdate, to_json
+from bridge.events import SEQ_MAX, ChatEvent, Kind, PermissionUpdate, to_json
 from bridge.events.pending import waiting_detail
+from bridge.events.stored import stored_event
 from bridge.ids import SESSION_ID_RULE, valid_session_id
-from bridge.stored import stored_event
 
 # --- close codes (documented in docs/websocket.md) -----------------------------------------------------
 CLOSE_GOING_AWAY = 1001  # the bridge is shutting down: reconnect (to any replica) and resume
@@ -28,7 +28,7 @@ CLOSE_SLOW_CONSUMER = 4429  # the client fell too far behind: reconnect and resu
 MAX_CLIENT_MESSAGE_BYTES = 64 * 1024
 MAX_SUBSCRIPTIONS = 100
 SESSIONS_PAGE_MAX = 500  # `sessions` op: most sessions in one reply
-MAX_SEQ = 2**63 - 1  # PostgreSQL bigint: a larger `after` could never match and fails in the driver
+MAX_SEQ = SEQ_MAX  # PostgreSQL bigint: a larger `after` could never match and fails in the driver
 
 # --- error codes of `error` messages ----------------------------------------------------------------
 ERR_BAD_MESSAGE = "bad_message"  # not JSON, not an object, unknown op, wrong field type
@@ -259,7 +259,7 @@ def permission_message(session_id: str, update: PermissionUpdate) -> dict[str, A
 
 def status_message(session_id: str, status: str, reason: str | None) -> dict[str, Any]:
     msg: dict[str, Any] = {"type": "status", "session": session_id, "status": status, "reason": reason}
-    if status == "waiting":  # what for and since when, from the reason (bridge.sessions.status)
+    if status == "waiting":  # what for and since when, from the reason (bridge.sessions.status_machine)
         msg["waiting"] = waiting_detail(reason)
     return msg
 

@@ -22,7 +22,7 @@ from bridge.events.question import QuestionUpdate, question_update
 from bridge.fanout.hub import Hub
 from bridge.fanout.protocol import permission_message
 from bridge.fanout.question_frames import live_question_message
-from bridge.store.fanout import FanoutStore
+from bridge.store.fanout_store import FanoutStore
 from bridge.store.pending import PendingStore
 
 

@@ -27,10 +27,10 @@ import structlog
 
 from bridge.events import PermissionUpdate, pending_request, resolved_while_away
 from bridge.events.question import pending_question, settled_while_away
+from bridge.events.stored import stored_permission
 from bridge.fanout.hub import Hub
 from bridge.fanout.relay import LiveRelay
-from bridge.store.fanout import FanoutStore
-from bridge.stored import stored_permission
+from bridge.store.fanout_store import FanoutStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.requests import UpstreamRequests
 

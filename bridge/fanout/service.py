@@ -30,10 +30,10 @@ from bridge.fanout.limits import HEALTH_RESERVE, ConnectionSlots
 from bridge.fanout.queue import QueueLimits
 from bridge.fanout.relay import LiveRelay
 from bridge.fanout.resync import RequestResync
-from bridge.http.hosts import trusted_hosts
+from bridge.hosts import trusted_hosts
 from bridge.revocation import never_revoked
 from bridge.store.command_notice import command_message
-from bridge.store.fanout import FanoutStore
+from bridge.store.fanout_store import FanoutStore
 from bridge.upstream.client import UpstreamClient
 
 CONFIRM_TIMEOUT_S = 5.0

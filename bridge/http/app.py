@@ -15,8 +15,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from bridge import metrics
 from bridge.fanout.connection import FanoutService
+from bridge.hosts import LOOPBACK_TRUSTED
 from bridge.http.audit import AuditContext, add_audit_routes
-from bridge.http.hosts import LOOPBACK_TRUSTED
 from bridge.http.security import protect
 from bridge.http.server import make_runner
 from bridge.http.ws import add_websocket

@@ -25,6 +25,7 @@ from bridge import metrics
 from bridge.audit.transcript import TranscriptBuilder
 from bridge.auth import Claims, bearer_token, verify_token
 from bridge.errors import AuthError, BadRequest
+from bridge.events import SEQ_MAX
 from bridge.fanout.question_frames import stored_question_message
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.log import correlation_id
@@ -35,7 +36,7 @@ from bridge.store.reads import SessionFilter, ToolCallFilter
 _log = structlog.get_logger("bridge.audit")
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 MAX_LIMIT = 1000
-MAX_SEQ = 2**63 - 1  # PostgreSQL bigint
+MAX_SEQ = SEQ_MAX  # PostgreSQL bigint
 
 
 # Requests of one route served at once, whatever the number of clients; one more gets 503 `busy` at once

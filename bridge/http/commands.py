@@ -20,9 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
 from bridge.auth import Claims, bearer_token, verify_token
+from bridge.command_service import CommandService, Outcome
+from bridge.command_service.questions import QuestionCommands
 from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, CommandError, parse_command
-from bridge.commands.questions import QuestionCommands
-from bridge.commands.service import CommandService, Outcome
 from bridge.config import Settings
 from bridge.directories import realpath
 from bridge.errors import AuthError

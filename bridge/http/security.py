@@ -3,7 +3,7 @@
 - Every response gets `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer` and a CSP that
   allows only the viewer's own script, its inline styles and a connection back to itself, with
   `frame-ancestors 'none'` (no framing, no click-jacking of the viewer).
-- Every request must carry a trusted `Host` (bridge.http.hosts): a DNS-rebound page is refused 403
+- Every request must carry a trusted `Host` (bridge.hosts): a DNS-rebound page is refused 403
   `bad_host` before any route runs, in every mode (it would read `/metrics`, `/readyz`, the OpenAPI).
 - Every request that is not GET/HEAD/OPTIONS (the commands) must come from an allowed Origin (or none: not
   a browser) and carry `Content-Type: application/json`: a cross-site page cannot POST a command, not even
@@ -20,7 +20,7 @@ from aiohttp.typedefs import Middleware
 from bridge import metrics
 from bridge.auth import bearer_token, verify_token
 from bridge.errors import AuthError
-from bridge.http.hosts import LOOPBACK_TRUSTED, host_trusted, origin_allowed
+from bridge.hosts import LOOPBACK_TRUSTED, host_trusted, origin_allowed
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (

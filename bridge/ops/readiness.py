@@ -20,7 +20,7 @@ from bridge.http.app import ReadinessCheck, coalesced
 from bridge.http.security import token_holder
 from bridge.ops.health import HealthMonitor
 from bridge.ops.sdnotify import Notifier
-from bridge.ops.status import StatusSummary
+from bridge.ops.status_summary import StatusSummary
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.db import schema_is_at_head
 from bridge.upstream.client import UpstreamClient

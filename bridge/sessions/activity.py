@@ -25,15 +25,15 @@ import structlog
 
 from bridge import metrics
 from bridge.events import ChatEvent
+from bridge.events.legacy_shapes import SessionStatus, session_title
 from bridge.events.pending import QUESTION, REJECTED, PendingRequests, RequestChange, stored_waiting
-from bridge.legacy_shapes import SessionStatus, session_title
 from bridge.sessions.gaps import find_gaps
-from bridge.sessions.status import Status, Transition, TurnTracker
+from bridge.sessions.status_machine import Status, Transition, TurnTracker
 from bridge.store.leases import TurnState
 
 _TITLED = frozenset({"session:created", "session:updated"})  # kinds whose payload carries the title
 
-# Settle time before an open step is closed as interrupted (see bridge.sessions.status).
+# Settle time before an open step is closed as interrupted (see bridge.sessions.status_machine).
 TURN_SETTLE_S = 2.0
 
 

@@ -24,10 +24,11 @@ from typing import Protocol
 import structlog
 
 from bridge import metrics
+from bridge.backoff import Backoff
 from bridge.errors import SessionNotFound, UpstreamError
-from bridge.ops.outage import OutageLog
+from bridge.events import location_directory
+from bridge.outage import OutageLog
 from bridge.store.events_store import EventStore
-from bridge.upstream.backoff import Backoff
 from bridge.upstream.client import UpstreamClient
 
 
@@ -38,15 +39,9 @@ class WarmCandidate:
     reason: str  # active | new_events | gone_upstream
 
 
-def _directory(info: dict[str, object]) -> str | None:
-    loc = info.get("location")
-    d = loc.get("directory") if isinstance(loc, dict) else None
-    return d if isinstance(d, str) else None
-
-
 async def sessions_to_warm(client: UpstreamClient, store: EventStore, *, concurrency: int = 8) -> list[WarmCandidate]:
     """Raises UpstreamError when the session list itself cannot be read (the caller retries)."""
-    listed = {str(s["id"]): _directory(s) for s in await client.list_sessions()}
+    listed = {str(s["id"]): location_directory(s) for s in await client.list_sessions()}
     try:
         active = set(await client.active())
     except UpstreamError:

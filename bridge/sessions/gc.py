@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bridge.sessions.status import Status
+from bridge.sessions.status_machine import Status
 
 
 @dataclass(frozen=True)

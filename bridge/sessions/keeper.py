@@ -18,8 +18,8 @@ from typing import Protocol
 import structlog
 
 from bridge import metrics
-from bridge.ops.outage import OutageLog
-from bridge.sessions.registry import WarmSession
+from bridge.outage import OutageLog
+from bridge.sessions.session_run import WarmSession
 
 
 class Renewals(Protocol):

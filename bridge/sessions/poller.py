@@ -31,7 +31,7 @@ class ActivePoller:
         self._log = structlog.get_logger("bridge.supervisor")
 
     async def poll_once(self) -> None:
-        observed_at = self._clock()  # stamped when the request starts (bridge.sessions.status)
+        observed_at = self._clock()  # stamped when the request starts (bridge.sessions.status_machine)
         try:
             active = set(await self._client.active())
         except UpstreamError as e:

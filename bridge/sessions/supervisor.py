@@ -23,11 +23,12 @@ import structlog
 
 from bridge.config import Settings
 from bridge.events import Envelope
-from bridge.legacy_shapes import SessionStatus
-from bridge.ops.outage import OutageLog
+from bridge.events.legacy_shapes import SessionStatus
+from bridge.lease import HolderProbe
+from bridge.outage import OutageLog
+from bridge.perf.turnstile import Turnstile
 from bridge.sessions.activity import ActivityTracker
 from bridge.sessions.keeper import LeaseKeeper
-from bridge.sessions.lease import HolderProbe
 from bridge.sessions.parking import FailureStreak
 from bridge.sessions.poller import ActivePoller
 from bridge.sessions.registry import WarmRegistry
@@ -61,6 +62,7 @@ class FollowerSupervisor:
         pid_alive: Callable[[int], bool] = _pid_alive,
         hostname: str | None = None,
         failure_streak: Callable[[], FailureStreak] = FailureStreak,
+        turnstile: Turnstile | None = None,
     ) -> None:
         s = settings
         self.owner = owner
@@ -71,7 +73,7 @@ class FollowerSupervisor:
         holder_dead = HolderProbe(s.lease_pid_probe, host, pid_alive)
         self.activity = ActivityTracker(leases, owner, s.stall_timeout_s, clock=clock, upstream=s.upstream_name)
         self.registry = WarmRegistry(store, leases, client, self.activity, s, owner, holder_dead=holder_dead,
-                                     clock=clock, failure_streak=failure_streak)
+                                     clock=clock, failure_streak=failure_streak, turnstile=turnstile)
         # Heartbeats and sweeps fail together while the database is away: logged once, not every beat.
         self.database_outage = OutageLog(structlog.get_logger("bridge.supervisor").bind(
             upstream=s.upstream_name, owner=owner), "database", clock=clock)

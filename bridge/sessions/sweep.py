@@ -1,7 +1,7 @@
 """The sweep, every `sweep_interval_s`: adopt orphans, release idle sessions (docs/lifecycle.md).
 
 Adoption warms sessions held by incarnations whose lease expired or that are known dead, and free
-sessions last known running (bridge.sessions.lease.adoption_reason). Idle release stops our following of
+sessions last known running (bridge.lease.adoption_reason). Idle release stops our following of
 a warm session nothing needs (bridge.sessions.gc.release_reason): cursor and history stay, and the
 upstream session is never touched.
 """
@@ -15,11 +15,11 @@ from typing import Protocol
 import structlog
 
 from bridge import metrics
-from bridge.ops.outage import OutageLog
+from bridge.lease import adoption_reason
+from bridge.outage import OutageLog
 from bridge.sessions.gc import WarmFacts, release_reason
-from bridge.sessions.lease import adoption_reason
-from bridge.sessions.registry import WarmSession
-from bridge.sessions.status import Status
+from bridge.sessions.session_run import WarmSession
+from bridge.sessions.status_machine import Status
 from bridge.store.codecs import SessionRow
 
 

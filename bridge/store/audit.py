@@ -10,9 +10,9 @@ from sqlalchemy import BigInteger, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bridge.audit.chain import GENESIS, ChainRow
 from bridge.store import reads
 from bridge.store.codecs import audit_session, row_dict, session_row
+from bridge.store.hash_chain import GENESIS, ChainRow
 from bridge.store.pending import PendingStore
 from bridge.store.reads import SessionFilter, ToolCallFilter
 
@@ -22,7 +22,7 @@ from bridge.store.reads import SessionFilter, ToolCallFilter
 async def chain_new_events(conn: AsyncConnection, upstream: str, session_id: str, seqs: Sequence[int]) -> None:
     """Set `chain_hash` on the rows just inserted, in one statement (one round trip). write_batch holds
     the session row lock, so no other writer extends this session's chain concurrently. PostgreSQL
-    computes exactly `bridge.audit.chain.link` over the payload as stored (`payload::text`); the
+    computes exactly `bridge.store.hash_chain.link` over the payload as stored (`payload::text`); the
     verifier recomputes it in Python (tests/integration/test_audit_store.py checks they agree)."""
     if seqs:
         await conn.execute(_CHAIN_NEW_EVENTS, {"u": upstream, "s": session_id, "seqs": list(seqs),

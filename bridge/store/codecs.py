@@ -33,7 +33,7 @@ class SessionRow:
     lease_expires_at: datetime | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
-    # Computed by the query, not stored: the lease expired by the database clock (adoption, bridge.sessions.lease);
+    # Computed by the query, not stored: the lease expired by the database clock (adoption, bridge.lease);
     # events stored of the session (the audit API's session object).
     lease_expired: bool = False
     event_count: int | None = None

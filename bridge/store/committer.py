@@ -57,8 +57,6 @@ class GroupCommitter:
         self._busy: set[str] = set()  # sessions of the groups in flight
         self._in_flight = 0
         self._changed = asyncio.Condition()
-        self.groups = 0  # committed transactions (tests, bench)
-        self.writes = 0  # writes they held
 
     @property
     def queued(self) -> int:
@@ -140,8 +138,6 @@ class GroupCommitter:
             for sid in sessions:  # someone's batch was refused: find out whose, fail only that one
                 await self._resolve([p for p in group if p.write.session_id == sid])
             return
-        self.groups += 1
-        self.writes += len(group)
         metrics.GROUP_WRITES.observe(len(group))
         metrics.GROUP_SECONDS.observe(time.perf_counter() - t0)
         for p, r in zip(group, results, strict=True):

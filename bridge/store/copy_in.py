@@ -1,6 +1,6 @@
 """The write transaction's fast path (bridge.store.write, docs/mirror.md "Writing exactly once").
 
-- `chain_links`: every event's link of the hash chain (bridge.audit.chain), computed before the insert from
+- `chain_links`: every event's link of the hash chain (bridge.store.hash_chain), computed before the insert from
   its session's anchor — the stored row just below the batch — over the payload's PostgreSQL text form
   (bridge.store.jsonb_text); a session with a payload Python cannot print is left to PostgreSQL.
 - `copy_events`: the rows, links included, by COPY inside a savepoint; then PostgreSQL recomputes every
@@ -19,8 +19,8 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bridge import metrics
-from bridge.audit.chain import GENESIS, link
 from bridge.store.db import fetch_rows
+from bridge.store.hash_chain import GENESIS, link
 from bridge.store.rows import COLUMNS, PreparedEvent
 
 # The link each session's batch is chained to: the stored row just before the batch (NULL: genesis).

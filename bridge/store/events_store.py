@@ -1,6 +1,6 @@
 """The store of one upstream: batches (`write_batch`, through the group committer while `group_commit()`
 runs; the transaction itself is `bridge.store.write`), rejects, and its session rows: claim and release
-(`bridge.store.leases`), the deletion tombstone (`bridge.store.status`), the listings (`bridge.store.reads`),
+(`bridge.store.leases`), the deletion tombstone (`bridge.store.session_status`), the listings (`bridge.store.reads`),
 each row a `SessionRow` (`bridge.store.codecs`).
 
 Connection-level failures (PostgreSQL restarted, connection killed) propagate as
@@ -22,10 +22,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.errors import CursorBehind, LeaseLost
 from bridge.events import ChatEvent
 from bridge.log import get_logger
-from bridge.store import fanout as fanout_q
+from bridge.store import fanout_store as fanout_q
 from bridge.store import leases, reads
 from bridge.store import queries as q
-from bridge.store import status as st
+from bridge.store import session_status as st
 from bridge.store.codecs import SessionRow, opt_text, row_dict, session_row
 from bridge.store.committer import GroupCommitter
 from bridge.store.duplicates import REASON_CONFLICTING_DUPLICATE, REASON_LOSSY_PAYLOAD
@@ -96,7 +96,7 @@ class EventStore:
         holder_dead: Callable[[str], bool] = lambda _owner: False,
     ) -> tuple[int, int]:
         """Upsert the session row and take the lease if it is free, expired, ours, or its holder is known
-        dead (bridge.sessions.lease.decide_claim): lease_epoch += 1, lease_owner = owner, expiry = now +
+        dead (bridge.lease.decide_claim): lease_epoch += 1, lease_owner = owner, expiry = now +
         lease_ttl_s. Raises `LeaseHeld` otherwise. Returns (epoch, cursor_seq)."""
         async with self._engine.begin() as conn:
             taken = await leases.claim_in(conn, self._upstream, session_id, owner, directory, lease_ttl_s, holder_dead)
@@ -210,7 +210,7 @@ class EventStore:
 
     async def seed_rows(self, session_id: str, kinds: Sequence[str]) -> list[dict[str, Any]]:
         """`event_id, kind, part_id, message_id, assistant_message_id` of the session's rows of these kinds,
-        in seq order (a follower rebuilds its legacy turn state from them, bridge.legacy.SEED_KINDS)."""
+        in seq order (a follower rebuilds its legacy turn state from them, bridge.events.legacy.SEED_KINDS)."""
         async with self._engine.connect() as conn:
             result = await conn.execute(reads.select_seed_rows(self._upstream, session_id, kinds))
             return [row_dict(r) for r in result]

@@ -1,6 +1,6 @@
 """PostgreSQL's own text form of a `jsonb` value (`payload::text`), produced in Python (pure).
 
-The hash chain (bridge.audit.chain) links `payload::text`. Sending the payload already in that form lets
+The hash chain (bridge.store.hash_chain) links `payload::text`. Sending the payload already in that form lets
 the writer hash exactly the bytes PostgreSQL will print, before the INSERT, instead of asking PostgreSQL
 for them afterwards. jsonb prints objects with keys ordered shorter first, then by their UTF-8 bytes, one
 value per key (the last one), `", "` and `": "` as separators, strings escaped like Python's `json` with

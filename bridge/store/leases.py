@@ -1,5 +1,5 @@
 """SQL of the leases on `chat_sessions` (claim, renew, hand-off, release, orphan adoption) and of the
-incarnation heartbeats; `LeaseStore` executes them and the status statements (bridge.store.status).
+incarnation heartbeats; `LeaseStore` executes them and the status statements (bridge.store.session_status).
 
 All lease times use the database clock (`now()`), so replicas with skewed clocks still agree on expiry.
 """
@@ -15,10 +15,10 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.errors import LeaseHeld
-from bridge.sessions.lease import ClaimVerdict, LeaseView, decide_claim
-from bridge.store import status as st
+from bridge.lease import ClaimVerdict, LeaseView, decide_claim
+from bridge.store import session_status as st
 from bridge.store.codecs import SessionRow, row_dict, session_row
-from bridge.store.fanout import notify_status
+from bridge.store.fanout_store import notify_status
 from bridge.store.schema import bridge_incarnations, chat_sessions, session_key
 
 S = chat_sessions.c
@@ -106,7 +106,7 @@ def hand_off_leases(upstream: str, owner: str) -> Update:
 
 def select_adoption_candidates(upstream: str, me: str) -> Select[Any]:
     """Sessions held by another incarnation (with whether that lease expired, by the database clock) and
-    sessions last known running whose lease is free. The caller decides (bridge.sessions.lease)."""
+    sessions last known running whose lease is free. The caller decides (bridge.lease)."""
     expired = or_(S.lease_expires_at.is_(None), S.lease_expires_at <= func.now())
     # Our own expired leases count too: one whose follower is gone (a crash between claim and follow) is
     # warmed again by the sweep; in a single-process deployment nobody else would adopt it. (A lease of a

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.frozen import build
+from bridge.perf.frozen import build
 from bridge.store.jsonb_text import jsonb_text
 
 REPLACEMENT = "\ufffd"
@@ -77,7 +77,7 @@ def storable_json_text(value: Any) -> StorableText:
         except ValueError:
             text = None
     if text is not None and (text.isascii() or not _SURROGATES.search(text)) and "\\u0000" not in text:
-        # StorableText(text, value, False, canonical), without its __init__ (bridge.frozen)
+        # StorableText(text, value, False, canonical), without its __init__ (bridge.perf.frozen)
         return build(StorableText, {"text": text, "value": value, "lossy": False, "canonical": canonical})
     cleaned, lossy = _clean(value)
     text = jsonb_text(cleaned)

@@ -1,7 +1,7 @@
 """The pending-requests table beyond permissions (docs/mirror.md, "Pending requests"): questions of the
 `question` tool (docs/upstream.md §18), who answered a request through the bridge, and the pending
 requests of every session for operators. The table is `chat_permission_requests` (its name predates
-questions); permission rows are written by bridge.store.fanout as before, with `kind = 'permission'`.
+questions); permission rows are written by bridge.store.fanout_store as before, with `kind = 'permission'`.
 
 Upstream keeps none of it in its sync log: this table is the only durable record of what was asked, what
 was answered, by whom and when.
@@ -60,7 +60,7 @@ class PendingStore:
 
     async def question(self, update: QuestionUpdate, at: datetime) -> None:
         """Record a question's new state; a second record of the same request keeps the first value of each
-        column (another process, a reconnect), as for permissions (bridge.store.fanout)."""
+        column (another process, a reconnect), as for permissions (bridge.store.fanout_store)."""
         row: dict[str, Any] = {"upstream": self.upstream, "request_id": update.request_id, "kind": "question",
                                "session_id": update.session_id, "runtime": update.runtime}
         if update.settled:

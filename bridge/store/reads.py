@@ -57,7 +57,7 @@ def select_stored_ids(upstream: str, session_id: str) -> Select[Any]:
 
 def select_seed_rows(upstream: str, session_id: str, kinds: Sequence[str]) -> Select[Any]:
     """The normalized columns of a session's rows of these kinds: what the legacy mapper's turn state is
-    rebuilt from when a follower starts (bridge.legacy.SEED_KINDS)."""
+    rebuilt from when a follower starts (bridge.events.legacy.SEED_KINDS)."""
     return (
         select(E.event_id, E.kind, E.part_id, E.message_id, E.assistant_message_id)
         .where(E.upstream == upstream, E.session_id == session_id, E.kind.in_(list(kinds)))

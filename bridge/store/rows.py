@@ -13,11 +13,9 @@ from operator import attrgetter
 from typing import Any
 
 from bridge.events import ChatEvent
-from bridge.frozen import build
+from bridge.events.fields import BIGINT_MAX, BIGINT_MIN
+from bridge.perf.frozen import build
 from bridge.store.payload import all_storable, exact_json_text, storable_json_text, storable_text
-
-BIGINT_MAX = 2**63 - 1
-BIGINT_MIN = -(2**63)
 
 _TEXT_FIELDS = (
     "message_id",
@@ -105,7 +103,7 @@ def prepare_event(upstream: str, session_id: str, event: ChatEvent, received_at:
     values = (session_id, seq, texts[0], texts[1], texts[2], version,
               None if timestamp_ms is None else _event_time(timestamp_ms), received_at, event.cost,
               *texts[3:], *bigints, lossy)
-    # PreparedEvent(event, seq, …), without its __init__ (bridge.frozen)
+    # PreparedEvent(event, seq, …), without its __init__ (bridge.perf.frozen)
     return build(PreparedEvent, {"event": event, "seq": seq, "event_id": str(texts[0]), "values": values,
                                  "lossy": lossy, "payload": payload.value, "payload_text": payload.text,
                                  "upstream": upstream, "canonical": payload.canonical})

@@ -104,7 +104,7 @@ chat_session_events = Table(
     Column("provider_id", Text, nullable=True),
     Column("payload", JSONB, nullable=False),
     Column("payload_lossy", Boolean, nullable=False, server_default=false()),
-    # Tamper evidence (docs/audit.md, bridge.audit.chain): link of the per-session hash chain, set in write_batch.
+    # Tamper evidence (docs/audit.md, bridge.store.hash_chain): link of the per-session hash chain, set in write_batch.
     Column("chain_hash", Text, nullable=True),
     PrimaryKeyConstraint("upstream", "session_id", "seq", name="pk_chat_session_events"),
     # The same event has the same id on every upstream stream (docs/upstream.md §2): a dedupe key.

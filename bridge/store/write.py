@@ -48,7 +48,7 @@ from bridge.store.duplicates import (
     classify_skipped,
     reject_rows,
 )
-from bridge.store.fanout import NOTIFY_CHANNEL, notice_payload
+from bridge.store.fanout_store import NOTIFY_CHANNEL, notice_payload
 from bridge.store.rows import COLUMNS, PreparedEvent
 
 # Called inside the transaction after the rows are inserted and before the cursor moves: a seam for fault
@@ -106,7 +106,7 @@ _NAMES = ", ".join(name for name, _ in _COLUMNS)
 _ARRAYS = ", ".join(f"${i + 2}::{sql_type}[]" for i, (_, sql_type) in enumerate(_COLUMNS))
 _CHAIN_PARAM = f"${len(_COLUMNS) + 2}"
 
-# The chain links come computed (bridge.audit.chain.link over PostgreSQL's text of the payload, which the
+# The chain links come computed (bridge.store.hash_chain.link over PostgreSQL's text of the payload, which the
 # payload text already is: bridge.store.jsonb_text); PostgreSQL confirms that text row by row and stores
 # no link where it differs (RETURNING says so; that session is then relinked by PostgreSQL itself). The
 # rows go in unnest order, so of two rows of one batch that clash, the first is the one inserted.

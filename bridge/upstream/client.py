@@ -1,10 +1,5 @@
-"""REST client for `opencode serve`: paths, auth, `{data: …}` unwrapping, typed errors, bounded bodies.
-
-Everything that speaks HTTP to the upstream goes through `UpstreamClient`; the bytes move through one
-`Transport` (`bridge.upstream.transport`), which tests replace with a `MockTransport`. Streams are opened
-with *no* total/read timeout: the durable stream sends no headers until it has an event and never sends
-keepalives (docs/upstream.md §3.3, §3.4). Dead peers are found by TCP keepalive (set on every socket) and
-by the followers' own watchdogs.
+"""REST client for `opencode serve`: the routes the bridge reads, on top of `UpstreamHttp`
+(bridge.upstream.http_base: paths, auth, `{data: …}` unwrapping, typed errors, bounded bodies).
 
 Every session id is checked against the upstream's id shape (`bridge.ids`) and every path segment is
 percent-encoded, so no id can point a request at another route. A JSON body is read up to
@@ -14,29 +9,19 @@ percent-encoded, so no id can point a request at another route. A JSON body is r
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import replace
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import quote, urlencode
 
-from bridge import __version__, metrics
-from bridge.errors import (
-    InvalidSessionId,
-    SessionNotFound,
-    UpstreamError,
-)
+from bridge import metrics
+from bridge.errors import SessionNotFound, UpstreamError
 from bridge.ids import valid_session_id
+from bridge.upstream.http_base import DEFAULT_MAX_BODY_BYTES, UpstreamHttp
 from bridge.upstream.responses import HistoryPage, ServerHealth, decode_json, error_body, error_for, read_bounded
-from bridge.upstream.transport import AiohttpTransport, Request, Transport
-from bridge.upstream.urls import split_credentials
+from bridge.upstream.transport import Request, Transport
 
-# A `/history` page is the fallback for frames over the SSE limit (16 MiB), so one page may hold a large
-# event; beyond this bound it is refused rather than held in memory.
-DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 # `/sync/history` cutoffs are validated like `after` (integer 0..2^53-1); the largest names an aggregate
 # whose events we do not want (docs/upstream.md §14).
 SYNC_CUTOFF_MAX = 2**53 - 1
@@ -50,7 +35,27 @@ HISTORY_PAGES_IN_FLIGHT = 32
 SYNC_LOGS_IN_FLIGHT = 8
 
 
-class UpstreamClient:
+class Slots:
+    """At most `n` requests of one kind at once; `waiting` counts those queued for a slot."""
+
+    def __init__(self, n: int) -> None:
+        self._semaphore = asyncio.Semaphore(n)
+        self.waiting = 0
+
+    @asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        self.waiting += 1
+        try:
+            await self._semaphore.acquire()
+        finally:
+            self.waiting -= 1
+        try:
+            yield
+        finally:
+            self._semaphore.release()
+
+
+class UpstreamClient(UpstreamHttp):
     def __init__(
         self,
         base_url: str,
@@ -64,82 +69,11 @@ class UpstreamClient:
         history_pages_in_flight: int = HISTORY_PAGES_IN_FLIGHT,
         sync_logs_in_flight: int = SYNC_LOGS_IN_FLIGHT,
     ) -> None:
-        # Credentials in the URL are taken out of it, so `base_url` is always safe to log.
-        url, url_user, url_password = split_credentials(base_url.rstrip("/"))
-        self.base_url = url
-        if not password and url_password:
-            username, password = url_user or username, url_password
-        self._headers = {"User-Agent": f"opencode-bridge/{__version__}"}
-        self.has_credentials = bool(password)
-        if password:
-            token = base64.b64encode(f"{username or 'opencode'}:{password}".encode()).decode("ascii")
-            self._headers["Authorization"] = f"Basic {token}"
-        self._connect_timeout_s = connect_timeout_s
-        self._request_timeout_s = request_timeout_s
-        self._max_body_bytes = max_body_bytes
-        self._given_transport = transport
-        self._transport: Transport | None = transport
+        super().__init__(base_url, username, password, connect_timeout_s, request_timeout_s,
+                         transport=transport, max_body_bytes=max_body_bytes)
         self._known_aggregates: set[str] = set()  # left out of sync-log answers (sync_history)
-        self._history_slots = asyncio.Semaphore(history_pages_in_flight)
-        self.history_waiting = 0  # `/history` requests waiting for a slot (tests)
-        self._sync_slots = asyncio.Semaphore(sync_logs_in_flight)
-        self.sync_waiting = 0  # sync-log reads waiting for a slot (tests)
-
-    def __repr__(self) -> str:
-        return f"UpstreamClient({self.base_url!r})"
-
-    async def __aenter__(self) -> UpstreamClient:
-        if self._transport is None:
-            self._transport = AiohttpTransport()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        if self._transport is not None:
-            await self._transport.aclose()
-            self._transport = self._given_transport
-
-    @property
-    def transport(self) -> Transport:
-        if self._transport is None:
-            raise RuntimeError("UpstreamClient used outside `async with`")
-        return self._transport
-
-    # -- requests -------------------------------------------------------------------------------------
-
-    @staticmethod
-    def session_path(session_id: str, *rest: str) -> str:
-        """`/api/session/{id}/…` with every segment percent-encoded; refuses an id of the wrong shape."""
-        if not valid_session_id(session_id):
-            raise InvalidSessionId(f"not a session id: {session_id[:80]!r}")
-        return "/".join(["/api/session", *(quote(s, safe="") for s in (session_id, *rest))])
-
-    def _request(self, method: str, path: str, params: Mapping[str, str] | None, *, stream: bool) -> Request:
-        url = self.base_url + path + (f"?{urlencode(params)}" if params else "")
-        headers = dict(self._headers)
-        if stream:
-            headers["Accept"] = "text/event-stream"
-        return Request(method, url, headers, None if stream else self._request_timeout_s, self._connect_timeout_s)
-
-    async def _call(self, method: str, path: str, params: Mapping[str, str] | None = None,
-                    ok: tuple[int, ...] = (200,)) -> Any:
-        what = f"{method} {path}"
-        async with self.transport.send(self._request(method, path, params, stream=False)) as resp:
-            if resp.status not in ok:
-                raise error_for(resp.status, await error_body(resp), what)
-            return decode_json(await read_bounded(resp, self._max_body_bytes, what))
-
-    async def _get_json(self, path: str, params: Mapping[str, str] | None = None) -> Any:
-        return await self._call("GET", path, params)
-
-    @staticmethod
-    def _unwrap(body: Any, path: str) -> Any:
-        # Most /api/* bodies are {"data": …}; a few are not (docs/upstream.md §6) — callers know which.
-        if not isinstance(body, dict) or "data" not in body:
-            raise UpstreamError(f"GET {path}: expected a {{data: …}} body")
-        return body["data"]
+        self.history_slots = Slots(history_pages_in_flight)
+        self.sync_slots = Slots(sync_logs_in_flight)
 
     # -- routes ---------------------------------------------------------------------------------------
 
@@ -227,15 +161,8 @@ class UpstreamClient:
 
     async def history(self, session_id: str, after: int, limit: int = 100) -> HistoryPage:
         path = self.session_path(session_id, "history")
-        self.history_waiting += 1
-        try:
-            await self._history_slots.acquire()
-        finally:
-            self.history_waiting -= 1
-        try:
+        async with self.history_slots.held():
             body = await self._get_json(path, {"after": str(after), "limit": str(limit)})
-        finally:
-            self._history_slots.release()
         data = self._unwrap(body, path)
         if not isinstance(data, list):
             raise UpstreamError(f"GET {path}: data is not a list")
@@ -243,18 +170,6 @@ class UpstreamClient:
         return HistoryPage(events=data, has_more=has_more)
 
     # -- streams --------------------------------------------------------------------------------------
-
-    @asynccontextmanager
-    async def open_stream(self, path: str, params: Mapping[str, str] | None = None) -> AsyncIterator[
-        AsyncIterator[bytes]
-    ]:
-        """GET an SSE endpoint (`path` already encoded) and yield its body, one chunk per read. Only the
-        connect phase has a timeout: the response headers may legitimately take forever on the durable
-        stream (docs/upstream.md §3.3)."""
-        async with self.transport.send(self._request("GET", path, params, stream=True)) as resp:
-            if resp.status != 200:
-                raise error_for(resp.status, await error_body(resp), f"GET {path}")
-            yield resp.body
 
     def open_session_events(self, session_id: str, after: int) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
         """The session's durable stream `GET /api/session/{id}/event?after=<after>`."""
@@ -283,18 +198,10 @@ class UpstreamClient:
         req = Request(req.method, req.url, {**req.headers, "Content-Type": "application/json",
                                             "Accept": "application/json"},
                       req.timeout_s, req.connect_timeout_s, body)
-        self.sync_waiting += 1
-        try:
-            await self._sync_slots.acquire()
-        finally:
-            self.sync_waiting -= 1
-        try:  # a slot is held while the log is read and decoded, nothing longer
-            async with self.transport.send(req) as resp:
-                if resp.status != 200:
-                    raise error_for(resp.status, await error_body(resp), what)
-                data = decode_json(await read_bounded(resp, self._max_body_bytes, what))
-        finally:
-            self._sync_slots.release()
+        async with self.sync_slots.held(), self.transport.send(req) as resp:  # held while read and decoded
+            if resp.status != 200:
+                raise error_for(resp.status, await error_body(resp), what)
+            data = decode_json(await read_bounded(resp, self._max_body_bytes, what))
         if not isinstance(data, list):
             raise UpstreamError(f"{what}: answer is not a JSON array")
         self.learn_aggregates(i.get("aggregate_id") for i in data if isinstance(i, dict))
@@ -312,21 +219,3 @@ class UpstreamClient:
         """`GET /global/event`: every directory, both runtimes, persisted events with their sync twins
         (docs/upstream.md §15)."""
         return self.open_stream("/global/event")
-
-    # -- commands (docs/commands.md) ------------------------------------------------------------------
-
-    async def send_json(self, method: str, path: str, body: Any = None, *, directory: str | None = None,
-                        ok: tuple[int, ...] = (200, 201, 204)) -> tuple[int, Any]:
-        """One command call: `path` already encoded, `body` sent as JSON, `directory` as the location
-        (`?location[directory]=`, docs/upstream.md §6: legacy and location-scoped routes need it). The
-        status and the decoded answer (None when empty)."""
-        request = self._request(method, path, {"location[directory]": directory} if directory else None,
-                                stream=False)
-        if body is not None:
-            request = replace(request, headers={**request.headers, "Content-Type": "application/json"},
-                              body=json.dumps(body).encode())
-        what = f"{method} {path}"
-        async with self.transport.send(request) as resp:
-            if resp.status not in ok:
-                raise error_for(resp.status, await error_body(resp), what)
-            return resp.status, decode_json(await read_bounded(resp, self._max_body_bytes, what))

@@ -5,17 +5,18 @@ Traps handled (docs/upstream.md):
 - §3.4 no keepalive, never ends → TCP keepalive on the socket; a *stall* watchdog restarts the stream
   when `/global/event` announced a v2 seq we have not received within `durable_stall_s`.
 - §3.1 seq gaps (legacy turns) → the durable stream is only the v2 subset of the session's sync log (§14):
-  a batch starting above cursor + 1 is repaired from the log first (`bridge.upstream.repair`, one cursor
+  a batch starting above cursor + 1 is repaired from the log first (`bridge.upstream.ingest`, one cursor
   for both sources, docs/mirror.md), and every (re)connect starts with a repair.
 - §3.2 `after` is exclusive → resume with `after=<stored cursor>`.
 - §7 upstream restart drops the connection mid-body → reconnect with capped backoff + jitter.
 - the database lost our newest commits (a failover to a lagging standby) → a write refused as
   `CursorBehind`, or the stored cursor checked after the database came back (`database_back`): rewind to
-  the stored cursor and repair from the sync log (docs/mirror.md rule 7, docs/scaling.md "Failover").
+  the stored cursor and repair from the sync log (bridge.upstream.ingest; docs/mirror.md rule 7,
+  docs/scaling.md "Failover").
 
-The follower never writes the cursor itself: `EventSink.write()` stores rows and cursor in one
-transaction (and raises `bridge.errors.LeaseLost` when the lease moved on), so the cursor never passes an
-unstored event.
+The follower owns the session's `SessionIngest` (cursor, lock, commit, reject, repair) and feeds it: the
+durable stream here, `/history` pages (`HistoryCatchUp`), the live twins and repair requests (`SyncRepair`).
+It never writes the cursor itself.
 
 `/history` is paged one page ahead of the writes (bridge.upstream.catchup). What retrying cannot fix
 stops the follower with `STUCK` instead of looping: a `/history` page over the client's body bound even
@@ -25,19 +26,15 @@ one event at a time, or pages whose every event is rejected `max_stuck_passes` t
 from __future__ import annotations
 
 import asyncio
-import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
-from bridge import metrics, turnstile
+from bridge import metrics
+from bridge.backoff import Backoff
 from bridge.errors import (
-    BadFrame,
-    CursorBehind,
-    FrameTooLarge,
     InvalidRequest,
     InvalidSessionId,
     LeaseLost,
@@ -45,14 +42,15 @@ from bridge.errors import (
     UpstreamError,
     UpstreamUnavailable,
 )
-from bridge.events import ChatEvent, Envelope, parse_frame
-from bridge.legacy import LegacyTurnState
-from bridge.upstream.backoff import Backoff
-from bridge.upstream.catchup import HistoryCatchUp, Rejected, check, parse_item
+from bridge.events import ChatEvent, Envelope
+from bridge.perf.turnstile import Turnstile
+from bridge.upstream.catchup import HistoryCatchUp
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.follower import EventSink, FollowerExit
+from bridge.upstream.ingest import SessionIngest
 from bridge.upstream.repair import SyncRepair
-from bridge.upstream.sse import SSEComment, SSEParser
+from bridge.upstream.sse import FrameTooLarge, SSEComment, SSEParser
+from bridge.upstream.stall import StallWatch
 
 
 class DurableFollower:
@@ -75,45 +73,40 @@ class DurableFollower:
         seed: Callable[[], Awaitable[Iterable[Mapping[str, Any]]]] | None = None,
         repair_debounce_s: float = 0.03,
         history_prefetch: bool = True,
+        turnstile: Turnstile | None = None,
         stored_cursor: Callable[[], Awaitable[int | None]] | None = None,
     ) -> None:
         self.session_id = session_id
-        self.cursor = cursor
         self._client = client
-        self._sink = sink
-        self._batch_max = batch_max_events
         self._backoff = (
             Backoff(reconnect_min_s, reconnect_max_s, rand) if rand else Backoff(reconnect_min_s, reconnect_max_s)
         )
-        self._stall_s = stall_s
         self._on_committed = on_committed
         self._max_stuck = max_stuck_passes
         self._stuck_passes = 0
         self._log = structlog.get_logger("bridge.durable").bind(upstream=upstream, session_id=session_id)
-        self._hint_seq = 0  # highest v2 seq announced by /global/event (its sync twins)
-        self._timeout: asyncio.Timeout | None = None
         self.connected = asyncio.Event()  # set while the stream is open with headers received
-        self.last_event_monotonic: float | None = None
-        # Every write goes through the repair part: one cursor for the durable stream, the sync log and
-        # the live twins (docs/mirror.md). `seed` gives the stored rows its legacy turn state starts from.
-        self._seed = seed
-        self._stored_cursor = stored_cursor
-        self.sync = SyncRepair(session_id, client, lambda: self.cursor, self._commit, self._reject, self._log,
-                               debounce_s=repair_debounce_s, retry_s=reconnect_max_s, reload=self._reload_cursor)
+        # Every write goes through the session's ingest: one cursor for the durable stream, the sync log
+        # and the live twins (docs/mirror.md). `seed` gives the stored rows its legacy turn state starts from.
+        self.ingest = SessionIngest(session_id, client, sink, cursor, self._log, batch_max_events=batch_max_events,
+                                    turnstile=turnstile or Turnstile(), on_batch=self._committed,
+                                    stored_cursor=stored_cursor, seed=seed)
+        self._stall = StallWatch(self.ingest, stall_s)
+        self.sync = SyncRepair(self.ingest, self._log, debounce_s=repair_debounce_s, retry_s=reconnect_max_s)
         # `/history` pages one ahead of the writes (`history_prefetch=False`: one at a time, for comparison).
-        self.history = HistoryCatchUp(
-            session_id, client, lambda: self.cursor, log=self._log, page_size=history_page,
-            prefetch=history_prefetch, parse=lambda item: parse_item(item, session_id, self.sync.map, self._log),
-            write=lambda evs, at: self.sync.write(evs, at, "history"), reject=self._reject_item)
+        self.history = HistoryCatchUp(self.ingest, client, self._log, page_size=history_page,
+                                      prefetch=history_prefetch)
         self._fatal: BaseException | None = None  # the inbox task's error, re-raised by the main loop
+
+    @property
+    def cursor(self) -> int:
+        """The highest seq such that every seq up to it is stored (the session's ingest owns it)."""
+        return self.ingest.cursor
 
     # -- hints from the live stream -------------------------------------------------------------
     def notify_seen(self, seq: int) -> None:
         """/global/event showed this v2 seq; if it does not arrive soon, the stream is stuck."""
-        if seq <= self._hint_seq:
-            return
-        self._hint_seq = seq
-        self._arm_stall_timer()
+        self._stall.seen(seq)
 
     def offer_twin(self, env: Envelope) -> None:
         """An exact sync twin of `/global/event` (a legacy event, docs/upstream.md §15): stored directly
@@ -132,29 +125,16 @@ class DurableFollower:
     def _inbox_done(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             self._fatal = task.exception()
-            t = self._timeout
-            if t is not None:  # end the stream now; the main loop raises the error
-                t.reschedule(asyncio.get_running_loop().time())
+            self._stall.end_now()  # end the stream now; the main loop raises the error
 
     def _raise_fatal(self) -> None:
         if self._fatal is not None:
             raise self._fatal
 
-    def _arm_stall_timer(self, progress: bool = False) -> None:
-        t = self._timeout
-        if t is None:
-            return
-        if self._hint_seq > self.cursor:
-            if t.when() is None or progress:
-                t.reschedule(asyncio.get_running_loop().time() + self._stall_s)
-        else:
-            t.reschedule(None)
-
     # -- main loop ------------------------------------------------------------------------------
     async def run(self) -> FollowerExit:
         self._log.info("follower_started", cursor_seq=self.cursor)
-        if self._seed is not None:
-            self.sync.state = LegacyTurnState.from_rows(await self._seed())
+        await self.ingest.seed_state()
         inbox = asyncio.create_task(self.sync.run(), name=f"sync-inbox:{self.session_id}")
         inbox.add_done_callback(self._inbox_done)
         try:
@@ -204,8 +184,8 @@ class DurableFollower:
             stuck = await self._catch_up()
             if stuck is not None:
                 return self._no_progress(stuck)
-            if await self._stream():
-                self._log.warning("durable_stream_stalled", cursor_seq=self.cursor, hint_seq=self._hint_seq)
+            if await self._stall.run(self._stream_inner):
+                self._log.warning("durable_stream_stalled", cursor_seq=self.cursor, hint_seq=self._stall.hint_seq)
                 return "stall"
             return "eof"
         except FrameTooLarge as e:
@@ -236,117 +216,33 @@ class DurableFollower:
         upstream says there is no more (it also detects a 404; over the body bound the sync log is not read
         and `/history` gives the v2 events, the rest becomes a recorded gap). Returns why the cursor
         cannot move, or None once caught up."""
-        async with self.sync.lock:
-            await self.sync.repair_locked("catch_up")
+        async with self.ingest.lock:
+            await self.ingest.repair_locked("catch_up")
         stuck = await self.history.run()
         if stuck is None:
             self._stuck_passes = 0
         return stuck
-
-    async def _stream(self) -> bool:
-        """Read the durable stream until it ends; True if the stall timer ended it."""
-        try:
-            async with asyncio.timeout(None) as t:
-                self._timeout = t
-                self._arm_stall_timer()
-                await self._stream_inner()
-        except TimeoutError:
-            # Only the stall timer can expire here: the stream itself has no timeout (§3.3/§3.4).
-            return True
-        finally:
-            self._timeout = None
-        return False
 
     async def _stream_inner(self) -> None:
         async with self._client.open_session_events(self.session_id, self.cursor) as body:
             self.connected.set()
             parser = SSEParser()
             async for chunk in body:
-                await turnstile.for_loop().enter()  # a burst of many sessions' reads: bounded per loop turn
+                await self.ingest.turnstile.enter()  # a burst of many sessions' reads: bounded per loop turn
                 received_at = datetime.now(UTC)
                 events: list[ChatEvent] = []
                 for item in parser.feed(chunk):
                     if isinstance(item, SSEComment):
                         continue
-                    ev = await self._accept_text(item.data, received_at)
+                    ev = await self.ingest.accept_frame(item.data, received_at)
                     if ev is not None:
                         events.append(ev)
-                await self.sync.write(events, received_at, "stream")
+                await self.ingest.write(events, received_at, "stream")
             parser.close()  # a frame cut by EOF is discarded: it is replayed after reconnect
 
-    # -- frames → events --------------------------------------------------------------------------
-    async def _accept_text(self, data: str, received_at: datetime) -> ChatEvent | None:
-        try:
-            env = parse_frame(data)
-        except BadFrame as e:
-            await self._reject(e.reason, data, received_at, None, str(e))
-            return None
-        r = check(self.sync.map(env), self.session_id, lambda: data, self._log)
-        if isinstance(r, Rejected):
-            await self._reject(r.reason, r.raw, received_at, r.seq, r.detail)
-            return None
-        return r
-
-    async def _reject_item(self, r: Rejected, received_at: datetime) -> None:
-        await self._reject(r.reason, r.raw, received_at, r.seq, r.detail)
-
-    async def _reject(self, reason: str, raw: str, received_at: datetime, seq: int | None, detail: str) -> None:
-        metrics.REJECTS.labels(reason=reason).inc()
-        self._log.error("frame_rejected", reason=reason, seq=seq, detail=detail[:300])
-        await self._sink.reject(reason, raw, received_at, seq)
-
-    # -- lost commits (failover) --------------------------------------------------------------------
-    async def _reload_cursor(self) -> None:
-        """The stored cursor, if below ours, becomes ours (the repair lock is held; the repair follows)."""
-        if self._stored_cursor is None:
-            return
-        stored = await self._stored_cursor()
-        if stored is None:
-            # The session's row itself was lost (claimed after the standby's last WAL): end this follower;
-            # its owner claims the session again (a transient failure) and catches up from the log.
-            metrics.CURSOR_REWINDS.labels(cause="reconnect").inc()
-            self._log.warning("session_row_lost", cursor_seq=self.cursor)
-            raise CursorBehind(self.session_id, self.cursor, -1)
-        if stored < self.cursor:
-            await self._rewind(stored, "reconnect")
-
-    async def _rewind(self, stored: int, cause: str) -> None:
-        """The database lost our commits after `stored`: continue from there, the legacy turn state
-        rebuilt from what is stored; the sync log gives the lost events again, same seqs and ids."""
-        metrics.CURSOR_REWINDS.labels(cause=cause).inc()
-        self._log.warning("cursor_behind_database", cursor_seq=self.cursor, stored_cursor=stored, cause=cause)
-        self.cursor = stored
-        if self._seed is not None:
-            self.sync.state = LegacyTurnState.from_rows(await self._seed())
-
-    async def _commit(self, events: list[ChatEvent], received_at: datetime, source: str) -> None:
-        """Store events in order (the caller holds the repair lock); batches of `batch_max_events`. A batch
-        the database refuses as behind (lost commits) rewinds the cursor and repairs from the sync log
-        first; what the log did not cover is then written."""
-        pending = events
-        while pending:
-            batch, pending = pending[: self._batch_max], pending[self._batch_max :]
-            t0 = time.perf_counter()
-            try:
-                self.cursor = await self._sink.write(batch, received_at)
-            except CursorBehind as e:
-                await self._rewind(e.stored, "write")
-                await self.sync.repair_locked("cursor_behind")
-                pending = [ev for ev in batch + pending if ev.seq is not None and ev.seq > self.cursor]
-                continue
-            metrics.COMMIT_SECONDS.observe(time.perf_counter() - t0)
-            metrics.BATCH_SIZE.observe(len(batch))
-            now_ms = time.time() * 1000
-            observe = metrics.UPSTREAM_TO_COMMIT.observe
-            for ev in batch:
-                if ev.timestamp_ms is not None:
-                    observe(max(0.0, (now_ms - ev.timestamp_ms) / 1000))
-            for kind, n in Counter(ev.kind for ev in batch).items():  # one labelled increment per kind
-                metrics.EVENTS_INGESTED.labels(kind=kind, source=source).inc(n)
-            self.last_event_monotonic = time.monotonic()
-            self._backoff.reset()
-            self._log.debug("batch_committed", events=len(batch), cursor_seq=self.cursor, source=source)
-            if self._on_committed is not None:
-                self._on_committed(batch)
-        if events:
-            self._arm_stall_timer(progress=True)
+    def _committed(self, batch: Sequence[ChatEvent]) -> None:
+        """After each stored batch: the upstream answers again, and the stall timer counts from now."""
+        self._backoff.reset()
+        if self._on_committed is not None:
+            self._on_committed(batch)
+        self._stall.arm(progress=True)

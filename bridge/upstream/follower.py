@@ -1,5 +1,5 @@
 """What a durable follower promises its owner: how it ends (`FollowerExit`) and what it writes through
-(`EventSink`, implemented on the store by bridge.sessions.sink.StoreSink). No I/O here."""
+(`EventSink`, implemented on the store by bridge.upstream.store_sink.StoreSink). No I/O here."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ event) arrived within `heartbeat_timeout_s`.
 
 Each frame becomes one `ChatEvent` for the handler, with the frame's directory (a v2 bus event's envelope
 `raw` is rewritten to the live shape `{id, type, data, location}` that the relay stores): a twin is normalized
-without state (the follower maps what it stores itself, bridge.legacy); a bus event of a session through a
+without state (the follower maps what it stores itself, bridge.events.legacy); a bus event of a session through a
 per-session `LegacyTurnState` of this reader, so a legacy `message.part.delta` of a part announced as text
 or reasoning is a `delta:text` / `delta:reasoning` like a v2 delta (docs/legacy.md).
 
@@ -27,15 +27,16 @@ from typing import Protocol
 import structlog
 
 from bridge import metrics
-from bridge.errors import BadFrame, FrameTooLarge, UpstreamError
+from bridge.backoff import Backoff
+from bridge.errors import BadFrame, UpstreamError
 from bridge.events import ChatEvent, Kind, normalize
+from bridge.events.legacy import normalize_legacy
+from bridge.events.legacy_state import LEGACY_TYPES, LegacyTurnState
+from bridge.events.syncframes import GlobalFrame, parse_global_frame
 from bridge.ids import valid_session_id
-from bridge.legacy import LEGACY_TYPES, LegacyTurnState, normalize_legacy
-from bridge.ops.outage import OutageLog
-from bridge.syncframes import GlobalFrame, parse_global_frame
-from bridge.upstream.backoff import Backoff
+from bridge.outage import OutageLog
 from bridge.upstream.client import UpstreamClient
-from bridge.upstream.sse import SSEComment, SSEEvent, SSEParser
+from bridge.upstream.sse import FrameTooLarge, SSEComment, SSEEvent, SSEParser
 
 # Sessions whose live legacy mapping state is kept (least recently used beyond this are forgotten: their
 # next delta before a part update maps to `legacy:part-delta`, which the relay passes on as well).

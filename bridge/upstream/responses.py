@@ -15,7 +15,7 @@ from bridge.errors import (
     UpstreamError,
     UpstreamUnavailable,
 )
-from bridge.jsonload import lenient_loads
+from bridge.perf.jsonload import lenient_loads
 from bridge.upstream.transport import Response
 
 ERROR_BODY_BYTES = 64 * 1024  # enough for any error envelope's message

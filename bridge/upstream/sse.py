@@ -17,7 +17,7 @@ from __future__ import annotations
 import codecs
 from dataclasses import dataclass
 
-from bridge.errors import FrameTooLarge
+from bridge.errors import BadFrame
 
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 
@@ -41,7 +41,19 @@ class SSEComment:
 SSEItem = SSEEvent | SSEComment
 
 
-# One pending frame outgrew `max_frame_bytes` (see bridge.errors.FrameTooLarge).
+class FrameTooLarge(BadFrame):
+    """One pending SSE frame (or one unterminated line) outgrew `max_frame_bytes`.
+
+    The parser is unusable afterwards: the caller must drop the connection and reconnect (for the
+    durable stream with `after=<last stored seq>`, which loses nothing). `events` holds what was
+    completed earlier in the same `feed()` call, so the caller may still consume it.
+    """
+
+    def __init__(self, limit: int, pending: int, events: list[SSEItem]) -> None:
+        super().__init__("frame_too_large", f"pending SSE frame of {pending} chars exceeds the limit of {limit}")
+        self.limit = limit
+        self.pending = pending
+        self.events = events
 
 
 class SSEParser:

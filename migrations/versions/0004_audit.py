@@ -21,7 +21,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-# Frozen copies (a migration must not change when the code does): bridge.audit.chain.link and GENESIS,
+# Frozen copies (a migration must not change when the code does): bridge.store.hash_chain.link and GENESIS,
 # and the views as they were defined when this revision was written.
 GENESIS = "0" * 64
 

@@ -14,7 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
-from bridge.commands.service import EXIT_AFTER_UPSTREAM_ENV
+from bridge.command_service import EXIT_AFTER_UPSTREAM_ENV
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.fanout_client import WsClient
 from tests.support.mock_llm import HELLO_TEXT, MockLLM

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.commands.service import EXIT_AFTER_UPSTREAM_ENV
+from bridge.command_service import EXIT_AFTER_UPSTREAM_ENV
 from tests.e2e.test_commands import Bridge, bridge_factory, token  # noqa: F401 - the fixture is used
 from tests.support.fanout_client import WsClient
 from tests.support.mock_llm import MockLLM, RecordedRequest

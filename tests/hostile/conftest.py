@@ -12,14 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.auth import mint_token
 from bridge.http.audit import AuditContext, add_audit_routes
 from bridge.store.audit import AuditReader
-from bridge.store.events_store import EventStore
 from tests.integration.fanout_node import SECRET, UPSTREAM, Node
 from tests.support.fanout_client import WsClient
-
-
-@pytest.fixture
-def store(engine: AsyncEngine) -> EventStore:
-    return EventStore(engine, UPSTREAM)
 
 
 @pytest.fixture

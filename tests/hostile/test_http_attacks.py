@@ -13,8 +13,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bridge.config import Secret, Settings
 from bridge.fanout.service import Fanout
+from bridge.hosts import trusted_hosts
 from bridge.http.app import build_app
-from bridge.http.hosts import trusted_hosts
 from bridge.http.security import SECURITY_HEADERS, protect, token_holder
 from bridge.store.db import make_engine
 from bridge.store.events_store import EventStore

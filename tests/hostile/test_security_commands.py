@@ -19,8 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from structlog.testing import capture_logs
 
 from bridge.auth import mint_token
+from bridge.command_service import CommandService
 from bridge.commands.ratelimit import RateLimiter
-from bridge.commands.service import CommandService
 from bridge.errors import UpstreamError
 from bridge.http.app import build_app
 from bridge.http.commands import CommandsContext, add_command_routes

@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import MAX_TTL_S, mint_token, verify_token
-from bridge.commands.service import CommandService
+from bridge.command_service import CommandService
 from bridge.config import Settings
 from bridge.errors import AuthError
 from bridge.fanout import protocol as p

@@ -1,16 +1,8 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.store.events_store import EventStore
-
-UPSTREAM = "it-upstream"
-
-
-@pytest.fixture
-def store(engine: AsyncEngine) -> EventStore:
-    return EventStore(engine, UPSTREAM)
+UPSTREAM = "it-upstream"  # the shared `store` fixture (tests/conftest.py) follows a module's UPSTREAM
 
 
 @pytest.fixture(params=["insert", "copy"])

@@ -20,7 +20,7 @@ from bridge.fanout.hub import Hub
 from bridge.fanout.queue import QueueLimits
 from bridge.http.ws import add_websocket
 from bridge.store.events_store import EventStore
-from bridge.store.fanout import FanoutStore
+from bridge.store.fanout_store import FanoutStore
 from tests.integration.chat_events import chat_event
 from tests.support.waiting import wait_until
 

@@ -16,14 +16,14 @@ from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.audit import commands
-from bridge.audit.chain import verify_chain
+from bridge.audit import cli
 from bridge.audit.transcript import build_transcript
 from bridge.auth import mint_token
 from bridge.events import normalize, parse_frame
 from bridge.http.audit import AuditContext, add_audit_routes
 from bridge.store.audit import AuditReader
 from bridge.store.events_store import EventStore
+from bridge.store.hash_chain import verify_chain
 
 from .chat_events import RECEIVED_AT
 
@@ -58,7 +58,7 @@ async def run_cli(reader: AuditReader, engine_url: str | None, *argv: str) -> tu
     from bridge.store.db import make_engine
 
     parser = argparse.ArgumentParser()
-    commands.add_parsers(parser.add_subparsers(dest="command"))
+    cli.add_parsers(parser.add_subparsers(dest="command"))
     args = parser.parse_args(list(argv))
     out, err = io.StringIO(), io.StringIO()
 
@@ -67,7 +67,7 @@ async def run_cli(reader: AuditReader, engine_url: str | None, *argv: str) -> tu
         engine = make_engine(engine_url, pool_size=1)
         return AuditReader(engine, reader.upstream), engine.dispose
 
-    rc = await asyncio.to_thread(commands.run, args, factory, out, err)
+    rc = await asyncio.to_thread(cli.run, args, factory, out, err)
     return rc, out.getvalue(), err.getvalue()
 
 

@@ -13,9 +13,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
+from bridge.command_service import CommandService
 from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, MAX_TEXT_CHARS
 from bridge.commands.ratelimit import RateLimiter
-from bridge.commands.service import CommandService
 from bridge.errors import SessionNotFound, UpstreamUnavailable
 from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.store.commands import CommandStore

@@ -15,8 +15,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bridge.command_service import CommandService
 from bridge.commands.ratelimit import RateLimiter
-from bridge.commands.service import CommandService
 from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.store.commands import CommandStore
 from bridge.store.events_store import EventStore

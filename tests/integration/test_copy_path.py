@@ -13,10 +13,10 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
-from bridge.audit.chain import verify_chain
 from bridge.store import write
 from bridge.store.audit import AuditReader
 from bridge.store.events_store import BatchResult, EventStore
+from bridge.store.hash_chain import verify_chain
 from tests.support.waiting import wait_until
 
 from .chat_events import RECEIVED_AT, batch, chat_event, event_id

@@ -13,13 +13,14 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bridge.audit.chain import verify_chain
 from bridge.errors import LeaseLost
-from bridge.sessions.sink import StoreSink
 from bridge.store.audit import AuditReader
 from bridge.store.committer import GroupCommitter
 from bridge.store.events_store import BatchResult, EventStore
+from bridge.store.hash_chain import verify_chain
 from bridge.store.write import Fenced, SessionWrite
+from bridge.upstream.store_sink import StoreSink
+from tests.support.group_commits import Groups
 from tests.support.waiting import wait_until
 
 from .chat_events import RECEIVED_AT, batch, chat_event
@@ -61,11 +62,12 @@ async def test_the_batches_of_many_sessions_commit_in_one_transaction(store: Eve
     epochs = {sid: (await store.claim(sid, "owner-1"))[0] for sid in SESSIONS}
     committer = GroupCommitter(store.commit, groups_in_flight=1)
     writes = [store.prepare(sid, epochs[sid], batch(1, 2, 3, session_id=sid), RECEIVED_AT) for sid in SESSIONS]
+    groups = Groups()
 
     results = await submit_together(committer, writes)
 
     assert results == [BatchResult(inserted=3, duplicates=0, rejected=0, cursor_seq=3)] * len(SESSIONS)
-    assert committer.groups == 1
+    assert groups.committed == 1
     assert len(await xmins(engine, store.upstream)) == 1  # every row written by the same transaction
     reader = AuditReader(engine, store.upstream)
     for sid in SESSIONS:
@@ -81,12 +83,13 @@ async def test_a_fenced_off_session_is_refused_while_the_others_commit(store: Ev
     await store.claim(b, "owner-2", holder_dead=lambda _owner: True)  # b's lease moved on: owner-1's epoch is stale
     committer = GroupCommitter(store.commit, groups_in_flight=1)
     writes = [store.prepare(sid, epochs[sid], batch(1, 2, session_id=sid), RECEIVED_AT) for sid in (a, b, c)]
+    groups = Groups()
 
     results = await submit_together(committer, writes)
 
     assert results[0] == results[2] == BatchResult(inserted=2, duplicates=0, rejected=0, cursor_seq=2)
     assert isinstance(results[1], Fenced) and results[1].presented == epochs[b]
-    assert committer.groups == 1
+    assert groups.committed == 1
     assert await store.stored_ids(b) == []
     session_b = await store.get_session(b)
     assert session_b is not None and session_b.cursor_seq == 0
@@ -179,14 +182,15 @@ async def test_a_batch_postgresql_refuses_fails_only_its_own_session(store: Even
 async def test_a_quiet_session_is_committed_without_waiting_for_company(store: EventStore) -> None:
     sid = SESSIONS[0]
     epoch, _ = await store.claim(sid, "owner-1")
-    async with store.group_commit() as committer:
+    groups = Groups()
+    async with store.group_commit():
         sink = StoreSink(store, sid, epoch)
         # Alone in the queue, its write must start a group at once: no timer, no minimum size.
         async with asyncio.timeout(10):
             assert await sink.write(batch(1, session_id=sid), RECEIVED_AT) == 1
         async with asyncio.timeout(10):
             assert await sink.write(batch(2, session_id=sid), RECEIVED_AT) == 2
-        assert committer.groups == 2
+        assert groups.committed == 2
     assert [s for s, _ in await store.stored_ids(sid)] == [1, 2]
 
 
@@ -206,6 +210,7 @@ async def test_a_write_whose_follower_stopped_before_its_group_is_not_written(st
     a, b = SESSIONS[:2]
     epochs = {sid: (await store.claim(sid, "owner-1"))[0] for sid in (a, b)}
     committer = GroupCommitter(store.commit, groups_in_flight=1)
+    groups = Groups()
     stopped = asyncio.create_task(committer.submit(store.prepare(a, epochs[a], batch(1, session_id=a), RECEIVED_AT)))
     kept = asyncio.create_task(committer.submit(store.prepare(b, epochs[b], batch(1, session_id=b), RECEIVED_AT)))
     await wait_until(lambda: committer.queued == 2, timeout=5, message="writes not queued")
@@ -215,4 +220,4 @@ async def test_a_write_whose_follower_stopped_before_its_group_is_not_written(st
         await committer.drain()
     assert stopped.cancelled()
     assert await store.stored_ids(a) == []
-    assert committer.writes == 1
+    assert groups.writes == 1

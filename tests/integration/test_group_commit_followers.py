@@ -9,14 +9,15 @@ import contextlib
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.audit.chain import verify_chain
-from bridge.sessions.sink import StoreSink
 from bridge.store.audit import AuditReader
 from bridge.store.events_store import EventStore
+from bridge.store.hash_chain import verify_chain
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.group_commits import Groups
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:group"
@@ -59,7 +60,8 @@ async def test_many_followers_mirror_exactly_through_one_committer(
     for sid in sids:
         fake.add_session(sid)
         await turn(fake, sid, 3)  # history before the followers start: catch-up
-    async with store.group_commit() as committer:
+    groups = Groups()
+    async with store.group_commit():
         tasks = [await follow(store, fake_client, sid) for sid in sids]
         await wait_until(lambda: mirrored(store, fake, sids), 30, 0.05, message="history mirrored")
         for sid in sids:
@@ -69,7 +71,7 @@ async def test_many_followers_mirror_exactly_through_one_committer(
             await turn(fake, sid, 2)
         await wait_until(lambda: mirrored(store, fake, sids), 30, 0.05, message="stream mirrored")
         await stop(tasks)
-        assert committer.groups < committer.writes  # batches of different sessions shared transactions
+        assert groups.committed < groups.writes  # batches of different sessions shared transactions
     reader = AuditReader(engine, UPSTREAM)
     for sid in sids:
         session = await store.get_session(sid)

@@ -21,11 +21,11 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.events import ChatEvent
-from bridge.sessions.sink import StoreSink
 from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.waiting import wait_until
 
@@ -40,11 +40,6 @@ BODY_BOUND = 200_000  # a page of 100 (~45 KB) fits, the session's whole sync lo
 async def client(fake: FakeUpstream) -> AsyncIterator[UpstreamClient]:
     async with UpstreamClient(fake.url, max_body_bytes=BODY_BOUND) as c:
         yield c
-
-
-@pytest.fixture
-def store(engine: AsyncEngine) -> EventStore:
-    return EventStore(engine, UPSTREAM)
 
 
 async def long_session(fake: FakeUpstream, sid: str = SID, n: int = EVENTS) -> None:
@@ -251,7 +246,7 @@ async def test_history_pages_in_flight_are_bounded_across_followers(fake: FakeUp
     fake.on_history = held
     async with UpstreamClient(fake.url, history_pages_in_flight=4) as client:
         await warm_up_through_a_bound(fake, store, client, sids, gate,
-                                      lambda: fake.history_in_flight == 4 and client.history_waiting == 6,
+                                      lambda: fake.history_in_flight == 4 and client.history_slots.waiting == 6,
                                       "4 pages in flight, 6 waiting for a slot")
     assert fake.history_max_in_flight == 4
     for sid in sids:
@@ -275,7 +270,7 @@ async def test_sync_logs_in_flight_are_bounded_across_followers(fake: FakeUpstre
     fake.on_sync = held
     async with UpstreamClient(fake.url, sync_logs_in_flight=2) as client:
         await warm_up_through_a_bound(fake, store, client, sids, gate,
-                                      lambda: fake.sync_in_flight == 2 and client.sync_waiting == 4,
+                                      lambda: fake.sync_in_flight == 2 and client.sync_slots.waiting == 4,
                                       "2 sync logs in flight, 4 waiting for a slot")
     assert fake.sync_max_in_flight == 2
     for sid in sids:

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from sqlalchemy import pool, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from bridge.audit.chain import verify_chain
 from bridge.store import payload as payload_mod
 from bridge.store.audit import AuditReader
 from bridge.store.db import to_async_url
 from bridge.store.events_store import EventStore
+from bridge.store.hash_chain import verify_chain
 from bridge.store.jsonb_text import jsonb_text
 from tests.conftest import run_sync
 

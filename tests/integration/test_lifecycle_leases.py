@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.errors import LeaseHeld, LeaseLost
-from bridge.sessions.lease import ClaimVerdict
+from bridge.lease import ClaimVerdict
 from bridge.store.db import make_engine
 from bridge.store.events_store import EventStore
 from bridge.store.leases import LeaseStore

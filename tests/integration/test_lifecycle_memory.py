@@ -18,7 +18,7 @@ from pathlib import Path
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.config import Settings
-from bridge.runtime import tune_gc
+from bridge.perf.runtime import tune_gc
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
@@ -61,7 +61,7 @@ async def test_memory_per_warm_session_is_small(engine: AsyncEngine) -> None:
 
 
 async def _measure(engine: AsyncEngine) -> None:
-    tune_gc()  # the collector as the daemon tunes it, first thing (bridge.runtime)
+    tune_gc()  # the collector as the daemon tunes it, first thing (bridge.perf.runtime)
     serve = await asyncio.create_subprocess_exec(sys.executable, "-c", SERVE, cwd=REPO, stdout=subprocess.PIPE)
     try:
         assert serve.stdout is not None

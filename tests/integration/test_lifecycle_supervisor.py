@@ -21,13 +21,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.config import Settings
 from bridge.fanout.feed import CommitListener
-from bridge.sessions.sink import StoreSink
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.events_store import EventStore
 from bridge.store.leases import LeaseStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.waiting import wait_until
 
@@ -50,10 +50,6 @@ Statuses = list[tuple[str, str, str | None]]
 def taken_over(_owner: str) -> bool:
     """`holder_dead` of a peer that takes a lease away (as after a partition)."""
     return True
-
-@pytest.fixture
-def store(engine: AsyncEngine) -> EventStore:
-    return EventStore(engine, UPSTREAM)
 
 
 @pytest.fixture

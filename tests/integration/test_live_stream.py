@@ -4,7 +4,6 @@ survive bad frames and handler bugs."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
@@ -13,6 +12,7 @@ from bridge.events import ChatEvent
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.live import LiveStream
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.tasks import in_background
 from tests.support.waiting import wait_until
 
 
@@ -38,13 +38,8 @@ class Recorder:
 async def running(fake: FakeUpstream, rec: Recorder, **kw: float) -> AsyncIterator[LiveStream]:
     async with UpstreamClient(fake.url) as client:
         live = LiveStream(client, rec, reconnect_min_s=0.05, reconnect_max_s=0.2, **kw)
-        task = asyncio.create_task(live.run())
-        try:
+        async with in_background(live.run()):
             yield live
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
 
 def envelope(sid: str, type_: str, seq: int | None = None) -> dict[str, object]:

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.events import normalize, parse_frame
 from bridge.fanout import protocol as p
 from bridge.store.events_store import EventStore
-from bridge.store.fanout import FanoutStore
+from bridge.store.fanout_store import FanoutStore
 from tests.support.legacy_rows import STORES, legacy_session
 
 from .chat_events import RECEIVED_AT, chat_event

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
 import pytest_asyncio
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -133,11 +132,6 @@ async def mirrored(store: EventStore, fake: FakeUpstream, sid: str = SID) -> Non
 async def rejects(engine: AsyncEngine) -> int:
     async with engine.connect() as c:
         return int((await c.execute(text("select count(*) from chat_event_rejects"))).scalar_one())
-
-
-@pytest.fixture
-def store(engine: AsyncEngine) -> EventStore:
-    return EventStore(engine, UPSTREAM)
 
 
 async def test_a_durable_batch_above_the_cursor_is_repaired_from_the_sync_log(fake, store, start) -> None:

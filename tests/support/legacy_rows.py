@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from bridge.events import ChatEvent, Envelope
-from bridge.legacy import LegacyTurnState, normalize_legacy
-from bridge.syncframes import parse_legacy_frame, parse_sync_item, parse_sync_log
+from bridge.events.legacy import normalize_legacy
+from bridge.events.legacy_state import LegacyTurnState
+from bridge.events.syncframes import parse_legacy_frame, parse_sync_item, parse_sync_log
 from bridge.upstream.sse import SSEEvent, SSEParser
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode-1.18.33"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from typing import Any
 
@@ -14,6 +13,7 @@ from bridge.events import SEQ_MAX
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
 from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope, sse
+from tests.support.tasks import in_background
 from tests.support.waiting import wait_until
 
 SID = "ses_A"
@@ -36,17 +36,6 @@ async def run_until_exit(f: DurableFollower, timeout: float = 10) -> FollowerExi
         return await f.run()
 
 
-@contextlib.asynccontextmanager
-async def running(f: DurableFollower) -> Any:
-    task = asyncio.create_task(f.run())
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
 def counter(metric: Any, **labels: str) -> float:
     return float(metric.labels(**labels)._value.get())
 
@@ -55,7 +44,7 @@ async def test_catch_up_then_stream_stores_every_event_once_in_order() -> None:
     up = MemoryUpstream(history={SID: [envelope(SID, 1), envelope(SID, 3)]})
     sink = MemorySink()
     f = follower(up, sink)
-    async with running(f):
+    async with in_background(f.run()):
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
         up.push_durable(SID, sse(envelope(SID, 4), envelope(SID, 5)))
         await wait_until(lambda: sink.cursor == 5, 5, 0.001, message="streamed events stored")
@@ -69,7 +58,7 @@ async def test_a_frame_split_across_reads_is_stored_once_complete() -> None:
     sink = MemorySink()
     f = follower(up, sink)
     frame = sse(envelope(SID, 1))
-    async with running(f):
+    async with in_background(f.run()):
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
         up.push_durable(SID, frame[:10])
         up.push_durable(SID, frame[10:])
@@ -133,7 +122,7 @@ async def test_a_large_page_of_small_events_is_read_one_event_at_a_time() -> Non
     up = MemoryUpstream(history={SID: events})
     sink = MemorySink()
     f = DurableFollower(SID, up.client(max_body_bytes=5000), sink, 0)
-    async with running(f):
+    async with in_background(f.run()):
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="caught up, streaming")
     assert sorted(sink.events) == [1, 2, 3, 4, 5]
 
@@ -143,7 +132,7 @@ async def test_a_seq_beyond_bigint_is_rejected_and_the_follower_goes_on(seq: int
     up = MemoryUpstream(history={SID: []})
     sink = MemorySink()
     f = follower(up, sink)
-    async with running(f) as task:
+    async with in_background(f.run()) as task:
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
         up.push_durable(SID, sse(envelope(SID, seq)) + sse(envelope(SID, 2)))
         await wait_until(lambda: sink.cursor == 2, 5, 0.001, message="the next event stored")
@@ -155,7 +144,7 @@ async def test_a_nul_in_an_aggregate_id_is_rejected_not_raised() -> None:
     up = MemoryUpstream(history={SID: [envelope(SID, 1, aggregate="ses_A\x00"), envelope(SID, 2)]})
     sink = MemorySink()
     f = follower(up, sink)
-    async with running(f):
+    async with in_background(f.run()):
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="caught up")
     assert sorted(sink.events) == [2] and sink.rejects == [("wrong_session", 1)]
 
@@ -164,7 +153,7 @@ async def test_a_cut_stream_reconnects_after_the_stored_cursor() -> None:
     up = MemoryUpstream(history={SID: []})
     sink = MemorySink()
     f = follower(up, sink)
-    async with running(f):
+    async with in_background(f.run()):
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
         up.push_durable(SID, sse(envelope(SID, 1)) + b'data: {"id":"evt_cut"')  # cut mid-frame
         up.end_durable(SID)
@@ -177,7 +166,7 @@ async def test_a_bad_frame_on_the_stream_is_kept_as_a_reject() -> None:
     up = MemoryUpstream(history={SID: []})
     sink = MemorySink()
     f = follower(up, sink)
-    async with running(f):
+    async with in_background(f.run()):
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
         up.push_durable(SID, b"data: {not json\n\n" + sse(envelope(SID, 1)))
         await wait_until(lambda: sink.cursor == 1, 5, 0.001, message="good event stored")

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from bridge.http.hosts import origin_allowed
-from bridge.store.fanout import (
+from bridge.hosts import origin_allowed
+from bridge.store.fanout_store import (
     CommitNotice,
     StatusNotice,
     notice_payload,

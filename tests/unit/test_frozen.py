@@ -1,4 +1,4 @@
-"""bridge.frozen: hot-path instances built without `__init__` are the instances `__init__` would build."""
+"""bridge.perf.frozen: hot-path instances built without `__init__` are the instances `__init__` would build."""
 
 from __future__ import annotations
 

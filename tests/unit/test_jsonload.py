@@ -1,4 +1,4 @@
-"""bridge.jsonload: orjson where it agrees with the stdlib, the stdlib's own answer everywhere else."""
+"""bridge.perf.jsonload: orjson where it agrees with the stdlib, the stdlib's own answer everywhere else."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from bridge.errors import BadFrame
 from bridge.events import parse_frame
-from bridge.jsonload import (
+from bridge.events.syncframes import decode_json
+from bridge.perf.jsonload import (
     MAX_FAST_OPENINGS,
     STRICT_DECODER,
     _stdlib_strict,
@@ -20,7 +21,6 @@ from bridge.jsonload import (
     strict_decode,
     strict_loads,
 )
-from bridge.syncframes import decode_json
 
 
 def typed(value: Any) -> Any:

@@ -9,17 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.events import KINDS, NOISE, ChatEvent, Envelope, to_json
-from bridge.legacy import (
-    LEGACY_TYPES,
-    PART_UPDATED,
-    STEP_END,
-    TEXT_END,
-    TOOL_SUCCESS,
-    LegacyTurnState,
-    legacy_error,
-    normalize_legacy,
-)
-from bridge.legacy_shapes import session_status, session_title, tool_call
+from bridge.events.legacy import legacy_error, normalize_legacy
+from bridge.events.legacy_shapes import session_status, session_title, tool_call
+from bridge.events.legacy_state import LEGACY_TYPES, PART_UPDATED, STEP_END, TEXT_END, TOOL_SUCCESS, LegacyTurnState
 
 SES = "ses_A"
 _n = 0

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from bridge.events import ChatEvent, Envelope, normalize, parse_envelope
-from bridge.legacy import SEED_KINDS, LegacyTurnState, normalize_legacy
-from bridge.legacy_shapes import tool_call
-from bridge.syncframes import parse_global_frame, parse_legacy_frame, parse_sync_log
+from bridge.events.legacy import normalize_legacy
+from bridge.events.legacy_shapes import tool_call
+from bridge.events.legacy_state import SEED_KINDS, LegacyTurnState
+from bridge.events.syncframes import parse_global_frame, parse_legacy_frame, parse_sync_log
 from bridge.upstream.sse import SSEEvent, SSEParser
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode-1.18.33"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from bridge.sessions.gc import WarmFacts, release_reason
-from bridge.sessions.status import Status
+from bridge.sessions.status_machine import Status
 
 TTL = 600.0
 

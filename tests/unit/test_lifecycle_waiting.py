@@ -1,4 +1,4 @@
-"""The status `waiting` (bridge.sessions.status): a session whose agent waits for a person is neither
+"""The status `waiting` (bridge.sessions.status_machine): a session whose agent waits for a person is neither
 `stalled`, `interrupted` nor `idle`, whatever `/api/session/active` says (a legacy turn is never listed
 there, docs/upstream.md §18), and is `running` again once answered."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from bridge.events.pending import stored_waiting, waiting_detail, waiting_reason
-from bridge.sessions.status import Status, TurnTracker
+from bridge.sessions.status_machine import Status, TurnTracker
 
 SINCE = datetime(2026, 12, 1, 21, 10, 22, tzinfo=UTC)
 

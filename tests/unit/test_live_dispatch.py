@@ -6,7 +6,7 @@ from typing import Any
 
 from bridge.dispatch import LiveDispatch
 from bridge.events import ChatEvent, normalize
-from bridge.syncframes import parse_global_object
+from bridge.events.syncframes import parse_global_object
 from tests.support.fake_upstream import global_frames
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,6 +11,7 @@ from bridge.events import ChatEvent, Kind
 from bridge.upstream.live import LiveStream
 from tests.support.fake_upstream import global_frames
 from tests.support.memory_upstream import MemoryUpstream, sse
+from tests.support.tasks import in_background
 from tests.support.waiting import wait_until
 
 
@@ -42,13 +42,8 @@ def frames(*envs: dict[str, Any]) -> bytes:
 @contextlib.asynccontextmanager
 async def running(up: MemoryUpstream, rec: Recorder) -> AsyncIterator[LiveStream]:
     live = LiveStream(up.client(), rec, reconnect_min_s=0.001, reconnect_max_s=0.01)
-    task = asyncio.create_task(live.run())
-    try:
+    async with in_background(live.run()):
         yield live
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_events_reach_the_handler_with_their_kind_and_noise_does_not() -> None:

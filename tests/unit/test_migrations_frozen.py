@@ -8,7 +8,7 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-from bridge.audit.chain import GENESIS, link
+from bridge.store.hash_chain import GENESIS, link
 
 VERSIONS = Path(__file__).resolve().parents[2] / "migrations" / "versions"
 

@@ -103,7 +103,7 @@ async def test_watchdog_is_withheld_when_the_database_does_not_answer_or_the_sup
 def test_status_summary_names_sessions_clients_and_the_recent_commit_lag() -> None:
     from prometheus_client import CollectorRegistry, Gauge, Histogram
 
-    from bridge.ops.status import StatusSummary
+    from bridge.ops.status_summary import StatusSummary
 
     reg = CollectorRegistry()
     lag = Histogram("bridge_upstream_to_commit_seconds", "x", registry=reg)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bridge.events import ChatEvent, normalize, parse_frame
+from bridge.events.legacy import LEGACY_TYPES, LegacyTurnState, normalize_legacy
 from bridge.events.pending import (
     ANSWERED,
     PENDING,
@@ -34,10 +35,9 @@ from bridge.events.question import (
     settled_while_away,
     stored_question,
 )
+from bridge.events.syncframes import parse_global_frame, parse_legacy_frame
 from bridge.fanout.question_frames import live_question_message, stored_question_message
-from bridge.legacy import LEGACY_TYPES, LegacyTurnState, normalize_legacy
 from bridge.store.pending import StoredRequest
-from bridge.syncframes import parse_global_frame, parse_legacy_frame
 from bridge.upstream.sse import SSEEvent, SSEParser
 from tests.support.mock_llm import Directive, TextReply, ToolReply, plan_reply
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.command_service.attachment_files import resolve_paths, text_contents
 from bridge.commands.affinity import (
     BASIS_HISTORY,
     BASIS_MIXED,
@@ -17,7 +18,6 @@ from bridge.commands.affinity import (
     runtime_of_type,
     serve_major,
 )
-from bridge.commands.attachment_files import resolve_paths, text_contents
 from bridge.commands.attachments import (
     MAX_FILES,
     AttachmentError,

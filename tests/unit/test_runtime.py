@@ -1,4 +1,4 @@
-"""bridge.runtime.tune_gc: what is alive when it runs is frozen, young collections are rarer."""
+"""bridge.perf.runtime.tune_gc: what is alive when it runs is frozen, young collections are rarer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bridge.runtime import GEN0_THRESHOLD, tune_gc
+from bridge.perf.runtime import GEN0_THRESHOLD, tune_gc
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from typing import Any
 import pytest_asyncio
 from structlog.testing import capture_logs
 
-from bridge.legacy_shapes import SessionStatus
+from bridge.events.legacy_shapes import SessionStatus
 from bridge.sessions.activity import TURN_SETTLE_S, ActivityTracker
-from bridge.sessions.status import Status
+from bridge.sessions.status_machine import Status
 from bridge.store.leases import TurnState
 from tests.support.waiting import wait_until
 

@@ -9,7 +9,7 @@ from typing import Any
 from structlog.testing import capture_logs
 
 from bridge.sessions.keeper import LeaseKeeper
-from bridge.sessions.status import Status
+from bridge.sessions.status_machine import Status
 from bridge.sessions.sweep import Sweep
 from bridge.store.codecs import SessionRow
 
@@ -96,7 +96,7 @@ async def test_a_failed_heartbeat_stops_nothing() -> None:
     leases.failing = True
     with capture_logs() as logs:
         await keeper(leases, registry).beat()
-    # Logged as the database lost (once, not per beat: bridge.ops.outage), with what failed.
+    # Logged as the database lost (once, not per beat: bridge.outage), with what failed.
     assert registry.calls == [] and [e["event"] for e in logs] == ["dependency_lost"]
     assert "lease_heartbeat_failed" in logs[0]["error"]
 

@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.errors import FrameTooLarge
-from bridge.upstream.sse import SSEComment, SSEEvent, SSEItem, SSEParser
+from bridge.upstream.sse import FrameTooLarge, SSEComment, SSEEvent, SSEItem, SSEParser
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode-1.18.33"
 CAPTURES = sorted(FIXTURES.glob("*/*.sse"))

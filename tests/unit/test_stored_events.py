@@ -1,4 +1,4 @@
-"""Stored rows of either runtime read back through one interface (`bridge.stored`, docs/legacy.md,
+"""Stored rows of either runtime read back through one interface (`bridge.events.stored`, docs/legacy.md,
 docs/websocket.md §2.3): a legacy row gets its stored kind and the milestone's fields, a re-send only its
 ids; legacy event frames carry the fields a v2 frame of the same kind carries."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from bridge.events import normalize, parse_frame
+from bridge.events.stored import is_legacy_payload, stored_event, stored_permission
 from bridge.fanout import protocol as p
-from bridge.stored import is_legacy_payload, stored_event, stored_permission
 from tests.support.legacy_rows import STORES, legacy_session, x9_sync_log
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode-1.18.33"

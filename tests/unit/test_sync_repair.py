@@ -4,8 +4,6 @@ what the durable stream skips; exact twins are stored directly; only a hole of t
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from typing import Any
 
@@ -13,9 +11,10 @@ import pytest
 
 from bridge import metrics
 from bridge.errors import BodyTooLarge, InvalidSessionId
-from bridge.syncframes import parse_sync_item
+from bridge.events.syncframes import parse_sync_item
 from bridge.upstream.durable import DurableFollower
 from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope, sse, sync_item
+from tests.support.tasks import in_background
 from tests.support.waiting import wait_until
 
 SID = "ses_A"
@@ -36,17 +35,6 @@ def follower(up: MemoryUpstream, sink: MemorySink, cursor: int = 0, **kw: Any) -
     return DurableFollower(SID, up.client(), sink, cursor, rand=lambda: 1.0, **kw)
 
 
-@contextlib.asynccontextmanager
-async def running(f: DurableFollower) -> Any:
-    task = asyncio.create_task(f.run())
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
 def sync_reads(up: MemoryUpstream) -> int:
     return sum(1 for p in up.paths if p == "/sync/history")
 
@@ -56,7 +44,7 @@ async def test_catch_up_reads_the_sync_log_and_stores_legacy_and_v2_events_in_on
     up = MemoryUpstream(history={SID: [v2(4), v2(5)]}, sync={SID: log})
     sink = MemorySink()
     f = follower(up, sink)
-    async with running(f):
+    async with in_background(f.run()):
         await wait_until(lambda: sink.cursor == 5, 5, 0.001, message="log stored")
     assert sorted(sink.events) == [1, 2, 3, 4, 5]
     assert [sink.events[s].envelope.id for s in (1, 4)] == ["evt_L0001", v2(4)["id"]]
@@ -69,7 +57,7 @@ async def test_a_durable_batch_above_cursor_plus_one_is_repaired_first_then_is_a
     up = MemoryUpstream(history={SID: []}, sync={SID: []})
     sink = MemorySink()
     f = follower(up, sink)
-    async with running(f):
+    async with in_background(f.run()):
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
         reads = sync_reads(up)
         # A legacy turn took seqs 1-3 (never on the durable stream), then a v2 turn: 4 and 5.
@@ -88,7 +76,7 @@ async def test_exact_twins_next_in_line_are_stored_without_a_request() -> None:
     up = MemoryUpstream(history={SID: []}, sync={SID: []})
     sink = MemorySink()
     f = follower(up, sink)
-    async with running(f):
+    async with in_background(f.run()):
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
         before = len(up.paths)
         for seq in (1, 2, 3):
@@ -104,7 +92,7 @@ async def test_twins_above_a_hole_poke_one_coalesced_repair() -> None:
     up = MemoryUpstream(history={SID: []}, sync={SID: []})
     sink = MemorySink()
     f = follower(up, sink, repair_debounce_s=0.05)
-    async with running(f):
+    async with in_background(f.run()):
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
         reads = sync_reads(up)
         up.sync[SID] = [legacy(s) for s in range(1, 21)]
@@ -119,7 +107,7 @@ async def test_request_repair_after_a_live_reconnect_reads_what_was_missed() -> 
     up = MemoryUpstream(history={SID: []}, sync={SID: []})
     sink = MemorySink()
     f = follower(up, sink)
-    async with running(f):
+    async with in_background(f.run()):
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
         up.sync[SID] = [legacy(1), legacy(2)]
         f.request_repair("live_reconnect")
@@ -133,7 +121,7 @@ async def test_a_hole_the_sync_log_lacks_is_stored_around_and_counted() -> None:
     up = MemoryUpstream(history={SID: [v2(4)]}, sync={SID: [legacy(1), sync_item(v2(4))]})
     sink = MemorySink()
     f = follower(up, sink)
-    async with running(f):
+    async with in_background(f.run()):
         await wait_until(lambda: sink.cursor == 4, 5, 0.001, message="stored")
     assert sorted(sink.events) == [1, 4]  # 2 and 3 exist nowhere: the activity tracker records the gap
     assert metrics.SYNC_LOG_HOLES._value.get() > holes
@@ -145,7 +133,7 @@ async def test_a_broken_log_item_is_rejected_and_other_sessions_are_left_out() -
     up = MemoryUpstream(history={SID: []}, sync={SID: bad, "ses_B": other})
     sink = MemorySink()
     f = follower(up, sink)
-    async with running(f):
+    async with in_background(f.run()):
         await wait_until(lambda: sink.cursor == 3, 5, 0.001, message="stored")
         assert sorted(sink.events) == [1, 3]
         assert [r for r, _ in sink.rejects] == ["bad_shape"]  # ses_B's log is not ours, not a reject
@@ -161,7 +149,7 @@ async def test_a_sync_log_over_the_body_bound_falls_back_to_history_and_leaves_a
     up = MemoryUpstream(history={SID: [v2(3)]}, sync={SID: log})
     sink = MemorySink()
     f = DurableFollower(SID, up.client(max_body_bytes=4000), sink, 0, reconnect_min_s=0.001, reconnect_max_s=0.01)
-    async with running(f):
+    async with in_background(f.run()):
         await wait_until(lambda: sink.cursor == 3, 5, 0.001, message="v2 event from /history")
     assert sorted(sink.events) == [3]
 
@@ -186,7 +174,7 @@ async def test_twins_above_a_log_over_the_body_bound_are_stored_over_the_hole_on
     sink = MemorySink()
     f = DurableFollower(SID, up.client(max_body_bytes=4000), sink, 0, reconnect_min_s=0.001,
                         reconnect_max_s=0.01)
-    async with running(f):
+    async with in_background(f.run()):
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
         up.sync[SID] = log
         f.offer_twin(parse_sync_item(legacy(2)))  # 1 was lost and the log is too large to read

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.events import BadFrame, Envelope, parse_envelope, parse_frame
-from bridge.syncframes import (
+from bridge.events.syncframes import (
     ContiguousRun,
     GlobalFrame,
     contiguous_run,

@@ -1,4 +1,4 @@
-"""bridge.turnstile: within a slice every entry passes; after it the rest wait in order and are let through
+"""bridge.perf.turnstile: within a slice every entry passes; after it the rest wait in order and are let through
 a batch per turn of the loop, sized by the time batches really take; a cancelled waiter holds nobody up.
 The clock is injected: each entry "works" by moving it."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bridge.turnstile import Turnstile, for_loop
+from bridge.perf.turnstile import Turnstile
 
 
 class Clock:
@@ -114,13 +114,3 @@ async def test_once_nobody_waits_the_next_entry_opens_a_fresh_slice_and_passes_a
     clock.now += 1.0  # much later, a quiet session's read
     await ts.enter()
     assert ts.queued == 3
-
-
-async def test_one_turnstile_per_loop() -> None:
-    assert for_loop() is for_loop()
-    other = await asyncio.to_thread(lambda: asyncio.run(_loop_turnstile_id()))
-    assert other != id(for_loop())
-
-
-async def _loop_turnstile_id() -> int:
-    return id(for_loop())

@@ -9,7 +9,7 @@ import pytest
 from bridge.errors import BodyTooLarge, InvalidSessionId, SessionNotFound, Unauthorized, UpstreamUnavailable
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.transport import MockTransport, Request, Response, bytes_body
-from bridge.upstream.urls import redact_url
+from bridge.url_credentials import redact_url
 from tests.support.memory_upstream import MemoryUpstream, envelope, json_response
 
 HOSTILE_IDS = ["x/../ses_REAL", "ses_A/../../api/session/ses_B", "ses_A#frag", "ses_A?after=0", "..", "ses_A\x00",

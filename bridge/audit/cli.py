@@ -13,12 +13,12 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from bridge.audit.chain import GENESIS, verify_chain
 from bridge.audit.export import event_line, header, trailer, verify_export
 from bridge.audit.render import render_transcript
 from bridge.audit.transcript import build_transcript
 from bridge.errors import ExportError
 from bridge.store.audit import AuditReader
+from bridge.store.hash_chain import GENESIS, verify_chain
 from bridge.store.reads import SessionFilter
 
 COMMANDS = ("sessions", "events", "transcript", "export", "verify")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bridge.sessions.lease import (
+from bridge.lease import (
     ClaimVerdict,
     IncarnationId,
     LeaseView,

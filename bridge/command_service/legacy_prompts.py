@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from bridge.commands.attachment_files import resolve_paths
+from bridge.command_service.attachment_files import resolve_paths
 from bridge.commands.attachments import legacy_file_parts
 from bridge.commands.legacy_delivery import (
     CONFIRM_WAIT_S,

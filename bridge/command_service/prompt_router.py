@@ -1,7 +1,7 @@
 """A prompt's way upstream (docs/commands.md, "Runtime affinity"): the runtime that holds the session's
 conversation (bridge.commands.affinity, from the mirror's turns and the serve's version), the
 attachments checked on the disk, and on the legacy runtime either an immediate send or the bridge's own
-queue (bridge.commands.legacy_delivery, bridge.commands.legacy_queue)."""
+queue (bridge.commands.legacy_delivery, bridge.command_service.legacy_queue)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bridge import metrics
+from bridge.command_service.attachment_files import resolve_paths, text_contents
+from bridge.command_service.legacy_prompts import LegacyPrompts, legacy_body, prompt_result
 from bridge.commands.affinity import RuntimeChoice, choose_runtime
-from bridge.commands.attachment_files import resolve_paths, text_contents
 from bridge.commands.attachments import AttachmentError, v2_files, v2_text
 from bridge.commands.legacy_delivery import PENDING, QUEUED, NewestMessage, first_state, turn_ended
-from bridge.commands.legacy_prompts import LegacyPrompts, legacy_body, prompt_result
 from bridge.commands.model import Command, CommandError
 from bridge.errors import UpstreamError
 from bridge.store.commands import CommandKey
@@ -44,7 +44,8 @@ class PromptRouter:
         self.upstream = upstream
         self.setting = setting
         self.legacy_sender = LegacyPrompts(queue, upstream, exit_after=exit_after, clock=clock)
-        self.on_queued: Callable[[], None] | None = None  # wakes the queue's sender (bridge.commands.legacy_queue)
+        # wakes the queue's sender (bridge.command_service.legacy_queue)
+        self.on_queued: Callable[[], None] | None = None
         self._clock = clock
         self._now_ms = now_ms
         self._version: tuple[float, str | None] | None = None

@@ -17,6 +17,8 @@ import structlog
 
 from bridge import metrics
 from bridge.auth import Claims
+from bridge.command_service.prompt_router import PromptRouter
+from bridge.command_service.questions import QuestionCommands
 from bridge.commands.model import (
     Command,
     CommandError,
@@ -25,8 +27,6 @@ from bridge.commands.model import (
     upstream_message_id,
     upstream_session_id,
 )
-from bridge.commands.prompt_router import PromptRouter
-from bridge.commands.questions import QuestionCommands
 from bridge.commands.ratelimit import RateLimiter
 from bridge.directories import DirectoryRefused, check_directory
 from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
@@ -307,7 +307,7 @@ class CommandService:
             await self.questions.store.answered_by(request_id, subject)
 
     async def _question(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
-        """`question_reply` / `question_reject` (bridge.commands.questions)."""
+        """`question_reply` / `question_reject` (bridge.command_service.questions)."""
         if self.questions is None:
             raise CommandError("not_found", "questions are not answered here")
         done = await self.questions.run(cmd.name, cmd.command_id, t.sid, t.directory, dict(cmd.args), row.subject)

@@ -6,7 +6,7 @@ Every consumer of stored rows (the transcript, the WebSocket's replay and live f
 - a v2 payload (the durable envelope `{id, type, durable, data}`) is normalized as it was at write time;
 - a legacy payload (the sync-log item `{id, aggregate_id, seq, type: "<name>.<version>", data}`,
   docs/legacy.md "One event, one identity, one payload") gets the **stored** kind: whether an update was a
-  milestone or a re-send depended on what came before it (`bridge.legacy.LegacyTurnState`), which one row
+  milestone or a re-send depended on what came before it (`bridge.events.legacy.LegacyTurnState`), which one row
   does not show. The fields are those the milestone carries, read from the payload; a re-send
   (`legacy:message-updated`, `legacy:part-updated`) carries only its ids, so it never repeats a text,
   an output, an error or tokens.
@@ -30,9 +30,10 @@ from bridge.events import (
     permission_of,
 )
 from bridge.events import stored_permission as stored_v2_permission
-from bridge.legacy import LegacyTurnState, normalize_legacy
-from bridge.legacy_shapes import legacy_part
-from bridge.syncframes import parse_bus_event, parse_sync_item
+from bridge.events.legacy import normalize_legacy
+from bridge.events.legacy_shapes import legacy_part
+from bridge.events.legacy_state import LegacyTurnState
+from bridge.events.syncframes import parse_bus_event, parse_sync_item
 
 _RESENDS = frozenset({Kind.LEGACY_MESSAGE_UPDATED, Kind.LEGACY_PART_UPDATED})
 # A re-send keeps where it belongs (ids, tool name, agent, model), never what it says.

@@ -7,7 +7,7 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.audit.chain import GENESIS, ChainRow, extend_chain, link, verify_chain
+from bridge.store.hash_chain import GENESIS, ChainRow, extend_chain, link, verify_chain
 
 
 def chained(payloads: list[str]) -> list[ChainRow]:

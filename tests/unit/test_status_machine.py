@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.sessions.status import Status, Transition, TurnTracker
+from bridge.sessions.status_machine import Status, Transition, TurnTracker
 
 STALL = 30.0
 SETTLE = 2.0

@@ -5,7 +5,7 @@ prompt is queued, when a session of ours goes idle (`session.status` idle on `/g
 bridge.sessions.activity) and every POLL_S. The holder of the session's lease sends; a replica that sees
 a waiting prompt of a session nobody follows warms it (claims the lease) and sends on a later look. A
 `queued` row goes once the legacy turn has ended; a row left in `sending` (a sender died) is delivered at
-once, which first looks for its message upstream (bridge.commands.legacy_prompts). A prompt of a session
+once, which first looks for its message upstream (bridge.command_service.legacy_prompts). A prompt of a session
 deleted upstream is `dropped`, never sent.
 """
 
@@ -19,10 +19,10 @@ from typing import Protocol
 import structlog
 
 from bridge import metrics
+from bridge.command_service.legacy_prompts import legacy_body
+from bridge.command_service.prompt_router import PromptRouter
 from bridge.commands.attachments import AttachmentError
 from bridge.commands.legacy_delivery import FAILED, QUEUED, SENDING
-from bridge.commands.legacy_prompts import legacy_body
-from bridge.commands.prompt_router import PromptRouter
 from bridge.errors import SessionNotFound, UpstreamError
 from bridge.store.prompt_queue import PromptRow
 

@@ -11,14 +11,14 @@ differ in cost (an SSE chunk, a page of 100 events). The batch woken in a turn i
 Between those turns the loop reads the database's replies and starts the next group, so parsing and
 committing overlap.
 
-One turnstile per event loop (`for_loop()`); nothing here does I/O.
+One turnstile for all the followers of a process, made by its owner and passed in (bridge.daemon →
+FollowerSupervisor → WarmRegistry → every DurableFollower); nothing here does I/O.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable
 
@@ -86,15 +86,3 @@ class Turnstile:
             self._schedule()
         else:  # nobody waits any more: the next entry opens a fresh slice
             self._opened, self._passed = None, 0
-
-
-_BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Turnstile] = weakref.WeakKeyDictionary()
-
-
-def for_loop() -> Turnstile:
-    """The running loop's turnstile (one per loop: tests run many loops in one process)."""
-    loop = asyncio.get_running_loop()
-    turnstile = _BY_LOOP.get(loop)
-    if turnstile is None:
-        turnstile = _BY_LOOP[loop] = Turnstile()
-    return turnstile

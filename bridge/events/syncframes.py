@@ -34,10 +34,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any, TypeGuard
+from typing import Any
 
 from bridge.events import BadFrame, Envelope
-from bridge.jsonload import strict_loads
+from bridge.events.fields import is_int
+from bridge.perf.jsonload import strict_loads
 
 DURABLE_PREFIX = "session.next."  # the only persisted events that also reach the durable stream
 
@@ -58,11 +59,6 @@ def split_type(versioned: str) -> tuple[str, int | None]:
     return versioned, None
 
 
-def _is_int(value: object) -> TypeGuard[int]:
-    # bool is an int in Python; JSON true/false must never pass for a seq.
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _nonempty_str(obj: dict[str, Any], key: str, reason: str) -> str:
     value = obj.get(key)
     if not isinstance(value, str) or not value:
@@ -72,7 +68,7 @@ def _nonempty_str(obj: dict[str, Any], key: str, reason: str) -> str:
 
 def _persisted(event_id: str, versioned: str, seq: object, aggregate_id: object, data: object) -> Envelope:
     """The envelope of one persisted event, from the fields the sync item and the twin share."""
-    if not _is_int(seq) or seq < 0:
+    if not is_int(seq) or seq < 0:
         raise BadFrame("bad_sync", f"seq must be an integer >= 0, got {seq!r:.40}")
     if not isinstance(aggregate_id, str) or not aggregate_id:
         raise BadFrame("bad_sync", f"aggregate id must be a non-empty string, got {aggregate_id!r:.40}")

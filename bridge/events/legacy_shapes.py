@@ -1,6 +1,6 @@
 """Typed read-only views of legacy payloads (pure; docs/legacy.md, docs/upstream.md §15, §16).
 
-`bridge.legacy` decides kinds; these read what a consumer needs from the payload of one legacy event
+`bridge.events.legacy` decides kinds; these read what a consumer needs from the payload of one legacy event
 and that has no normalized column: a tool call's input/output/error (transcripts, the tool-call
 audit), a `session.status` (busy / idle / retry with attempt and next time, for a visible `retrying`
 status), a session title. Wrong-shaped fields yield None; nothing here raises on data.
@@ -16,18 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.events import ChatEvent, Envelope, Kind
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _obj(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+from bridge.events.fields import as_int as _int
+from bridge.events.fields import as_obj as _obj
+from bridge.events.fields import as_str as _str
 
 
 def legacy_part(env: Envelope) -> dict[str, Any]:

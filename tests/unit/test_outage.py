@@ -5,7 +5,7 @@ from __future__ import annotations
 import structlog
 from structlog.testing import capture_logs
 
-from bridge.ops.outage import OutageLog
+from bridge.outage import OutageLog
 
 
 class Clock:

@@ -1,0 +1,195 @@
+"""One warm session's task: claim the lease → resume its status machine → follow the durable stream → stop:
+give the lease back (release), keep it for a peer (hand-off, lease lost), record the deletion, or park the
+session. A crash restarts it after a backoff; one that keeps crashing parks the session
+(bridge.sessions.parking). `WarmRegistry` (bridge.sessions.registry) starts one per warm session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from structlog.typing import FilteringBoundLogger
+
+from bridge import metrics
+from bridge.backoff import Backoff
+from bridge.config import Settings
+from bridge.errors import LeaseHeld
+from bridge.events import ChatEvent
+from bridge.events.legacy_state import SEED_KINDS
+from bridge.perf.turnstile import Turnstile
+from bridge.sessions.activity import ActivityTracker
+from bridge.sessions.parking import FailureStreak, is_transient
+from bridge.store.events_store import EventStore
+from bridge.store.leases import LeaseStore
+from bridge.upstream.client import UpstreamClient
+from bridge.upstream.durable import DurableFollower
+from bridge.upstream.follower import FollowerExit
+from bridge.upstream.store_sink import StoreSink
+
+StopMode = Literal["release", "handoff", "lease_lost"]
+
+# Triggers that try a claim even when a peer refused it moments ago.
+INSISTENT = frozenset({"request", "subscriber", "orphan", "orphan_holder_dead", "last_running"})
+_CLAIM_LABELS = INSISTENT | {"active", "listed", "known", "new_events", "gone_upstream"}
+
+
+def _claim_label(reason: str) -> str:
+    return reason if reason in _CLAIM_LABELS else "live_event"  # bounded label values
+
+
+@dataclass
+class WarmSession:
+    task: asyncio.Task[None]
+    last_activity: float
+    reason: str  # what warmed it
+    failures: FailureStreak
+    follower: DurableFollower | None = None
+    epoch: int | None = None  # the lease epoch we hold, once claimed
+    claimed_at: float | None = None
+    stop_mode: StopMode = "release"
+
+
+@dataclass
+class Marks:
+    """What the registry knows of sessions that are not (or not only) warm."""
+
+    deleted: set[str] = field(default_factory=set)
+    parked: dict[str, str] = field(default_factory=dict)  # session -> reason
+    refused: dict[str, float] = field(default_factory=dict)  # session -> clock() until which a peer holds it
+    subscribers: dict[str, int] = field(default_factory=dict)
+
+
+class SessionRunner:
+    """Runs the task of each warm session; the sessions' marks are shared with the registry."""
+
+    def __init__(self, store: EventStore, leases: LeaseStore, client: UpstreamClient, activity: ActivityTracker,
+                 settings: Settings, owner: str, marks: Marks, log: FilteringBoundLogger, *,
+                 holder_dead: Callable[[str], bool], clock: Callable[[], float], turnstile: Turnstile) -> None:
+        self._store = store
+        self._leases = leases
+        self._client = client
+        self._activity = activity
+        self._settings = settings
+        self._owner = owner
+        self._marks = marks
+        self._log = log
+        self._holder_dead = holder_dead
+        self._clock = clock
+        self._turnstile = turnstile  # one for every follower of the process (bridge.perf.turnstile)
+
+    def cool_down(self, session_id: str) -> None:
+        """A peer writes the session now: leave it alone for one sweep interval."""
+        self._marks.refused[session_id] = self._clock() + self._settings.sweep_interval_s
+
+    async def release_lease(self, session_id: str, epoch: int) -> None:
+        try:
+            await self._store.release(session_id, epoch)
+        except Exception as e:  # the lease expires on its own; never mask the original exit
+            self._log.warning("lease_release_failed", session_id=session_id, error=str(e))
+
+    async def run(self, session_id: str, directory: str | None, w: WarmSession) -> None:
+        log = self._log.bind(session_id=session_id)
+        backoff = Backoff(self._settings.reconnect_min_s, self._settings.reconnect_max_s)
+        while True:
+            try:
+                outcome, cursor = await self._follow_once(session_id, directory, w)
+                await self._stopped(session_id, w, outcome, cursor)
+            except LeaseHeld as e:
+                self.cool_down(session_id)
+                log.debug("session_held_elsewhere", verdict=e.verdict.value, holder=e.holder)
+                if e.verdict.value == "deleted":
+                    self._marks.deleted.add(session_id)
+                return
+            except asyncio.CancelledError:
+                if w.epoch is not None and w.stop_mode == "release":
+                    await self.release_lease(session_id, w.epoch)
+                raise
+            except Exception as e:
+                if await self._crashed(session_id, w, e):
+                    return
+                await asyncio.sleep(backoff.next_delay())
+                continue
+            log.info("follower_stopped", outcome=outcome.value)
+            return
+
+    async def _follow_once(self, session_id: str, directory: str | None, w: WarmSession) -> tuple[FollowerExit, int]:
+        s = self._settings
+        w.epoch = None
+        epoch, cursor = await self._store.claim(session_id, self._owner, directory, lease_ttl_s=s.lease_ttl_s,
+                                                holder_dead=self._holder_dead)
+        self._marks.refused.pop(session_id, None)
+        w.epoch, w.claimed_at = epoch, self._clock()
+        await self._activity.resume(session_id, cursor)
+        self._log.info("lease_claimed", session_id=session_id, epoch=epoch, cursor_seq=cursor)
+        metrics.LEASE_CLAIMS.labels(reason=_claim_label(w.reason)).inc()
+        sink = StoreSink(self._store, session_id, epoch, cursor)
+        w.follower = DurableFollower(
+            session_id, self._client, sink, cursor, stored_cursor=sink.stored_cursor,
+            batch_max_events=s.batch_max_events, reconnect_min_s=s.reconnect_min_s,
+            reconnect_max_s=s.reconnect_max_s, stall_s=s.durable_stall_s, upstream=s.upstream_name,
+            on_committed=self._on_committed(session_id, w),
+            seed=lambda: self._store.seed_rows(session_id, sorted(SEED_KINDS)), turnstile=self._turnstile,
+        )
+        return await w.follower.run(), w.follower.cursor
+
+    def _on_committed(self, session_id: str, w: WarmSession) -> Callable[[Sequence[ChatEvent]], None]:
+        def committed(events: Sequence[ChatEvent]) -> None:
+            w.last_activity = self._clock()
+            w.failures.succeeded()
+            self._activity.committed(session_id, events)
+
+        return committed
+
+    async def _crashed(self, session_id: str, w: WarmSession, error: Exception) -> bool:
+        """A crash in one session never stops the others: True when it is parked now, else retry."""
+        metrics.FOLLOWER_CRASHES.inc()
+        self._log.error("follower_crashed", session_id=session_id, error=f"{type(error).__name__}: {error}",
+                        exc_info=True)
+        if is_transient(error) or not w.failures.failed(self._clock()):
+            return False
+        await self._park(session_id, w, w.failures.reason(error))
+        return True
+
+    async def _park(self, session_id: str, w: WarmSession, reason: str) -> None:
+        try:  # stored first (and a lease we still hold given back), then known here
+            await self._leases.park(session_id, self._owner, reason)
+        except Exception as e:  # e.g. an id the database cannot even hold: parked in memory only
+            self._log.warning("session_park_write_failed", session_id=session_id, error=f"{type(e).__name__}: {e}")
+        w.epoch = None
+        self._marks.parked[session_id] = reason
+        metrics.SESSIONS_PARKED.inc()
+        metrics.SESSION_STATUS.labels(status="parked").inc()
+        self._log.error("session_parked", session_id=session_id, reason=reason)
+
+    async def _stopped(self, session_id: str, w: WarmSession, outcome: FollowerExit, cursor: int) -> None:
+        if outcome is FollowerExit.GONE and cursor == 0:
+            # 404 and nothing stored: the upstream does not know this id *yet* (or never will: a typo). No
+            # tombstone, or a session created later under this id (POST /api/session accepts an id) would
+            # never be mirrored; its first live event warms it again.
+            metrics.SESSIONS_UNKNOWN.inc()
+            self._log.warning("session_unknown_upstream", session_id=session_id, reason=w.reason)
+            await self._release_if_claimed(session_id, w)
+        elif outcome is FollowerExit.GONE:
+            await self.tombstone(session_id)
+        elif outcome is FollowerExit.LEASE_LOST:
+            self.cool_down(session_id)  # fenced: a peer (or a newer follower of ours) writes now
+        elif outcome in (FollowerExit.STUCK, FollowerExit.BAD_CURSOR):
+            # Retrying cannot help (the upstream refuses our cursor, or no pass can move it): warming it
+            # again at its next live event would be a retry storm. Parked until an explicit warm.
+            await self._park(session_id, w, f"follower stopped: {outcome.value} at cursor {cursor}")
+        else:
+            await self._release_if_claimed(session_id, w)
+
+    async def _release_if_claimed(self, session_id: str, w: WarmSession) -> None:
+        if w.epoch is not None:
+            await self.release_lease(session_id, w.epoch)
+
+    async def tombstone(self, session_id: str) -> None:
+        """The one place a deletion is recorded, whoever noticed it (live event or a 404 on the stream)."""
+        self._marks.deleted.add(session_id)
+        await self._store.mark_deleted(session_id)
+        self._activity.deleted(session_id)
+        self._log.info("session_deleted", session_id=session_id)
