@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from bridge.events import ChatEvent, normalize, parse_frame
-from bridge.events.legacy import LEGACY_TYPES, LegacyTurnState, normalize_legacy
+from bridge.events.legacy import normalize_legacy
+from bridge.events.legacy_state import LEGACY_TYPES, LegacyTurnState
 from bridge.events.pending import (
     ANSWERED,
     PENDING,
