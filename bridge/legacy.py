@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.events import NOISE, UNKNOWN, ChatEvent, Envelope, Kind, error_fallback, kind_of, normalize
+from bridge.events.kinds import PART_KINDS
 from bridge.legacy_shapes import LegacyChatEvent
 
 # The kinds' type (the `Kind` enum compares equal to its strings).
@@ -51,6 +52,7 @@ PART_UPDATED = kind_of("message.part.updated")  # a re-send: nothing new reached
 PART_DELTA = kind_of("message.part.delta")  # a delta of a part whose type is not known
 SESSION_UPDATED = kind_of("session.updated")
 SESSION_ERROR = kind_of("session.error")
+PROMPT_SYNTHETIC = kind_of("session.next.synthetic")  # a synthetic text part of a user message (§20)
 
 # How far along its part (or, for steps, its assistant message) a milestone is. An update emits a
 # milestone only if it is further along than everything already emitted for that id: a tool seen first
@@ -60,6 +62,7 @@ _STAGE: dict[str, int] = {
     TOOL_INPUT_START: 1, TOOL_START: 2, TOOL_SUCCESS: 3, TOOL_FAIL: 3,
     STEP_END: 1,  # keyed by the step-finish part
     STEP_START: 1, STEP_FAIL: 2,  # keyed by the assistant message (one legacy assistant message = one step)
+    PROMPT_SYNTHETIC: 1, **dict.fromkeys(PART_KINDS.values(), 1),  # content parts: once each (§20, §22)
 }
 _MESSAGE_MILESTONES = frozenset({STEP_START, STEP_FAIL})
 # The stored rows `LegacyTurnState.seed` learns from; a follower may select only these.
@@ -71,7 +74,7 @@ LEGACY_TYPES = frozenset({"message.updated", "message.part.updated", "message.pa
 # Observed on /global/event, no session, never acted upon (docs/upstream.md §15).
 EXTRA_NOISE = frozenset({"project.updated"})
 # Part types seen in 1.18.33 that carry no milestone of their own; any other part type is `unknown`.
-PLAIN_PART_TYPES = frozenset({"step-start", "patch"})
+PLAIN_PART_TYPES = frozenset({"step-start", "snapshot", "agent"})
 
 
 @dataclass
@@ -267,12 +270,26 @@ def _part_updated(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fiel
     part_id, msg_id, part_type = _str(part.get("id")), _str(part.get("messageID")), _str(part.get("type"))
     values: Fields = {"part_id": part_id, "timestamp_ms": _int(env.data.get("time"))}
     values["message_id" if msg_id in state.user_messages else "assistant_message_id"] = msg_id
+    content_kind = _content_kind(part, part_type, values)
+    if content_kind is not None:  # a file, patch, synthetic text … part: its kind once, then re-sends
+        if part_id is not None and state.reach(part_id, content_kind, env.id):
+            return content_kind, values
+        return PART_UPDATED, values
     if part_type is None or (part_type not in _PART_MAPPERS and part_type not in PLAIN_PART_TYPES):
         return UNKNOWN, values  # kept and counted like any unknown type
     mapper = _PART_MAPPERS.get(part_type)
     if mapper is None or part_id is None:
         return PART_UPDATED, values
     return mapper(env, state, part, values), values
+
+
+def _content_kind(part: dict[str, Any], part_type: str | None, values: Fields) -> Kind | None:
+    """The kind of a content part (docs/upstream.md §20, §22); a synthetic text of a user message is part of
+    its prompt (`prompt:synthetic`), never a prompt of its own."""
+    if part_type == "text" and part.get("synthetic") is True and values.get("message_id") is not None:
+        values["text"] = _str(part.get("text"))
+        return PROMPT_SYNTHETIC
+    return PART_KINDS.get(part_type) if part_type is not None else None
 
 
 # --- live-only legacy events -------------------------------------------------------------------------

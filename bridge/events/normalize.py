@@ -130,7 +130,13 @@ def question_settled_fields(data: dict[str, Any]) -> Fields:
     return {"request_id": _str(data.get("requestID"))}
 
 
+def _part_removed(data: dict[str, Any]) -> Fields:
+    return {"part_id": _str(data.get("partID"))}
+
+
 _EXTRACTORS: dict[Kind, Callable[[dict[str, Any]], Fields]] = {
+    Kind.PART_REMOVED: _part_removed,
+    Kind.PROMPT_SYNTHETIC: _full_text,
     Kind.PROMPT_ADMITTED: _prompt,
     Kind.PROMPT_STARTED: _prompt,
     Kind.STEP_START: _step_start,

@@ -13,6 +13,7 @@ from typing import Any
 
 from bridge.errors import ProtocolError
 from bridge.events import ChatEvent, Kind, PermissionUpdate, to_json
+from bridge.events.content import content_fields
 from bridge.events.pending import waiting_detail
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.stored import stored_event
@@ -185,6 +186,7 @@ def event_message(session_id: str, seq: int, envelope: dict[str, Any], kind: str
     ev = stored_event(envelope, kind)  # stored rows are valid envelopes; an odd one maps to `unknown`
     fields = {k: v for k, v in to_json(ev).items() if k not in _NOT_FIELDS}
     fields.update(_tool_fields(ev))
+    fields.update(content_fields(ev))  # attachments, patches, undo, todos … (docs/websocket.md)
     return {"type": "event", "session": session_id, "seq": seq, "event_id": ev.event_id, "event_type": ev.type,
             "kind": ev.kind, "fields": fields, "data": ev.data_without_text(fields.get("text"))}
 
