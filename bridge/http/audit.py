@@ -241,7 +241,7 @@ async def get_session(request: web.Request, ctx: AuditContext, claims: Claims | 
 
 async def list_events(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
     sid = _session_id(request, claims)
-    after = _int(request, "after", 0, 0, MAX_SEQ)
+    after = _int(request, "after", -1, -1, MAX_SEQ)  # exclusive; -1 (default): from seq 0, `session.created`
     limit = _int(request, "limit", 100, 1, MAX_LIMIT)
     if await ctx.reader.session(sid) is None:
         return _error(404, "not_found", "no such session in the mirror")

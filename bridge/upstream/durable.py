@@ -45,7 +45,7 @@ from bridge.events import ChatEvent, Envelope, parse_frame
 from bridge.legacy import LegacyTurnState
 from bridge.upstream.backoff import Backoff
 from bridge.upstream.catchup import HistoryCatchUp, Rejected, check, parse_item
-from bridge.upstream.client import UpstreamClient
+from bridge.upstream.client import FROM_START, UpstreamClient
 from bridge.upstream.follower import EventSink, FollowerExit
 from bridge.upstream.repair import SyncRepair
 from bridge.upstream.sse import SSEComment, SSEParser
@@ -73,7 +73,9 @@ class DurableFollower:
         history_prefetch: bool = True,
     ) -> None:
         self.session_id = session_id
-        self.cursor = cursor
+        # A stored cursor of 0 may mean "nothing stored": start before seq 0 so `session.created` (seq 0) is
+        # read too; if it was stored already, reading it again is a benign duplicate (docs/mirror.md).
+        self.cursor = cursor if cursor > 0 else FROM_START
         self._client = client
         self._sink = sink
         self._batch_max = batch_max_events

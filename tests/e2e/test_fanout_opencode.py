@@ -237,7 +237,7 @@ async def test_a_legacy_turn_reaches_the_client_whole_and_its_deltas_add_up_to_t
     state: dict[str, Any] = {}
 
     async def same_as_sync_log() -> bool:
-        want = sync_ids(await opencode.sync_history(sid))
+        want = sync_ids(await opencode.sync_log(sid))  # from seq 0: `session.created` is stored and sent too
         state.update(want=len(want), got=len(received(c, sid)))
         return bool(want) and received(c, sid) == want
 

@@ -225,6 +225,7 @@ function mergeWsSessions(list) {
     const row = state.sessions.get(s.session) || { session_id: s.session, fromWs: true };
     row.status = s.status || row.status;
     row.cursor_seq = s.head;
+    row.title = s.title || row.title;
     row.last_event_at = s.last_event_at || row.last_event_at;
     state.sessions.set(s.session, row);
   }
@@ -341,6 +342,7 @@ class SessionView {
     this.head = m.head;
     this.complete = m.complete;
     if (m.status) this.live = { status: m.status };
+    if (m.title) this.row().title = m.title;
     this.header();
   }
 
