@@ -80,8 +80,10 @@ class CommandService:
                  now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  clock: Callable[[], float] = time.monotonic, exit_after_upstream: str | None = None,
                  directories: tuple[str, ...] = (), resolve: Callable[[str], str] | None = None,
-                 questions: QuestionCommands | None = None) -> None:
+                 questions: QuestionCommands | None = None,
+                 widen: Callable[[Claims, str], Awaitable[Claims]] | None = None) -> None:
         self.store = store
+        self.widen = widen  # a parent's token also grants its subagents' sessions (bridge.store.tree)
         self.questions = questions
         # BRIDGE_ALLOWED_DIRECTORIES (empty: no session creation) and the symlink resolver (daemon: realpath)
         self.directories = directories
@@ -118,6 +120,8 @@ class CommandService:
         return dataclasses.replace(cmd, args={**cmd.args, "directory": real})
 
     async def execute(self, claims: Claims, cmd: Command) -> Outcome:
+        if self.widen is not None and cmd.session_id is not None and not claims.allows(cmd.session_id):
+            claims = await self.widen(claims, cmd.session_id)
         self.authorize(claims, cmd)
         cmd = self.placed(cmd)
         wait = self.limiter.take(rate_key(claims))

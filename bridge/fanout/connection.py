@@ -52,6 +52,8 @@ class FanoutService:
     # A new subscriber asks for a re-sync of the session's pending requests (bridge.fanout.resync): one
     # asked while the bridge was down is found then. None: no upstream (tests of the fan-out alone).
     resync_session: Callable[[str], None] | None = None
+    # A session-limited token also grants its sessions' subagents (bridge.store.tree.widen); None: as is.
+    widen: Callable[[Claims, str], Awaitable[Claims]] | None = None
 
     # Whether a token's `jti` was revoked (bridge.revocation): checked at connect and while the socket is open.
     revoked: Callable[[str], bool] = never_revoked
@@ -142,6 +144,8 @@ class Connection:
             self._send(p.error_message(p.ERR_TOKEN_EXPIRED, "token expired", op.ref, sid))
             return
         try:
+            if self._svc.widen is not None and not self.claims.allows(sid):
+                self.claims = await self._svc.widen(self.claims, sid)
             self.claims.require(sid)
         except AuthError as e:
             metrics.WS_REFUSED.labels(reason=e.code).inc()

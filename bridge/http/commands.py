@@ -30,6 +30,7 @@ from bridge.fanout.connection import FanoutService
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
+from bridge.store import tree
 from bridge.store.commands import CommandStore
 from bridge.store.pending import PendingStore
 from bridge.upstream.client import UpstreamClient
@@ -205,10 +206,15 @@ def mount_commands(app: web.Application, settings: Settings, engine: AsyncEngine
     """The command routes on `app` and, given the fan-out, the WebSocket `command` op (the daemon's wiring).
     `engine` is the writers' pool: a command writes its row before and after the upstream call."""
     questions = QuestionCommands(PendingStore(engine, settings.upstream_name), UpstreamRequests(client))
+    def widen(claims: Claims, session_id: str) -> Awaitable[Claims]:
+        return tree.widen(claims, engine, settings.upstream_name, session_id)
+
     service = CommandService(CommandStore(engine, settings.upstream_name), UpstreamCommands(client),
-                             directories=settings.directory_roots, resolve=realpath, questions=questions)
+                             directories=settings.directory_roots, resolve=realpath, questions=questions,
+                             widen=widen)
     ctx = CommandsContext(service, secret, revoked=revoked)
     add_command_routes(app, ctx)
     if fanout is not None:
         fanout.commands = ctx.run
+        fanout.widen = widen
     return ctx

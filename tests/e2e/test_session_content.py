@@ -122,6 +122,23 @@ async def test_task_todo_and_write_turns_show_the_child_the_plan_and_the_files(
     assert status == 200 and first["data"][0]["seq"] == 0 and first["data"][0]["kind"] == "session:created"
     assert first["data"][0]["payload"]["data"]["info"]["parentID"] == sid
 
+    # The child is readable with the parent's session-limited token, and listed under its parent.
+    status, child_session = await bridge.get(f"/v1/sessions/{child}", parent_token)
+    assert status == 200 and child_session["data"]["parent_id"] == sid
+    child_entries = await bridge.transcript(child, parent_token)
+    assert [e["text"] for e in child_entries if e["type"] == "user"] == ["MOCK:none"]
+    status, listed = await bridge.get(f"/v1/sessions?parent={sid}", parent_token)
+    assert status == 200 and [s["session_id"] for s in listed["data"]] == [child]
+    status, _ = await bridge.get(f"/v1/sessions/{sid}", token("read", [child]))
+    assert status == 403  # a child's token does not grant its parent
+    c = await WsClient.connect(bridge.proc.url, parent_token)
+    try:
+        await c.subscribe(child)
+        await c.wait_for("caught_up", session=child)
+        assert [m["kind"] for m in c.of("event", child)][0] == "session:created"
+    finally:
+        await c.close()
+
     status, todo = await bridge.get(f"/v1/sessions/{sid}/todo", parent_token)
     assert status == 200 and todo["data"] == [
         {"content": "Write tests", "status": "in_progress", "priority": "high"},
