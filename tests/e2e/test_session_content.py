@@ -135,7 +135,7 @@ async def test_task_todo_and_write_turns_show_the_child_the_plan_and_the_files(
     try:
         await c.subscribe(child)
         await c.wait_for("caught_up", session=child)
-        assert [m["kind"] for m in c.of("event", child)][0] == "session:created"
+        assert next(m["kind"] for m in c.of("event", child)) == "session:created"
     finally:
         await c.close()
 
