@@ -107,7 +107,15 @@ async def test_task_todo_and_write_turns_show_the_child_the_plan_and_the_files(
     # The model of the child saw the task's prompt only (docs/upstream.md §20).
     assert [r.user_text for r in mock_llm.requests_for("none")] == ["MOCK:none"]
 
-    await opencode.prompt_async(sid, "MOCK:todo plan")
+    live = await WsClient.connect(bridge.proc.url, token("read", [sid]))
+    try:
+        await live.subscribe(sid)
+        await live.wait_for("caught_up", session=sid)
+        await opencode.prompt_async(sid, "MOCK:todo plan")
+        todo_frame = await live.wait_for("todo", 30, session=sid)  # relayed live (not in the sync log)
+        assert [t["content"] for t in todo_frame["todos"]] == ["Write tests", "Ship it"]
+    finally:
+        await live.close()
     await opencode.wait_legacy_idle(sid, 2)
     await opencode.prompt_async(sid, "MOCK:write one")
     await opencode.wait_legacy_idle(sid, 3)

@@ -17,6 +17,7 @@ from bridge.audit.transcript import build_transcript
 from bridge.events import ChatEvent, Envelope, Kind
 from bridge.events.content import content_fields, diff_items, file_fields, todo_items
 from bridge.fanout.protocol import event_message
+from bridge.fanout.state_frames import live_state_message
 from bridge.legacy import LegacyTurnState, normalize_legacy
 from bridge.syncframes import parse_global_frame, parse_legacy_frame, parse_sync_log
 from bridge.upstream.sse import SSEEvent, SSEParser
@@ -145,3 +146,23 @@ def test_live_todo_and_diff_views() -> None:
     assert diff_items([{"file": "a", "before": "x", "after": "y", "additions": 1, "deletions": 0}]) == [
         {"file": "a", "additions": 1, "deletions": 0}]
     assert todo_items("nope") == [] and diff_items({"x": 1}) == []
+
+
+def test_live_state_frames_of_the_capture() -> None:
+    """`todo.updated` and `session.diff` of x14's /global/event become `todo` / `diff` state frames."""
+    frames = []
+    for data in _sse(FIXTURES / X14 / "global.sse"):
+        env = parse_global_frame(data).envelope
+        msg = live_state_message(normalize_legacy(env, LegacyTurnState()))
+        if msg is not None:
+            frames.append(msg)
+    todos = [f for f in frames if f["type"] == "todo"]
+    assert todos == [{"type": "todo", "session": X14_PARENT, "todos": [
+        {"content": "Write tests", "status": "in_progress", "priority": "high"},
+        {"content": "Ship it", "status": "pending", "priority": "low"}]}]
+    assert {f["type"] for f in frames} == {"todo", "diff"}
+    err = normalize_legacy(parse_legacy_frame(json.dumps({"id": "e", "type": "session.error", "properties": {
+        "sessionID": X15_SESSION, "error": {"name": "ProviderAuthError", "data": {"message": "no key"}}}})),
+        LegacyTurnState())
+    assert live_state_message(err) == {"type": "session_error", "session": X15_SESSION,
+                                       "error_type": "ProviderAuthError", "error_message": "no key"}
