@@ -108,9 +108,18 @@ class Connection:
             self._send(p.pong_message(op.ref))
         elif isinstance(op, p.ListSessions):
             try:
-                listed, nxt = await self._svc.store.session_list(op.limit, op.cursor, self.claims.sessions)
+                scope = self.claims.sessions
+                if op.parent is not None:  # the parent's subagents' sessions, granted with it
+                    if self._svc.widen is not None and not self.claims.allows(op.parent):
+                        self.claims = await self._svc.widen(self.claims, op.parent)
+                    self.claims.require(op.parent)
+                    scope = await self._svc.store.children(op.parent)
+                listed, nxt = await self._svc.store.session_list(op.limit, op.cursor, scope)
             except ValueError:
                 self._send(p.error_message(p.ERR_BAD_MESSAGE, "next is not a cursor of a sessions reply", op.ref))
+                return
+            except AuthError as e:
+                self._send(p.error_message(p.ERR_FORBIDDEN, str(e), op.ref, op.parent))
                 return
             except Exception as e:
                 ref = correlation_id()

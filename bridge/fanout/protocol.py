@@ -68,6 +68,7 @@ class ListSessions:
     ref: object = None
     limit: int = 100
     cursor: str | None = None  # the `next` of the previous page
+    parent: str | None = None  # only the subagents' sessions of this one (docs/websocket.md)
 
 
 @dataclass(frozen=True)
@@ -108,11 +109,11 @@ def _encodable(s: str) -> bool:
     return True
 
 
-def _session(obj: dict[str, Any], ref: object) -> str:
+def _session(obj: dict[str, Any], ref: object, key: str = "session") -> str:
     # Checked before anything else touches the id (hub, database, upstream URL): bridge.ids.
-    sid = obj.get("session")
+    sid = obj.get(key)
     if not valid_session_id(sid):
-        raise ProtocolError(ERR_BAD_MESSAGE, f"session: {SESSION_ID_RULE}", ref, reason="bad_session_id")
+        raise ProtocolError(ERR_BAD_MESSAGE, f"{key}: {SESSION_ID_RULE}", ref, reason="bad_session_id")
     assert isinstance(sid, str)
     return sid
 
@@ -142,7 +143,8 @@ def parse_client_message(text: str) -> ClientOp:
         cursor = obj.get("next")
         if cursor is not None and not (isinstance(cursor, str) and len(cursor) <= 200 and _encodable(cursor)):
             raise ProtocolError(ERR_BAD_MESSAGE, "next must be the `next` of a previous sessions reply", ref)
-        return ListSessions(ref, limit, cursor)
+        parent = _session(obj, ref, "parent") if obj.get("parent") is not None else None
+        return ListSessions(ref, limit, cursor, parent)
     if op == "command":
         return _command(obj, ref)
     raise ProtocolError(ERR_BAD_MESSAGE, f"unknown op {str(op)[:40]!r}", ref)
