@@ -172,7 +172,8 @@ async def test_a_legacy_only_turn_is_mirrored_from_its_twins_with_few_requests(f
         kinds = [r[0] for r in await c.execute(text(
             "select kind from chat_session_events where session_id = :s order by seq"), {"s": SID})]
     assert kinds[:10] == ["session:created", "legacy:message-updated", "prompt:admitted", "step:start",
-                          "legacy:part-updated", "text:start", "legacy:part-updated", "text:end", "step:end", "session:updated"]
+                          "legacy:part-updated", "text:start", "legacy:part-updated", "text:end", "step:end",
+                          "session:updated"]
     assert kinds.count("text:end") == 3  # a grown part ends once per turn
 
     async def title() -> object:
