@@ -39,6 +39,7 @@ from bridge.fanout.service import Fanout, auth_secret, print_local_token
 from bridge.http.app import build_app, serving
 from bridge.http.audit import AuditContext
 from bridge.http.commands import mount_commands
+from bridge.http.session_state import add_session_state_routes
 from bridge.ops.pending import PendingGauges
 from bridge.ops.readiness import health_monitor, readiness_check, readiness_detail, status_line
 from bridge.ops.sdnotify import Notifier
@@ -153,6 +154,7 @@ class Daemon:
             # of ours goes idle upstream.
             queue_sender = QueueSender(commands.service.prompts, sessions)
             sessions.activity.on_idle = queue_sender.wake
+            add_session_state_routes(app)  # todo list and diff summary (docs/commands.md "Session state")
 
             await stack.enter_async_context(serving(app, s.http_host, s.http_port,
                                                     max_connections=s.http_max_connections))

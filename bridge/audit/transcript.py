@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from bridge.audit.transcript_content import AFTER_HANDLERS, CONTENT_HANDLERS, ContentMarks, apply_marks
 from bridge.events import ChatEvent, Kind
 from bridge.events.stored import stored_event
 
@@ -41,6 +42,7 @@ class _Builder:
         self.steps: dict[str, Entry] = {}
         self.tools: dict[str, Entry] = {}
         self.texts: dict[tuple[str, str], Entry] = {}
+        self.content = ContentMarks()  # removal and undo (bridge.audit.transcript_content)
 
     def step(self, message_id: str | None, seq: int) -> Entry:
         key = str(message_id)
@@ -57,8 +59,15 @@ class _Builder:
         handler = _HANDLERS.get(kind)  # a Kind equals its stored string
         if handler is not None:
             handler(self, seq, ev)
+        after = AFTER_HANDLERS.get(kind)
+        if after is not None:
+            after(self, seq, ev)
 
     def _prompt_admitted(self, seq: int, ev: ChatEvent) -> None:
+        placeholder = self.prompts.get(str(ev.message_id))
+        if placeholder is not None and placeholder["text"] is None:  # its attachments came first
+            placeholder.update(text=ev.text, delivery=ev.delivery, time_ms=ev.timestamp_ms)
+            return
         entry: Entry = {"type": "user", "message_id": ev.message_id, "seq": seq, "text": ev.text,
                         "delivery": ev.delivery, "started_seq": None, "time_ms": ev.timestamp_ms}
         self.prompts[str(ev.message_id)] = entry
@@ -186,6 +195,7 @@ _HANDLERS: dict[str, Callable[[_Builder, int, ChatEvent], None]] = {
     Kind.TOOL_FAIL: _Builder._tool_fail,
     Kind.AGENT_SWITCH: _Builder._agent_switch,
     Kind.MODEL_SWITCH: _Builder._model_switch,
+    **CONTENT_HANDLERS,
 }
 
 
@@ -216,6 +226,7 @@ class TranscriptBuilder:
 
     @property
     def entries(self) -> list[Entry]:
+        apply_marks(self._b.entries, self._b.content)
         return self._b.entries
 
 

@@ -28,6 +28,7 @@ from bridge.commands.model import (
     upstream_session_id,
 )
 from bridge.commands.ratelimit import RateLimiter
+from bridge.commands.session_ops import SESSION_OP_SCOPES, result_body, route
 from bridge.directories import DirectoryRefused, check_directory
 from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
 from bridge.log import correlation_id
@@ -83,8 +84,10 @@ class CommandService:
                  clock: Callable[[], float] = time.monotonic, exit_after_upstream: str | None = None,
                  directories: tuple[str, ...] = (), resolve: Callable[[str], str] | None = None,
                  questions: QuestionCommands | None = None,
-                 queue: PromptQueueStore | None = None, prompt_runtime: str = "auto") -> None:
+                 queue: PromptQueueStore | None = None, prompt_runtime: str = "auto",
+                 widen: Callable[[Claims, str], Awaitable[Claims]] | None = None) -> None:
         self.store = store
+        self.widen = widen  # a parent's token also grants its subagents' sessions (bridge.store.tree)
         self.questions = questions
         # BRIDGE_ALLOWED_DIRECTORIES (empty: no session creation) and the symlink resolver (daemon: realpath)
         self.directories = directories
@@ -124,6 +127,8 @@ class CommandService:
         return dataclasses.replace(cmd, args={**cmd.args, "directory": real})
 
     async def execute(self, claims: Claims, cmd: Command) -> Outcome:
+        if self.widen is not None and cmd.session_id is not None and not claims.allows(cmd.session_id):
+            claims = await self.widen(claims, cmd.session_id)
         self.authorize(claims, cmd)
         cmd = self.placed(cmd)
         wait = self.limiter.take(rate_key(claims))
@@ -148,7 +153,7 @@ class CommandService:
     def _derive_id(self, cmd: Command, subject: str) -> str | None:
         """Two subjects' equal command ids derive different upstream ids (docs/security.md)."""
         upstream = self.store.upstream
-        if cmd.name == "prompt" and cmd.session_id is not None:
+        if cmd.name in ("prompt", "slash_command") and cmd.session_id is not None:
             return upstream_message_id(upstream, cmd.session_id, cmd.command_id, self._now_ms(), subject)
         if cmd.name == "create_session":
             return upstream_session_id(upstream, cmd.command_id, self._now_ms(), subject)
@@ -313,7 +318,15 @@ class CommandService:
         done = await self.questions.run(cmd.name, cmd.command_id, t.sid, t.directory, dict(cmd.args), row.subject)
         return _Done(done.status, done.body, done.upstream_status)
 
+    async def _session_op(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
+        """title, revert, unrevert, fork, slash command (bridge.commands.session_ops)."""
+        method, tail, body = route(cmd.name, cmd.args, row.upstream_id)
+        status, got = await self.upstream.session_op(t.sid, t.directory, method, tail, body)
+        return _Done(200, result_body(cmd.name, cmd.command_id, t.sid, {**cmd.args, "upstream_message_id":
+                                      row.upstream_id}, got), status)
+
     _HANDLERS: dict[str, Callable[[CommandService, Command, _Target, CommandRow], Awaitable[_Done]]] = {
         "prompt": _prompt, "interrupt": _interrupt, "model": _model, "agent": _agent,
         "permission_reply": _permission, "question_reply": _question, "question_reject": _question,
+        **dict.fromkeys(SESSION_OP_SCOPES, _session_op),
     }

@@ -14,6 +14,7 @@ from typing import Any
 
 from bridge.auth import SCOPES, printable_id
 from bridge.commands.attachments import AttachmentError, parse_files
+from bridge.commands.session_ops import SESSION_OP_SCOPES, session_op_args
 from bridge.directories import path_problem
 from bridge.errors import BridgeError
 from bridge.ids import SESSION_ID_RULE, valid_session_id
@@ -42,6 +43,7 @@ REQUIRED_SCOPE: dict[str, str] = {
     "model": "control",
     "agent": "control",
     "create_session": "control",
+    **SESSION_OP_SCOPES,  # title, revert, unrevert, fork, slash_command (bridge.commands.session_ops)
 }
 DELIVERIES = ("steer", "queue")
 REPLIES = ("once", "always", "reject")
@@ -197,6 +199,8 @@ def parse_command(name: str, body: object, session_id: str | None = None,
         args["request_id"] = _name({"request_id": request_id}, "request_id")
         if name == "question_reply":
             args["answers"] = _answers(body)
+    elif name in SESSION_OP_SCOPES:
+        args.update(session_op_args(name, body, _string, _name))
     return Command(name, command_id, sid, args)
 
 

@@ -46,6 +46,29 @@ class Kind(StrEnum):
     LEGACY_SESSION_ERROR = "legacy:session-error"
     LEGACY_SESSION_DIFF = "legacy:session-diff"
     SERVER_HEARTBEAT = "server:heartbeat"
+    # The whole session as OpenCode shows it (docs/upstream.md §20, §22): content, removal, undo, live state.
+    PROMPT_SYNTHETIC = "prompt:synthetic"
+    FILE_ATTACHED = "file:attached"
+    PATCH = "patch"
+    COMPACTION = "compaction"
+    COMPACTION_START = "compaction:start"
+    COMPACTION_END = "compaction:end"
+    DELTA_COMPACTION = "delta:compaction"
+    SUBTASK = "subtask"
+    RETRY = "retry"
+    SHELL_START = "shell:start"
+    SHELL_END = "shell:end"
+    REVERT_STAGED = "revert:staged"
+    REVERT_CLEARED = "revert:cleared"
+    REVERT_COMMITTED = "revert:committed"
+    CONTEXT_UPDATED = "context:updated"
+    SESSION_MOVED = "session:moved"
+    SESSION_COMPACTED = "session:compacted"
+    MESSAGE_REMOVED = "message:removed"
+    PART_REMOVED = "part:removed"
+    TODO_UPDATED = "todo:updated"
+    FILE_EDITED = "file:edited"
+    COMMAND_EXECUTED = "command:executed"
     NOISE = "noise"
     UNKNOWN = "unknown"
 
@@ -98,6 +121,26 @@ TYPE_KINDS: dict[str, Kind] = {
     "session.error": Kind.LEGACY_SESSION_ERROR,
     "session.diff": Kind.LEGACY_SESSION_DIFF,
     "server.heartbeat": Kind.SERVER_HEARTBEAT,
+    # Declared v2 types not produced by 1.18.33's own turns (docs/upstream.md §20, §22): kinds all the same.
+    "session.next.synthetic": Kind.PROMPT_SYNTHETIC,
+    "session.next.retried": Kind.RETRY,
+    "session.next.shell.started": Kind.SHELL_START,
+    "session.next.shell.ended": Kind.SHELL_END,
+    "session.next.compaction.started": Kind.COMPACTION_START,
+    "session.next.compaction.delta": Kind.DELTA_COMPACTION,
+    "session.next.compaction.ended": Kind.COMPACTION_END,
+    "session.next.revert.staged": Kind.REVERT_STAGED,
+    "session.next.revert.cleared": Kind.REVERT_CLEARED,
+    "session.next.revert.committed": Kind.REVERT_COMMITTED,
+    "session.next.context.updated": Kind.CONTEXT_UPDATED,
+    "session.next.moved": Kind.SESSION_MOVED,
+    # Legacy bus: removal is persisted (sync log `message.removed.1`); the rest is live only (§20, §22).
+    "message.removed": Kind.MESSAGE_REMOVED,
+    "message.part.removed": Kind.PART_REMOVED,
+    "session.compacted": Kind.SESSION_COMPACTED,
+    "todo.updated": Kind.TODO_UPDATED,
+    "file.edited": Kind.FILE_EDITED,
+    "command.executed": Kind.COMMAND_EXECUTED,
     # Process noise on /api/event (docs/upstream.md §5): kept visible, never acted upon.
     "plugin.added": Kind.NOISE,
     "catalog.updated": Kind.NOISE,
@@ -106,10 +149,19 @@ TYPE_KINDS: dict[str, Kind] = {
     "file.watcher.updated": Kind.NOISE,
 }
 
-KINDS: frozenset[str] = frozenset(TYPE_KINDS.values()) | {UNKNOWN}
+# Kinds that come from a legacy part's type rather than an event type (`bridge.events.legacy`, docs/upstream.md §20).
+PART_KINDS: dict[str, Kind] = {
+    "file": Kind.FILE_ATTACHED,
+    "patch": Kind.PATCH,
+    "compaction": Kind.COMPACTION,
+    "subtask": Kind.SUBTASK,
+    "retry": Kind.RETRY,
+}
+
+KINDS: frozenset[str] = frozenset(TYPE_KINDS.values()) | frozenset(PART_KINDS.values()) | {UNKNOWN}
 
 _NOISE_TYPES = frozenset(t for t, k in TYPE_KINDS.items() if k == NOISE)
-DELTA_KINDS = frozenset({Kind.DELTA_TEXT, Kind.DELTA_REASONING, Kind.DELTA_TOOL_INPUT})
+DELTA_KINDS = frozenset({Kind.DELTA_TEXT, Kind.DELTA_REASONING, Kind.DELTA_TOOL_INPUT, Kind.DELTA_COMPACTION})
 PERMISSION_KINDS = frozenset({Kind.PERMISSION_ASKED, Kind.PERMISSION_REPLIED})
 QUESTION_KINDS = frozenset({Kind.QUESTION_ASKED, Kind.QUESTION_REPLIED, Kind.QUESTION_REJECTED})
 

@@ -21,11 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bridge.events import NOISE, UNKNOWN, ChatEvent, Envelope, error_fallback, normalize
+from bridge.events import NOISE, UNKNOWN, ChatEvent, Envelope, Kind, error_fallback, normalize
 from bridge.events.fields import as_int as _int
 from bridge.events.fields import as_number as _number
 from bridge.events.fields import as_obj as _obj
 from bridge.events.fields import as_str as _str
+from bridge.events.kinds import PART_KINDS
 from bridge.events.legacy_shapes import LegacyChatEvent
 from bridge.events.legacy_state import (
     DELTA_REASONING,
@@ -38,6 +39,7 @@ from bridge.events.legacy_state import (
     PERMISSION_REPLIED,
     PLAIN_PART_TYPES,
     PROMPT,
+    PROMPT_SYNTHETIC,
     REASONING_END,
     REASONING_START,
     SESSION_ERROR,
@@ -181,12 +183,26 @@ def _part_updated(env: Envelope, state: LegacyTurnState) -> tuple[KindName, Fiel
     part_id, msg_id, part_type = _str(part.get("id")), _str(part.get("messageID")), _str(part.get("type"))
     values: Fields = {"part_id": part_id, "timestamp_ms": _int(env.data.get("time"))}
     values["message_id" if msg_id in state.user_messages else "assistant_message_id"] = msg_id
+    content_kind = _content_kind(part, part_type, values)
+    if content_kind is not None:  # a file, patch, synthetic text … part: its kind once, then re-sends
+        if part_id is not None and state.reach(part_id, content_kind, env.id):
+            return content_kind, values
+        return PART_UPDATED, values
     if part_type is None or (part_type not in _PART_MAPPERS and part_type not in PLAIN_PART_TYPES):
         return UNKNOWN, values  # kept and counted like any unknown type
     mapper = _PART_MAPPERS.get(part_type)
     if mapper is None or part_id is None:
         return PART_UPDATED, values
     return mapper(env, state, part, values), values
+
+
+def _content_kind(part: dict[str, Any], part_type: str | None, values: Fields) -> Kind | None:
+    """The kind of a content part (docs/upstream.md §20, §22); a synthetic text of a user message is part of
+    its prompt (`prompt:synthetic`), never a prompt of its own."""
+    if part_type == "text" and part.get("synthetic") is True and values.get("message_id") is not None:
+        values["text"] = _str(part.get("text"))
+        return PROMPT_SYNTHETIC
+    return PART_KINDS.get(part_type) if part_type is not None else None
 
 
 # --- live-only legacy events -------------------------------------------------------------------------

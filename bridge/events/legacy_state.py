@@ -13,6 +13,7 @@ from typing import Any
 
 from bridge.events import Kind, kind_of
 from bridge.events.fields import as_str as _str
+from bridge.events.kinds import PART_KINDS
 
 # The kinds' type (the `Kind` enum compares equal to its strings).
 KindName = Kind
@@ -39,6 +40,7 @@ PART_UPDATED = kind_of("message.part.updated")  # a re-send: nothing new reached
 PART_DELTA = kind_of("message.part.delta")  # a delta of a part whose type is not known
 SESSION_UPDATED = kind_of("session.updated")
 SESSION_ERROR = kind_of("session.error")
+PROMPT_SYNTHETIC = kind_of("session.next.synthetic")  # a synthetic text part of a user message (§20)
 
 # How far along its part (or, for steps, its assistant message) a milestone is. An update emits a
 # milestone only if it is further along than everything already emitted for that id: a tool seen first
@@ -48,6 +50,7 @@ _STAGE: dict[str, int] = {
     TOOL_INPUT_START: 1, TOOL_START: 2, TOOL_SUCCESS: 3, TOOL_FAIL: 3,
     STEP_END: 1,  # keyed by the step-finish part
     STEP_START: 1, STEP_FAIL: 2,  # keyed by the assistant message (one legacy assistant message = one step)
+    PROMPT_SYNTHETIC: 1, **dict.fromkeys(PART_KINDS.values(), 1),  # content parts: once each (§20, §22)
 }
 _MESSAGE_MILESTONES = frozenset({STEP_START, STEP_FAIL})
 # The stored rows `LegacyTurnState.seed` learns from; a follower may select only these.
@@ -59,7 +62,7 @@ LEGACY_TYPES = frozenset({"message.updated", "message.part.updated", "message.pa
 # Observed on /global/event, no session, never acted upon (docs/upstream.md §15).
 EXTRA_NOISE = frozenset({"project.updated"})
 # Part types seen in 1.18.33 that carry no milestone of their own; any other part type is `unknown`.
-PLAIN_PART_TYPES = frozenset({"step-start", "patch"})
+PLAIN_PART_TYPES = frozenset({"step-start", "snapshot", "agent"})
 
 
 @dataclass

@@ -111,7 +111,19 @@ def question_settled_fields(data: dict[str, Any]) -> Fields:
     return {"request_id": _str(data.get("requestID"))}
 
 
+def _session_created(data: dict[str, Any]) -> Fields:
+    """seq 0 of a session: its creation time (a legacy `info`, docs/upstream.md §20)."""
+    return {"timestamp_ms": _int(_obj(_obj(data.get("info")).get("time")).get("created"))}
+
+
+def _part_removed(data: dict[str, Any]) -> Fields:
+    return {"part_id": _str(data.get("partID"))}
+
+
 _EXTRACTORS: dict[Kind, Callable[[dict[str, Any]], Fields]] = {
+    Kind.PART_REMOVED: _part_removed,
+    Kind.SESSION_CREATED: _session_created,
+    Kind.PROMPT_SYNTHETIC: _full_text,
     Kind.PROMPT_ADMITTED: _prompt,
     Kind.PROMPT_STARTED: _prompt,
     Kind.STEP_START: _step_start,

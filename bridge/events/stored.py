@@ -61,7 +61,7 @@ def legacy_row_event(env: Envelope, kind: str | None) -> ChatEvent:
     """A legacy event mapped on its own, given the kind it was stored with (None: as if first seen)."""
     state = LegacyTurnState()
     message_id = legacy_part(env).get("messageID")
-    if kind == Kind.PROMPT_ADMITTED and isinstance(message_id, str):
+    if kind in (Kind.PROMPT_ADMITTED, Kind.PROMPT_SYNTHETIC) and isinstance(message_id, str):
         state.user_messages.add(message_id)  # only the stored kind knows the part is the prompt
     ev = normalize_legacy(env, state)
     if kind is None or ev.kind == kind:

@@ -52,6 +52,8 @@ class FanoutService:
     # A new subscriber asks for a re-sync of the session's pending requests (bridge.fanout.resync): one
     # asked while the bridge was down is found then. None: no upstream (tests of the fan-out alone).
     resync_session: Callable[[str], None] | None = None
+    # A session-limited token also grants its sessions' subagents (bridge.store.tree.widen); None: as is.
+    widen: Callable[[Claims, str], Awaitable[Claims]] | None = None
 
     # Whether a token's `jti` was revoked (bridge.revocation): checked at connect and while the socket is open.
     revoked: Callable[[str], bool] = never_revoked
@@ -106,9 +108,18 @@ class Connection:
             self._send(p.pong_message(op.ref))
         elif isinstance(op, p.ListSessions):
             try:
-                listed, nxt = await self._svc.store.session_list(op.limit, op.cursor, self.claims.sessions)
+                scope = self.claims.sessions
+                if op.parent is not None:  # the parent's subagents' sessions, granted with it
+                    if self._svc.widen is not None and not self.claims.allows(op.parent):
+                        self.claims = await self._svc.widen(self.claims, op.parent)
+                    self.claims.require(op.parent)
+                    scope = await self._svc.store.children(op.parent)
+                listed, nxt = await self._svc.store.session_list(op.limit, op.cursor, scope)
             except ValueError:
                 self._send(p.error_message(p.ERR_BAD_MESSAGE, "next is not a cursor of a sessions reply", op.ref))
+                return
+            except AuthError as e:
+                self._send(p.error_message(p.ERR_FORBIDDEN, str(e), op.ref, op.parent))
                 return
             except Exception as e:
                 ref = correlation_id()
@@ -142,6 +153,8 @@ class Connection:
             self._send(p.error_message(p.ERR_TOKEN_EXPIRED, "token expired", op.ref, sid))
             return
         try:
+            if self._svc.widen is not None and not self.claims.allows(sid):
+                self.claims = await self._svc.widen(self.claims, sid)
             self.claims.require(sid)
         except AuthError as e:
             metrics.WS_REFUSED.labels(reason=e.code).inc()
@@ -169,7 +182,8 @@ class Connection:
         # history of the session has a hole, or the client claims a seq beyond anything stored.
         incomplete = head is not None and head.incomplete
         complete = not incomplete and (op.after is None or op.after <= max(cursor, 0))
-        self._send(p.subscribed_message(sid, op.after, cursor, complete, status, op.ref))
+        title = None if head is None else head.title
+        self._send(p.subscribed_message(sid, op.after, cursor, complete, status, op.ref, title))
         self._log.info("ws_subscribed", session_id=sid, after=op.after, head=cursor)
         if not await self._replay(sub, cursor):
             return

@@ -13,6 +13,7 @@ from typing import Any
 
 from bridge.errors import ProtocolError
 from bridge.events import SEQ_MAX, ChatEvent, Kind, PermissionUpdate, to_json
+from bridge.events.content import content_fields
 from bridge.events.pending import waiting_detail
 from bridge.events.stored import stored_event
 from bridge.ids import SESSION_ID_RULE, valid_session_id
@@ -67,6 +68,7 @@ class ListSessions:
     ref: object = None
     limit: int = 100
     cursor: str | None = None  # the `next` of the previous page
+    parent: str | None = None  # only the subagents' sessions of this one (docs/websocket.md)
 
 
 @dataclass(frozen=True)
@@ -107,11 +109,11 @@ def _encodable(s: str) -> bool:
     return True
 
 
-def _session(obj: dict[str, Any], ref: object) -> str:
+def _session(obj: dict[str, Any], ref: object, key: str = "session") -> str:
     # Checked before anything else touches the id (hub, database, upstream URL): bridge.ids.
-    sid = obj.get("session")
+    sid = obj.get(key)
     if not valid_session_id(sid):
-        raise ProtocolError(ERR_BAD_MESSAGE, f"session: {SESSION_ID_RULE}", ref, reason="bad_session_id")
+        raise ProtocolError(ERR_BAD_MESSAGE, f"{key}: {SESSION_ID_RULE}", ref, reason="bad_session_id")
     assert isinstance(sid, str)
     return sid
 
@@ -141,7 +143,8 @@ def parse_client_message(text: str) -> ClientOp:
         cursor = obj.get("next")
         if cursor is not None and not (isinstance(cursor, str) and len(cursor) <= 200 and _encodable(cursor)):
             raise ProtocolError(ERR_BAD_MESSAGE, "next must be the `next` of a previous sessions reply", ref)
-        return ListSessions(ref, limit, cursor)
+        parent = _session(obj, ref, "parent") if obj.get("parent") is not None else None
+        return ListSessions(ref, limit, cursor, parent)
     if op == "command":
         return _command(obj, ref)
     raise ProtocolError(ERR_BAD_MESSAGE, f"unknown op {str(op)[:40]!r}", ref)
@@ -185,6 +188,7 @@ def event_message(session_id: str, seq: int, envelope: dict[str, Any], kind: str
     ev = stored_event(envelope, kind)  # stored rows are valid envelopes; an odd one maps to `unknown`
     fields = {k: v for k, v in to_json(ev).items() if k not in _NOT_FIELDS}
     fields.update(_tool_fields(ev))
+    fields.update(content_fields(ev))  # attachments, patches, undo, todos … (docs/websocket.md)
     return {"type": "event", "session": session_id, "seq": seq, "event_id": ev.event_id, "event_type": ev.type,
             "kind": ev.kind, "fields": fields, "data": ev.data_without_text(fields.get("text"))}
 
@@ -265,9 +269,9 @@ def status_message(session_id: str, status: str, reason: str | None) -> dict[str
 
 
 def subscribed_message(session_id: str, after: int | None, head: int, complete: bool, status: str | None,
-                       ref: object) -> dict[str, Any]:
+                       ref: object, title: str | None = None) -> dict[str, Any]:
     return _with_ref({"type": "subscribed", "session": session_id, "after": after, "head": head,
-                      "complete": complete, "status": status}, ref)
+                      "complete": complete, "status": status, "title": title}, ref)
 
 
 def caught_up_message(session_id: str, seq: int) -> dict[str, Any]:

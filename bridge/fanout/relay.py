@@ -22,6 +22,7 @@ from bridge.events.question import QuestionUpdate, question_update
 from bridge.fanout.hub import Hub
 from bridge.fanout.protocol import permission_message
 from bridge.fanout.question_frames import live_question_message
+from bridge.fanout.state_frames import live_state_message
 from bridge.store.fanout_store import FanoutStore
 from bridge.store.pending import PendingStore
 
@@ -48,6 +49,10 @@ class LiveRelay:
         question = question_update(ev)
         if question is not None:
             await self.question(question)
+            return
+        state = live_state_message(ev)  # todo list, diff summary, session error (bridge.fanout.state_frames)
+        if state is not None:
+            self._hub.publish_state(sid, state)
 
     async def permission(self, update: PermissionUpdate) -> None:
         """Store a permission request's new state, then push it to the session's subscribers."""

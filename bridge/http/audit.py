@@ -171,6 +171,9 @@ def _route(name: str, handler: Handler) -> Callable[[web.Request], Awaitable[web
         try:
             _check_path_session(request)  # before anything else, auth included
             claims = _authorize(request, ctx)
+            path_session = request.match_info.get("session_id")
+            if claims is not None and path_session is not None:  # a parent's token grants its subagents'
+                claims = await ctx.reader.widen(claims, path_session)
             if slots is not None and slots.locked():
                 metrics.HTTP_REFUSED.labels(reason=f"busy:{name}").inc()
                 resp = _busy(f"too many {name} requests at once, retry in a moment")
@@ -225,9 +228,15 @@ def _session_id(request: web.Request, claims: Claims | None) -> str:
 
 async def list_sessions(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
     limit = _int(request, "limit", 100, 1, MAX_LIMIT)
+    scope = _scope(claims)
+    parent = _session_param(request, "parent")
+    if parent is not None:  # the subagents' sessions of `parent` (docs/audit.md), granted with it
+        if claims is not None:
+            (await ctx.reader.widen(claims, parent)).require(parent)
+        scope = frozenset(await ctx.reader.children(parent))
     f = SessionFilter(status=_text(request, "status"), since=_time(request, "since"),
                       until=_time(request, "until"), after=_session_param(request, "after"),
-                      sessions=_scope(claims), limit=limit)
+                      sessions=scope, limit=limit)
     rows = await ctx.reader.sessions(f)
     nxt = rows[-1]["session_id"] if len(rows) == limit else None
     return _json({"data": rows, "next": nxt})
@@ -242,7 +251,7 @@ async def get_session(request: web.Request, ctx: AuditContext, claims: Claims | 
 
 async def list_events(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
     sid = _session_id(request, claims)
-    after = _int(request, "after", 0, 0, MAX_SEQ)
+    after = _int(request, "after", -1, -1, MAX_SEQ)  # exclusive; -1 (default): from seq 0, `session.created`
     limit = _int(request, "limit", 100, 1, MAX_LIMIT)
     if await ctx.reader.session(sid) is None:
         return _error(404, "not_found", "no such session in the mirror")

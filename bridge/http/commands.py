@@ -25,11 +25,12 @@ from bridge.command_service.questions import QuestionCommands
 from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, CommandError, parse_command
 from bridge.config import Settings
 from bridge.directories import realpath
-from bridge.errors import AuthError
+from bridge.errors import AuthError, UpstreamError
 from bridge.fanout.connection import FanoutService
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
+from bridge.store import tree
 from bridge.store.commands import CommandStore
 from bridge.store.pending import PendingStore
 from bridge.upstream.client import UpstreamClient
@@ -154,6 +155,32 @@ async def list_commands(request: web.Request) -> web.Response:
     return _json({"data": rows}, 200)
 
 
+async def list_slash_commands(request: web.Request) -> web.Response:
+    """`GET /v1/commands[?session=ID]`: the serve's slash commands (upstream `GET /command`), for the
+    session's directory when one is named (docs/commands.md "Session commands"). Any valid token."""
+    ctx = request.app[COMMANDS_KEY]
+    sid = request.query.get("session")
+    try:
+        claims = _authorized(request, ctx)
+        if sid is not None:
+            if not valid_session_id(sid):
+                return _json({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
+            claims.require(sid)
+    except AuthError as e:
+        return _json({"error": "forbidden" if e.code == "forbidden" else "unauthorized", "message": str(e)},
+                     403 if e.code == "forbidden" else 401)
+    try:
+        directory = None
+        if sid is not None:
+            mirrored = await ctx.service.store.session(sid)
+            directory = mirrored.directory if mirrored is not None else None
+        listed = await ctx.service.upstream.slash_commands(directory)
+    except (SQLAlchemyError, OSError, UpstreamError):
+        return _json({"error": "upstream_unavailable", "message": "the upstream did not answer, retry"}, 503)
+    keys = ("name", "description", "agent", "model", "source", "subtask")
+    return _json({"data": [{k: c[k] for k in keys if k in c} for c in listed]}, 200)
+
+
 def add_command_routes(app: web.Application, ctx: CommandsContext) -> None:
     app[COMMANDS_KEY] = ctx
     app.router.add_post("/v1/sessions", _route("create_session"))
@@ -165,6 +192,13 @@ def add_command_routes(app: web.Application, ctx: CommandsContext) -> None:
     app.router.add_post("/v1/sessions/{session_id}/questions/{request_id}/reply", _route("question_reply"))
     app.router.add_post("/v1/sessions/{session_id}/questions/{request_id}/reject", _route("question_reject"))
     app.router.add_get("/v1/sessions/{session_id}/commands", list_commands)
+    # Session commands (bridge.commands.session_ops): rename, undo, fork, slash command.
+    app.router.add_post("/v1/sessions/{session_id}/title", _route("title"))
+    app.router.add_post("/v1/sessions/{session_id}/revert", _route("revert"))
+    app.router.add_post("/v1/sessions/{session_id}/unrevert", _route("unrevert"))
+    app.router.add_post("/v1/sessions/{session_id}/fork", _route("fork"))
+    app.router.add_post("/v1/sessions/{session_id}/command", _route("slash_command"))
+    app.router.add_get("/v1/commands", list_slash_commands)
 
 
 def mount_commands(app: web.Application, settings: Settings, engine: AsyncEngine, client: UpstreamClient,
@@ -173,11 +207,15 @@ def mount_commands(app: web.Application, settings: Settings, engine: AsyncEngine
     """The command routes on `app` and, given the fan-out, the WebSocket `command` op (the daemon's wiring).
     `engine` is the writers' pool: a command writes its row before and after the upstream call."""
     questions = QuestionCommands(PendingStore(engine, settings.upstream_name), UpstreamRequests(client))
+    def widen(claims: Claims, session_id: str) -> Awaitable[Claims]:
+        return tree.widen(claims, engine, settings.upstream_name, session_id)
+
     service = CommandService(CommandStore(engine, settings.upstream_name), UpstreamCommands(client),
                              directories=settings.directory_roots, resolve=realpath, questions=questions,
-                             prompt_runtime=settings.prompt_runtime)
+                             prompt_runtime=settings.prompt_runtime, widen=widen)
     ctx = CommandsContext(service, secret, revoked=revoked)
     add_command_routes(app, ctx)
     if fanout is not None:
         fanout.commands = ctx.run
+        fanout.widen = widen
     return ctx

@@ -165,7 +165,7 @@ class SessionRunner:
         self._log.error("session_parked", session_id=session_id, reason=reason)
 
     async def _stopped(self, session_id: str, w: WarmSession, outcome: FollowerExit, cursor: int) -> None:
-        if outcome is FollowerExit.GONE and cursor == 0:
+        if outcome is FollowerExit.GONE and cursor <= 0:  # FROM_START (-1): not even seq 0 stored
             # 404 and nothing stored: the upstream does not know this id *yet* (or never will: a typo). No
             # tombstone, or a session created later under this id (POST /api/session accepts an id) would
             # never be mirrored; its first live event warms it again.

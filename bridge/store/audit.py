@@ -10,7 +10,8 @@ from sqlalchemy import BigInteger, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bridge.store import reads
+from bridge.auth import Claims
+from bridge.store import reads, tree
 from bridge.store.codecs import audit_session, row_dict, session_row
 from bridge.store.hash_chain import GENESIS, ChainRow
 from bridge.store.pending import PendingStore
@@ -80,7 +81,17 @@ class AuditReader:
     async def session(self, session_id: str) -> dict[str, Any] | None:
         async with self._engine.connect() as conn:
             row = (await conn.execute(reads.select_audit_session(self.upstream, session_id))).one_or_none()
-        return None if row is None else audit_session(session_row(row))
+            parent = None if row is None else await tree.parent_of(conn, self.upstream, session_id)
+        return None if row is None else {**audit_session(session_row(row)), "parent_id": parent}
+
+    async def children(self, session_id: str) -> list[str]:
+        """The sessions a subagent of `session_id` runs in (bridge.store.tree)."""
+        async with self._engine.connect() as conn:
+            return await tree.children(conn, self.upstream, session_id)
+
+    async def widen(self, claims: Claims, session_id: str) -> Claims:
+        """A session-limited token also grants the descendants of its sessions (bridge.store.tree)."""
+        return await tree.widen(claims, self._engine, self.upstream, session_id)
 
     async def events(self, session_id: str, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
         async with self._engine.connect() as conn:
@@ -88,7 +99,7 @@ class AuditReader:
             return [row_dict(r) for r in rows]
 
     async def all_events(self, session_id: str, page: int = 1000) -> AsyncIterator[dict[str, Any]]:
-        after = 0
+        after = -1  # seq 0 (`session.created`) included
         while True:
             rows = await self.events(session_id, after, page)
             for r in rows:

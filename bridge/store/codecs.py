@@ -63,7 +63,7 @@ def row_dict(row: Any) -> dict[str, Any]:
 # The audit API's session object (docs/audit.md), in this order: the columns an auditor reads.
 AUDIT_SESSION_FIELDS = (
     "session_id", "directory", "status", "status_reason", "cursor_seq", "first_event_at", "last_event_at",
-    "deleted", "deleted_at", "incomplete", "created_at", "updated_at", "event_count",
+    "deleted", "deleted_at", "incomplete", "created_at", "updated_at", "event_count", "title",
 )
 
 
@@ -73,7 +73,7 @@ def audit_session(row: SessionRow) -> dict[str, Any]:
 
 def session_list_entry(row: SessionRow) -> dict[str, Any]:
     """One session of the viewer's list (the WebSocket `sessions` answer, docs/websocket.md)."""
-    return {"session": row.session_id, "head": row.cursor_seq, "status": row.status,
+    return {"session": row.session_id, "head": row.cursor_seq, "status": row.status, "title": row.title,
             "last_event_at": None if row.last_event_at is None else row.last_event_at.isoformat()}
 
 

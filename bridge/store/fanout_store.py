@@ -20,7 +20,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
-from bridge.store import reads
+from bridge.store import reads, tree
 from bridge.store.codecs import SessionRow, parse_session_cursor, session_cursor, session_list_entry, session_row
 from bridge.store.payload import storable_json
 from bridge.store.pending import PendingStore
@@ -183,6 +183,11 @@ class FanoutStore:
         async with self._read.connect() as conn:
             r = (await conn.execute(reads.select_session_head(self.upstream, session_id))).one_or_none()
         return None if r is None else session_row(r)
+
+    async def children(self, session_id: str) -> frozenset[str]:
+        """The subagents' sessions of `session_id` (bridge.store.tree)."""
+        async with self._read.connect() as conn:
+            return frozenset(await tree.children(conn, self.upstream, session_id))
 
     async def session_list(self, limit: int = 100, cursor: str | None = None,
                            scope: frozenset[str] | None = None) -> tuple[list[dict[str, Any]], str | None]:

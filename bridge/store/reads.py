@@ -79,7 +79,7 @@ def select_events_after(upstream: str, session_id: str, after: int, limit: int) 
 
 def select_session_head(upstream: str, session_id: str) -> Select[Any]:
     return select(S.session_id, S.cursor_seq, S.status, S.status_reason, S.status_version, S.incomplete,
-                  S.deleted).where(session_key(upstream, session_id))
+                  S.deleted, S.title).where(session_key(upstream, session_id))
 
 
 def select_session_list(upstream: str, limit: int, after: tuple[datetime | None, str] | None = None,
@@ -97,7 +97,7 @@ def select_session_list(upstream: str, limit: int, after: tuple[datetime | None,
             conds.append(or_(S.last_event_at < at, and_(S.last_event_at == at, S.session_id > sid),
                              S.last_event_at.is_(None)))
     return (
-        select(S.session_id, S.cursor_seq, S.status, S.last_event_at)
+        select(S.session_id, S.cursor_seq, S.status, S.last_event_at, S.title)
         .where(*conds)
         .order_by(S.last_event_at.desc().nulls_last(), S.session_id)
         .limit(limit)

@@ -25,6 +25,8 @@ from bridge.upstream.transport import Request, Transport
 # `/sync/history` cutoffs are validated like `after` (integer 0..2^53-1); the largest names an aggregate
 # whose events we do not want (docs/upstream.md §14).
 SYNC_CUTOFF_MAX = 2**53 - 1
+# The cursor of a follower that has not stored seq 0 yet (a cursor is exclusive): reads start at seq 0.
+FROM_START = -1
 MAX_KNOWN_AGGREGATES = 50_000  # ~2 MiB of request body at most
 # `/history` pages fetched at once by the whole process (one client per upstream): a warm-up of 1,000
 # sessions pages at this pace instead of 1,000 requests at once. A slot is held only while one page is
@@ -162,7 +164,7 @@ class UpstreamClient(UpstreamHttp):
     async def history(self, session_id: str, after: int, limit: int = 100) -> HistoryPage:
         path = self.session_path(session_id, "history")
         async with self.history_slots.held():
-            body = await self._get_json(path, {"after": str(after), "limit": str(limit)})
+            body = await self._get_json(path, {"after": str(max(after, 0)), "limit": str(limit)})
         data = self._unwrap(body, path)
         if not isinstance(data, list):
             raise UpstreamError(f"GET {path}: data is not a list")
@@ -173,7 +175,8 @@ class UpstreamClient(UpstreamHttp):
 
     def open_session_events(self, session_id: str, after: int) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
         """The session's durable stream `GET /api/session/{id}/event?after=<after>`."""
-        return self.open_stream(self.session_path(session_id, "event"), {"after": str(after)})
+        # FROM_START (-1) reads from 0: seq 0 (`session.created`) is never a durable-stream event (§14).
+        return self.open_stream(self.session_path(session_id, "event"), {"after": str(max(after, 0))})
 
     def open_live_events(self) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
         """The global live stream `GET /api/event`."""
@@ -193,7 +196,10 @@ class UpstreamClient(UpstreamHttp):
         what = "POST /sync/history"
         req = self._request("POST", "/sync/history", None, stream=False)
         cutoffs = dict.fromkeys(self._known_aggregates - {session_id}, SYNC_CUTOFF_MAX)
-        cutoffs[session_id] = after
+        if after >= 0:
+            cutoffs[session_id] = after
+        # else FROM_START: a cutoff below 0 is refused (400), and an aggregate the body does not name comes
+        # back whole from seq 0 — `session.created` included (docs/upstream.md §14, docs/mirror.md).
         body = json.dumps(cutoffs, separators=(",", ":")).encode()
         req = Request(req.method, req.url, {**req.headers, "Content-Type": "application/json",
                                             "Accept": "application/json"},

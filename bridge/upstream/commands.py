@@ -80,6 +80,18 @@ class UpstreamCommands:
         status, _ = await self._call("POST", self._s(session_id, "model"), directory, body)
         return status
 
+    async def session_op(self, session_id: str, directory: str, method: str, tail: str,
+                         body: dict[str, Any] | None) -> tuple[int, Any]:
+        """A legacy session route `/session/{id}[/tail]` (rename, revert, unrevert, fork, slash command;
+        docs/upstream.md §20, §22): its status and decoded answer."""
+        path = f"/session/{_q(session_id)}" + (f"/{tail}" if tail else "")
+        return await self._call(method, path, directory, body)
+
+    async def slash_commands(self, directory: str | None) -> list[dict[str, Any]]:
+        """`GET /command`: the serve's slash commands for a location (name, description, agent, model …)."""
+        _, got = await self._call("GET", "/command", directory)
+        return [c for c in got if isinstance(c, dict)] if isinstance(got, list) else []
+
     async def switch_agent(self, session_id: str, directory: str, agent: str) -> int:
         status, _ = await self._call("POST", self._s(session_id, "agent"), directory, {"agent": agent})
         return status

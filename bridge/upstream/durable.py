@@ -45,7 +45,7 @@ from bridge.errors import (
 from bridge.events import ChatEvent, Envelope
 from bridge.perf.turnstile import Turnstile
 from bridge.upstream.catchup import HistoryCatchUp
-from bridge.upstream.client import UpstreamClient
+from bridge.upstream.client import FROM_START, UpstreamClient
 from bridge.upstream.follower import EventSink, FollowerExit
 from bridge.upstream.ingest import SessionIngest
 from bridge.upstream.repair import SyncRepair
@@ -88,7 +88,10 @@ class DurableFollower:
         self.connected = asyncio.Event()  # set while the stream is open with headers received
         # Every write goes through the session's ingest: one cursor for the durable stream, the sync log
         # and the live twins (docs/mirror.md). `seed` gives the stored rows its legacy turn state starts from.
-        self.ingest = SessionIngest(session_id, client, sink, cursor, self._log, batch_max_events=batch_max_events,
+        # A stored cursor of 0 may mean "nothing stored": start before seq 0 so `session.created` (seq 0) is
+        # read too; if it was stored already, reading it again is a benign duplicate (docs/mirror.md).
+        start = cursor if cursor > 0 else FROM_START
+        self.ingest = SessionIngest(session_id, client, sink, start, self._log, batch_max_events=batch_max_events,
                                     turnstile=turnstile or Turnstile(), on_batch=self._committed,
                                     stored_cursor=stored_cursor, seed=seed)
         self._stall = StallWatch(self.ingest, stall_s)

@@ -78,12 +78,13 @@ async def wait_same_as_history(c: WsClient, serve: OpencodeServe, sid: str, afte
     state: dict[str, Any] = {}
 
     async def same() -> bool:
-        want = ids(await serve.history(sid), after)
+        # The sync log from seq 0: a v2 session's is its `session.created` and then its /history
+        want = [i for i in sync_ids(await serve.sync_log(sid)) if i[0] > after]
         got = received(c, sid)
         state.update(want=len(want), got=len(got))
         return bool(want) and got == want
 
-    await wait_until(same, timeout, 0.1, message=f"client events == /history after {after}: {state}")
+    await wait_until(same, timeout, 0.1, message=f"client events == sync log after {after}: {state}")
     return received(c, sid)
 
 
@@ -132,7 +133,7 @@ async def test_a_client_that_disconnects_mid_turn_resumes_with_exactly_the_missi
     second = await connect(clients, bridge, sid)
     await second.subscribe(sid, last)
     await wait_same_as_history(second, opencode, sid, after=last)
-    history = ids(await opencode.history(sid))
+    history = sync_ids(await opencode.sync_log(sid))
     assert seen + received(second, sid) == history
 
 
@@ -237,7 +238,7 @@ async def test_a_legacy_turn_reaches_the_client_whole_and_its_deltas_add_up_to_t
     state: dict[str, Any] = {}
 
     async def same_as_sync_log() -> bool:
-        want = sync_ids(await opencode.sync_history(sid))
+        want = sync_ids(await opencode.sync_log(sid))  # from seq 0: `session.created` is stored and sent too
         state.update(want=len(want), got=len(received(c, sid)))
         return bool(want) and received(c, sid) == want
 

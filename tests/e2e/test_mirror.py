@@ -50,7 +50,8 @@ def upstream_ids(history: list[dict[str, Any]]) -> list[tuple[int, str]]:
 
 
 async def wait_mirrored(db: AsyncEngine, serve: OpencodeServe, *sessions: str, timeout: float = 30) -> None:
-    """Every session's stored (seq, event_id) list equals the upstream /history, in order, no extras."""
+    """Every session's stored (seq, event_id) list equals its `session.created` (seq 0, a legacy event, never
+    on /history: docs/mirror.md "Seq 0") followed by the upstream /history, in order, no extras."""
     store = EventStore(db, UPSTREAM)
     state: dict[str, Any] = {}
 
@@ -59,7 +60,7 @@ async def wait_mirrored(db: AsyncEngine, serve: OpencodeServe, *sessions: str, t
             stored = await store.stored_ids(sid)
             upstream = upstream_ids(await serve.history(sid))
             state[sid] = (len(stored), len(upstream))
-            if stored != upstream or not upstream:
+            if not stored or stored[0][0] != 0 or stored[1:] != upstream or not upstream:
                 return False
         return True
 

@@ -1,6 +1,6 @@
 """Complete mirror on the real `opencode serve` 1.18.33 (docs/mirror.md, "One cursor, two sources"): turns
 driven by OpenCode's own CLI, by legacy `prompt_async` and by the v2 API end with the stored (seq, event_id)
-list equal to the session's sync log `POST /sync/history {sid: 0}` exactly, and no unrepaired gap; also
+list equal to the session's sync log from seq 0 (`POST /sync/history {}`) exactly, and no unrepaired gap; also
 after a SIGKILL of the bridge in the middle of a legacy turn, and after a `/global/event` connection is cut
 mid-turn (a loopback proxy between bridge and serve)."""
 
@@ -44,16 +44,17 @@ async def bridge_factory(tmp_path: Path, database_url: str,
 
 
 async def wait_synced(db: AsyncEngine, serve: OpencodeServe, *sessions: str, timeout: float = 60) -> None:
-    """Every session's stored (seq, event_id) list equals its sync log from 0, in order, no extras."""
+    """Every session's stored (seq, event_id) list equals its sync log from seq 0 (`session.created`
+    included), in order, no extras."""
     store = EventStore(db, UPSTREAM)
     state: dict[str, Any] = {}
 
     async def same() -> bool:
         for sid in sessions:
             stored = await store.stored_ids(sid)
-            log = [(int(i["seq"]), str(i["id"])) for i in await serve.sync_history(sid, 0)]
+            log = [(int(i["seq"]), str(i["id"])) for i in await serve.sync_log(sid)]
             state[sid] = (len(stored), len(log))
-            if stored != log or not log:
+            if stored != log or not log or log[0][0] != 0:
                 return False
         return True
 

@@ -81,7 +81,7 @@ async def test_the_viewer_lists_filters_deep_links_and_shows_a_transcript_worth_
         assert await browser.js("document.getElementById('session-id').textContent") == sid
         for s in (sid, other):
             row = by_id[s]
-            assert row["title"] and row["title"] in (s, s[:10] + "…" + s[-6:])  # no title stored: the id
+            assert row["title"] and row["title"] == (stored[s]["title"] or s[:10] + "…" + s[-6:])  # its title
             assert row["dir"] == stored[s]["directory"] and row["dir"]
             assert row["dirShown"].lstrip("…") and row["dir"].endswith(row["dirShown"].lstrip("…"))
             assert row["status"] in ("idle", "running")

@@ -57,6 +57,8 @@ def expected_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 status = {"completed": "success", "error": "failed"}[s["status"]]
                 step["parts"].append(("tool", p["callID"], p["tool"], status, s["input"], s.get("output"),
                                       s.get("error"), s["time"]["end"] - s["time"]["start"]))
+            elif p["type"] == "patch":  # files changed by the step (docs/upstream.md §20)
+                step["parts"].append(("patch", [Path(f).name for f in p["files"]]))
             elif p["type"] == "step-finish":
                 t = p["tokens"]
                 step.update(finish=p["reason"], cost=p["cost"], tokens={
@@ -80,6 +82,8 @@ def comparable(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 error = p["error"]["message"] if p["error"] else None
                 parts.append(("tool", p["call_id"], p["tool"], p["status"], p["input"], p["output_text"], error,
                               p["duration_ms"]))
+            elif p["type"] == "patch":
+                parts.append(("patch", [Path(f).name for f in p["files"]]))
             else:
                 parts.append((p["type"], p["text"]))
         out.append({"type": "assistant", "parts": parts, "finish": e["finish"], "tokens": e["tokens"],

@@ -150,7 +150,8 @@ async def test_a_durable_batch_above_the_cursor_is_repaired_from_the_sync_log(fa
 
 
 async def test_a_legacy_only_turn_is_mirrored_from_its_twins_with_few_requests(fake, store, engine, start) -> None:
-    fake.add_session(SID)
+    fake.add_session(SID).next_seq = 0  # seq 0 is the session's `session.created` (docs/mirror.md "Seq 0")
+    await fake.append_legacy(SID, "session.created", {"info": {"id": SID, "title": "New session"}}, live=False)
     b = await start()
     b.sup.warm(SID)
     await wait_until(lambda: fake.durable_requests(SID) == 1, 10, 0.01, message="following")
@@ -164,8 +165,9 @@ async def test_a_legacy_only_turn_is_mirrored_from_its_twins_with_few_requests(f
     async with engine.connect() as c:
         kinds = [r[0] for r in await c.execute(text(
             "select kind from chat_session_events where session_id = :s order by seq"), {"s": SID})]
-    assert kinds[:9] == ["legacy:message-updated", "prompt:admitted", "step:start", "legacy:part-updated",
-                         "text:start", "legacy:part-updated", "text:end", "step:end", "session:updated"]
+    assert kinds[:10] == ["session:created", "legacy:message-updated", "prompt:admitted", "step:start",
+                          "legacy:part-updated", "text:start", "legacy:part-updated", "text:end", "step:end",
+                          "session:updated"]
     assert kinds.count("text:end") == 3  # a grown part ends once per turn
 
     async def title() -> object:

@@ -181,6 +181,16 @@ def plan_reply(directive: Directive, step: int, chunk_delay: float = 0.05) -> Re
         return ToolReply("read", {"filePath": "hello.txt"}) if step == 0 else final
     if name == "question":
         return ToolReply("question", {"questions": [question_prompt("multi" in args)]}) if step == 0 else final
+    # Built-in tools of a plain serve, shaped as in the captures x14 (docs/upstream.md §20).
+    if name == "task":  # a subagent: the child session's own request gets `MOCK:none` ("ok")
+        task = {"description": "Say hi", "prompt": "MOCK:none", "subagent_type": "general"}
+        return ToolReply("task", task) if step == 0 else final
+    if name == "todo":
+        todos = [{"content": "Write tests", "status": "in_progress", "priority": "high"},
+                 {"content": "Ship it", "status": "pending", "priority": "low"}]
+        return ToolReply("todowrite", {"todos": todos}) if step == 0 else final
+    if name == "write":
+        return ToolReply("write", {"filePath": "written.txt", "content": "hello world\n"}) if step == 0 else final
     if name == "cut":
         return TextReply(("Partial", " answer"), chunk_delay, cut=True)
     if name == "errchunk":

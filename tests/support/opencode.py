@@ -457,6 +457,12 @@ class OpencodeServe:
         body: list[dict[str, Any]] = await self.request("POST", "/sync/history", json_body={session_id: after})
         return body
 
+    async def sync_log(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's whole persisted log **from seq 0** (`session.created` included): ``POST /sync/history
+        {}`` (every aggregate from the start; a cutoff below 0 is refused), this session's items only."""
+        body: list[dict[str, Any]] = await self.request("POST", "/sync/history", json_body={})
+        return [i for i in body if i.get("aggregate_id") == session_id]
+
     async def prompt_async(self, session_id: str, text: str) -> None:
         """Legacy ``POST /session/{id}/prompt_async`` (204): how the bundled web app prompts."""
         await self.request("POST", f"/session/{session_id}/prompt_async",

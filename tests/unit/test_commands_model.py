@@ -50,11 +50,13 @@ def test_delivery_is_required() -> None:
     ("read", set()),
     ("prompt", {"prompt", "permission_reply", "question_reply", "question_reject"}),
     ("control", {"prompt", "permission_reply", "question_reply", "question_reject", "interrupt", "model", "agent",
-                 "create_session"}),
+                 "create_session", "title", "revert", "unrevert", "fork", "slash_command"}),
 ])
 def test_scope_matrix(scope: str, allowed: set[str]) -> None:
     names = {"prompt", "permission_reply", "question_reply", "question_reject", "interrupt", "model", "agent",
-             "create_session"}
+             "create_session", "title", "revert", "unrevert", "fork", "slash_command"}
+    if scope == "prompt":
+        allowed = allowed | {"slash_command"}  # a slash command is a prompt
     assert {n for n in names if scope_allows(scope, n)} == allowed
 
 

@@ -25,6 +25,7 @@ from bridge.events import (
     parse_frame,
     to_json,
 )
+from bridge.events.kinds import PART_KINDS
 
 SES = "ses_A"
 
@@ -285,9 +286,8 @@ def test_catalogue_type_maps_to_its_kind(event_type: str, kind: str) -> None:
 @pytest.mark.parametrize(
     "event_type",
     [
-        "session.next.retried",
-        "session.next.compaction.started",
-        "todo.updated",
+        "session.next.brand.new",
+        "todo.brand.new",
         "brand.new",
         "SESSION.NEXT.PROMPTED",
     ],
@@ -300,7 +300,7 @@ def test_unknown_types_map_to_unknown(event_type: str) -> None:
 
 def test_kinds_constant_lists_every_kind_including_unknown() -> None:
     assert set(CATALOGUE.values()) | {"unknown"} <= KINDS
-    assert set(TYPE_KINDS.values()) | {"unknown"} == KINDS
+    assert set(TYPE_KINDS.values()) | set(PART_KINDS.values()) | {"unknown"} == KINDS
 
 
 def test_every_section_9_type_has_a_kind() -> None:
@@ -320,7 +320,8 @@ def test_every_section_9_type_has_a_kind() -> None:
 def test_is_noise_and_is_delta() -> None:
     assert is_noise("plugin.added") and is_noise("file.watcher.updated")
     assert not is_noise("server.connected") and not is_noise("session.next.text.delta")
-    assert {k for k in KINDS if is_delta(k)} == {"delta:text", "delta:reasoning", "delta:tool-input"}
+    assert {k for k in KINDS if is_delta(k)} == {"delta:text", "delta:reasoning", "delta:tool-input",
+                                                      "delta:compaction"}
 
 
 # --- field extraction --------------------------------------------------------------------------------

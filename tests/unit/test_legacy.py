@@ -86,7 +86,7 @@ def test_a_whole_turn_maps_to_v2_kinds() -> None:
         "legacy:message-updated", "prompt:admitted", "step:start", "legacy:part-updated",
         "text:start", "legacy:part-updated", "text:end", "reasoning:end",
         "tool:input-start", "tool:start", "legacy:part-updated", "tool:success",
-        "step:end", "legacy:message-updated", "legacy:part-updated",
+        "step:end", "legacy:message-updated", "patch",  # a patch part is its own kind (upstream §20)
     ]
     assert all(k in {str(x) for x in KINDS} for k in kinds(turn))
 
@@ -204,7 +204,7 @@ def test_session_error_goes_through_the_open_envelope() -> None:
 def test_unknown_part_and_event_types_are_kept_as_unknown() -> None:
     state = LegacyTurnState()
     assert kinds([part("future-part"), part(""), env("message.part.updated", {"part": {"id": "p", "type": 3}}),
-                  env("message.removed", {"messageID": "m"})], state) == ["unknown"] * 4
+                  env("brand.new", {"messageID": "m"})], state) == ["unknown"] * 4
     assert normalize_legacy(env("project.updated", {"id": "x"}), state).kind == NOISE
 
 

@@ -12,6 +12,7 @@ import pytest
 from bridge import metrics
 from bridge.errors import BodyTooLarge, InvalidSessionId
 from bridge.events.syncframes import parse_sync_item
+from bridge.upstream.client import FROM_START
 from bridge.upstream.durable import DurableFollower
 from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope, sse, sync_item
 from tests.support.tasks import in_background
@@ -79,13 +80,13 @@ async def test_exact_twins_next_in_line_are_stored_without_a_request() -> None:
     async with in_background(f.run()):
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
         before = len(up.paths)
-        for seq in (1, 2, 3):
+        for seq in (0, 1, 2, 3):  # a new session: its `session.created` is seq 0 (docs/upstream.md §14)
             f.offer_twin(parse_sync_item(legacy(seq)))
         await wait_until(lambda: sink.cursor == 3, 5, 0.001, message="twins stored")
         assert len(up.paths) == before
-        assert f.sync.twins_written == 3
+        assert f.sync.twins_written == 4
         f.offer_twin(parse_sync_item(legacy(2)))  # a repeat: at or below the cursor, ignored
-    assert sorted(sink.events) == [1, 2, 3]
+    assert sorted(sink.events) == [0, 1, 2, 3]
 
 
 async def test_twins_above_a_hole_poke_one_coalesced_repair() -> None:
@@ -183,3 +184,25 @@ async def test_twins_above_a_log_over_the_body_bound_are_stored_over_the_hole_on
         reads = sync_reads(up)
         f.offer_twin(parse_sync_item(legacy(3)))
     assert sorted(sink.events) == [2, 3] and sync_reads(up) == reads
+
+
+async def test_a_new_session_stores_its_seq_0_from_the_sync_log() -> None:
+    """A stored cursor of 0 reads from before seq 0: `session.created` (seq 0) is stored, once (§14)."""
+    log = [legacy(0, "session.created"), legacy(1), legacy(2)]
+    up = MemoryUpstream(history={SID: []}, sync={SID: log})
+    sink = MemorySink()
+    f = follower(up, sink, 0)
+    async with in_background(f.run()):
+        await wait_until(lambda: sorted(sink.events) == [0, 1, 2], 5, 0.001, message="seq 0 stored")
+    sync = [json.loads(r.body or b"") for r in up.transport.requests if r.path == "/sync/history"]
+    assert sync and SID not in sync[0]  # a cutoff below 0 is refused upstream: the session is not named
+    assert not [p for p in up.paths if "after=-" in p]  # durable reads and /history start at after=0
+
+
+async def test_client_sync_history_from_start_names_every_other_session_only() -> None:
+    up = MemoryUpstream(sync={SID: [legacy(0), legacy(1)], "ses_B": [{**legacy(0), "aggregate_id": "ses_B"}]})
+    async with up.client() as client:
+        await client.sync_history("ses_B", 0)  # now known
+        items = await client.sync_history(SID, FROM_START)
+    assert [i["seq"] for i in items if i["aggregate_id"] == SID] == [0, 1]
+    assert SID not in json.loads(up.transport.requests[-1].body or b"")

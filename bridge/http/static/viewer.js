@@ -226,6 +226,7 @@ function mergeWsSessions(list) {
     const row = state.sessions.get(s.session) || { session_id: s.session, fromWs: true };
     row.status = s.status || row.status;
     row.cursor_seq = s.head;
+    row.title = s.title || row.title;
     row.last_event_at = s.last_event_at || row.last_event_at;
     state.sessions.set(s.session, row);
   }
@@ -342,6 +343,7 @@ class SessionView {
     this.head = m.head;
     this.complete = m.complete;
     if (m.status) this.live = { status: m.status };
+    if (m.title) this.row().title = m.title;
     this.header();
   }
 
@@ -512,6 +514,11 @@ class SessionView {
       case "tool:success":
       case "tool:fail": {
         const c = this.tool(asst, f.call_id);
+        if (f.child_session_id && !c.childEl) { // a task's subagent: its own session (docs/audit.md "The session tree")
+          c.childEl = el("a", "tool-child", "subagent session " + f.child_session_id);
+          c.childEl.href = "#/sessions/" + encodeURIComponent(f.child_session_id);
+          c.el.appendChild(c.childEl);
+        }
         const ok = m.kind === "tool:success";
         this.toolState(c, ok ? "success" : "failed");
         c.outLabel.textContent = ok ? "output" : "error";
@@ -542,6 +549,34 @@ class SessionView {
         s.el.appendChild(el("div", "msg error", (f.error_type ? f.error_type + ": " : "") + (f.error_message || "step failed")));
         t = s.turn;
         this.setTurn(t, "error");
+        break;
+      }
+      // The whole session as OpenCode shows it (docs/websocket.md 2.3.1): attachments, patches, undo, subagents.
+      case "prompt:synthetic":
+      case "file:attached": {
+        t = this.turn(f.message_id || asst, undefined);
+        const note = m.kind === "file:attached"
+          ? el("div", "msg attachment", "attached: " + (f.filename || f.url || "file") + (f.mime ? " (" + f.mime + ")" : ""))
+          : el("details", "msg synthetic");
+        if (m.kind === "prompt:synthetic") note.append(el("summary", null, "added by opencode"), el("pre", null, f.text || ""));
+        t.el.insertBefore(note, t.user ? t.user.nextSibling : t.el.firstChild.nextSibling);
+        break;
+      }
+      case "patch":
+        this.step(asst).el.appendChild(el("div", "meta patch", "files changed: " + (f.files || []).map((x) => x.split("/").pop()).join(", ")));
+        break;
+      case "message:removed": {
+        const gone = this.byMessage.get(f.message_id) || (this.steps.get(f.message_id) || {}).turn;
+        const s = this.steps.get(f.message_id);
+        if (s) s.el.classList.add("removed");
+        else if (gone) gone.el.classList.add("removed");
+        break;
+      }
+      case "session:updated": {
+        for (const x of this.root.querySelectorAll(".reverted-from")) x.classList.remove("reverted-from");
+        const from = f.revert && this.byMessage.get(f.revert.message_id);
+        if (from) from.el.classList.add("reverted-from");
+        if (f.title) { this.row().title = f.title; }
         break;
       }
       case "agent:switch":
@@ -621,3 +656,9 @@ setInterval(() => { if (!document.hidden) loadSessions(); }, 5000);
 loadSessions();
 connect();
 if (routed()) select(routed());
+
+// Removed messages are hidden by default; `?removed=1` (or Alt+Shift+R) shows them, greyed.
+if (new URLSearchParams(location.search).get("removed") === "1") document.body.classList.add("show-removed");
+window.addEventListener("keydown", (e) => {
+  if (e.altKey && e.shiftKey && e.key.toLowerCase() === "r") document.body.classList.toggle("show-removed");
+});

@@ -1,0 +1,63 @@
+"""The session tree: a subagent's session names its parent in its seq 0 (`session.created`
+`info.parentID`, docs/upstream.md §20). Read from the stored events, so nothing else has to be kept in
+step: a session is a child as soon as its seq 0 is stored (docs/mirror.md "Seq 0").
+
+- `ancestors(conn, upstream, sid)`: the parent, its parent, … (bounded depth, cycles impossible to loop on);
+- `children(conn, upstream, sid)`: the sessions whose seq 0 names `sid`;
+- `widen(claims, …)`: a token limited to sessions also grants their descendants (read, and answering their
+  permission requests and questions with the same scope: a subagent's tool call would hang otherwise).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from bridge.auth import Claims
+
+MAX_DEPTH = 16  # subagents of subagents …: far more than opencode nests
+
+_PARENT = text("""
+SELECT payload->'data'->'info'->>'parentID' AS parent_id FROM chat_session_events
+WHERE upstream = :u AND session_id = :s AND seq = 0 AND kind = 'session:created'
+""")
+_CHILDREN = text("""
+SELECT session_id FROM chat_session_events
+WHERE upstream = :u AND seq = 0 AND kind = 'session:created' AND payload->'data'->'info'->>'parentID' = :s
+ORDER BY session_id
+""")
+
+
+async def parent_of(conn: AsyncConnection, upstream: str, session_id: str) -> str | None:
+    row = (await conn.execute(_PARENT, {"u": upstream, "s": session_id})).one_or_none()
+    return None if row is None or not isinstance(row.parent_id, str) else row.parent_id
+
+
+async def ancestors(conn: AsyncConnection, upstream: str, session_id: str) -> list[str]:
+    out: list[str] = []
+    current = session_id
+    for _ in range(MAX_DEPTH):
+        parent = await parent_of(conn, upstream, current)
+        if parent is None or parent in out or parent == session_id:
+            break
+        out.append(parent)
+        current = parent
+    return out
+
+
+async def children(conn: AsyncConnection, upstream: str, session_id: str) -> list[str]:
+    return [r.session_id for r in await conn.execute(_CHILDREN, {"u": upstream, "s": session_id})]
+
+
+async def widen(claims: Claims, engine: AsyncEngine, upstream: str, session_id: str) -> Claims:
+    """`claims`, granting `session_id` too when it descends from a session the token grants."""
+    if claims.allows(session_id):
+        return claims
+    assert claims.sessions is not None
+    async with engine.connect() as conn:
+        chain = await ancestors(conn, upstream, session_id)
+    if any(claims.allows(a) for a in chain):
+        return dataclasses.replace(claims, sessions=claims.sessions | {session_id})
+    return claims
