@@ -258,8 +258,8 @@ class Soak:
                 ok = True
                 for sid in [*self.sessions, *self.talk.sessions]:
                     assert self.serve is not None
-                    log = await self.serve.sync_history(sid, 0)
-                    upstream = [(int(e["seq"]), str(e["id"])) for e in log if e.get("aggregate_id") == sid]
+                    log = await self.serve.sync_log(sid)  # from seq 0: `session.created` is stored too
+                    upstream = [(int(e["seq"]), str(e["id"])) for e in log]
                     stored = await store.stored_ids(sid)
                     upstream_total += len(upstream)
                     state[sid] = (len(stored), len(upstream))
@@ -267,7 +267,7 @@ class Soak:
                 return ok
 
             try:
-                await wait_until(same, 180, 0.5, message="stored == /sync/history for every session")
+                await wait_until(same, 180, 0.5, message="stored == the sync log from seq 0 for every session")
                 converged = True
             except WaitTimeout:
                 converged = False

@@ -39,8 +39,8 @@ async def test_failover_mid_conversation_loses_nothing_on_the_real_serve(
         v2, legacy = await opencode.create_session(), await opencode.create_session()
 
         async def log_of(sid: str) -> list[tuple[int, str]]:
-            return [(int(e["seq"]), str(e["id"])) for e in await opencode.sync_history(sid, 0)
-                    if e.get("aggregate_id") == sid]
+            # from seq 0: `session.created` is stored too
+            return [(int(e["seq"]), str(e["id"])) for e in await opencode.sync_log(sid)]
 
         async def mirrored() -> bool:
             for sid in (v2, legacy):
@@ -60,9 +60,15 @@ async def test_failover_mid_conversation_loses_nothing_on_the_real_serve(
         on_primary = {sid: len(await store.stored_ids(sid)) for sid in (v2, legacy)}
 
         await asyncio.to_thread(pair.kill_primary)
+        # The loss is real: read on the standby before its promotion (a hot standby reads; the bridge cannot
+        # write to it yet, so its repair cannot race this check).
+        standby = create_async_engine(to_async_url(pair.standby_url), poolclass=pool.NullPool)
+        try:
+            for sid in (v2, legacy):
+                assert len(await EventStore(standby, UPSTREAM).stored_ids(sid)) < on_primary[sid]
+        finally:
+            await standby.dispose()
         await asyncio.to_thread(pair.promote)
-        for sid in (v2, legacy):  # the loss is real
-            assert len(await store.stored_ids(sid)) < on_primary[sid]
 
         await turn("third")  # the bridge carried on, and re-read what the failover lost
         assert bridge.proc is not None and bridge.proc.poll() is None
