@@ -30,8 +30,9 @@ from tests.integration.test_commands_http import SID, TwinUpstream
 from tests.support.fanout_client import WsClient
 
 NOW = int(time.time())
-GOOD: dict[str, Any] = {"iss": "opencode-bridge", "upstream": UPSTREAM, "iat": NOW, "exp": NOW + 600, "jti": "j-1",
-                        "sub": "alice", "scope": "prompt"}
+# Valid for the longest time allowed: the suite may reach these tests many minutes after this module loads.
+GOOD: dict[str, Any] = {"iss": "opencode-bridge", "upstream": UPSTREAM, "iat": NOW, "exp": NOW + int(MAX_TTL_S),
+                        "jti": "j-1", "sub": "alice", "scope": "prompt"}
 DROP = object()
 
 # One forged token per claim rule: (what is changed) -> the claims. Signed with the right key: only the
