@@ -88,6 +88,12 @@ def _json(body: dict[str, Any], status: int) -> web.Response:
     return resp
 
 
+def auth_refusal(e: AuthError) -> web.Response:
+    """401 for a token that is missing or bad, 403 for one that does not grant what was asked."""
+    forbidden = e.code == "forbidden"
+    return _json({"error": "forbidden" if forbidden else "unauthorized", "message": str(e)}, 403 if forbidden else 401)
+
+
 async def _body(request: web.Request, limit: int = MAX_BODY_BYTES) -> object:
     if request.content_length is not None and request.content_length > limit:
         raise CommandError("bad_request", f"the body is larger than {limit} bytes")
@@ -124,8 +130,7 @@ def _route(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
             # a prompt may carry attachments as data: URLs (bridge.commands.attachments)
             body = await _body(request, MAX_PROMPT_BODY_BYTES if name == "prompt" else MAX_BODY_BYTES)
         except AuthError as e:
-            return _json({"error": "forbidden" if e.code == "forbidden" else "unauthorized", "message": str(e)},
-                         403 if e.code == "forbidden" else 401)
+            return auth_refusal(e)
         except CommandError as e:
             return _json({"error": e.code, "message": e.message}, e.status)
         out = await ctx.run(claims, name, body, sid, request.match_info.get("request_id"))
@@ -143,8 +148,7 @@ async def list_commands(request: web.Request) -> web.Response:
         claims = _authorized(request, ctx)
         claims.require(sid)
     except AuthError as e:
-        return _json({"error": "forbidden" if e.code == "forbidden" else "unauthorized", "message": str(e)},
-                     403 if e.code == "forbidden" else 401)
+        return auth_refusal(e)
     raw = request.query.get("limit", "100")
     if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIST:
         return _json({"error": "bad_request", "message": f"limit must be an integer from 1 to {MAX_LIST}"}, 400)
@@ -167,8 +171,7 @@ async def list_slash_commands(request: web.Request) -> web.Response:
                 return _json({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
             claims.require(sid)
     except AuthError as e:
-        return _json({"error": "forbidden" if e.code == "forbidden" else "unauthorized", "message": str(e)},
-                     403 if e.code == "forbidden" else 401)
+        return auth_refusal(e)
     try:
         directory = None
         if sid is not None:

@@ -17,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bridge.errors import AuthError, SessionNotFound, UpstreamError
 from bridge.events.content import diff_items, todo_items
-from bridge.http.commands import COMMANDS_KEY, _authorized, _json
+from bridge.http.commands import COMMANDS_KEY, _authorized, _json, auth_refusal
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 
 VIEWS: dict[str, Callable[[object], list[dict[str, Any]]]] = {"todo": todo_items, "diff": diff_items}
@@ -33,8 +33,7 @@ def _state_route(what: str) -> Callable[[web.Request], Awaitable[web.Response]]:
             claims = _authorized(request, ctx)
             claims.require(sid)
         except AuthError as e:
-            return _json({"error": "forbidden" if e.code == "forbidden" else "unauthorized", "message": str(e)},
-                         403 if e.code == "forbidden" else 401)
+            return auth_refusal(e)
         try:
             mirrored = await ctx.service.store.session(sid)
             directory = mirrored.directory if mirrored is not None else None
