@@ -24,7 +24,7 @@ from bridge.perf.jsonload import strict_decode
 from bridge.perf.runtime import GEN0_THRESHOLD, tune_gc
 from bridge.store.hash_chain import link
 from bridge.store.jsonb_text import jsonb_text
-from bridge.store.rows import prepare_event
+from bridge.store.writes.rows import prepare_event
 
 
 def _best(fn: Callable[[], Any], n: int, repeat: int) -> tuple[float, Any]:

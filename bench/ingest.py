@@ -36,7 +36,7 @@ from sqlalchemy import text
 from bridge.log import configure_logging
 from bridge.perf.turnstile import Turnstile
 from bridge.store.db import make_engine, upgrade_to_head
-from bridge.store.events_store import EventStore
+from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.store_sink import StoreSink

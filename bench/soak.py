@@ -48,7 +48,7 @@ from bench.footprint import footprint
 from bench.soak_continuity import SECRET, Conversations
 from bridge.store.db import make_engine
 from bridge.store.embedded import start_embedded
-from bridge.store.events_store import EventStore
+from bridge.store.writes import EventStore
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeError, OpencodeServe

@@ -47,9 +47,9 @@ from bridge.log import configure_logging
 from bridge.perf import turnstile
 from bridge.perf.runtime import GEN0_THRESHOLD, tune_gc
 from bridge.store.db import make_engine, upgrade_to_head
-from bridge.store.events_store import EventStore
-from bridge.store.fanout_store import FanoutStore
-from bridge.store.rows import prepare_event
+from bridge.store.reads import FanoutStore
+from bridge.store.writes import EventStore
+from bridge.store.writes.rows import prepare_event
 from bridge.upstream.responses import decode_json
 from bridge.upstream.store_sink import StoreSink
 
@@ -273,7 +273,7 @@ async def quiet_latency(store: EventStore, write: Writer, count: int) -> dict[st
 async def replay(engine: Any, upstream: str, sid: str, n: int, page: int = FanoutService.replay_page,
                  python: bool = False) -> dict[str, float]:
     """What a WebSocket replay does per event minus the socket: read pages of frames (PostgreSQL builds a
-    v2 row's, bridge.store.replay) — or, `python`, of stored rows to frame here (`event_frames`)."""
+    v2 row's, bridge.store.reads.replay) — or, `python`, of stored rows to frame here (`event_frames`)."""
     fan = FanoutStore(engine, upstream)
     sent, after = 0, 0
     t0, cpu0 = time.perf_counter(), time.process_time()

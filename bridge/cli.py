@@ -131,8 +131,8 @@ def _doctor(settings: Settings, url: str) -> int:
 
 def _audit(args: argparse.Namespace, settings: Settings, url: str) -> int:
     from bridge.audit.cli import run as run_audit
-    from bridge.store.audit import AuditReader
     from bridge.store.db import make_engine
+    from bridge.store.reads import AuditReader
 
     async def open_reader() -> tuple[AuditReader, Callable[[], Awaitable[None]]]:
         engine = make_engine(url, pool_size=2)

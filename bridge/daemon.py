@@ -48,11 +48,11 @@ from bridge.perf.turnstile import Turnstile
 from bridge.revocation import RevocationList
 from bridge.sessions.discovery import Discovery
 from bridge.sessions.supervisor import FollowerSupervisor
-from bridge.store.audit import AuditReader
+from bridge.store.chat_sessions import LeaseStore
 from bridge.store.db import make_engine, make_read_engine, upgrade_to_head
-from bridge.store.events_store import EventStore
-from bridge.store.leases import LeaseStore
+from bridge.store.reads import AuditReader
 from bridge.store.revoked import revoked_jtis
+from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.live import LiveStream
 

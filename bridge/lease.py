@@ -41,6 +41,11 @@ class ClaimVerdict(enum.Enum):
 _TAKING = frozenset({ClaimVerdict.FREE, ClaimVerdict.EXPIRED, ClaimVerdict.HOLDER_DEAD, ClaimVerdict.OURS})
 
 
+def nobody_dead(_owner: str) -> bool:
+    """The default `holder_dead`: no holder is known dead."""
+    return False
+
+
 def is_expired(lease: LeaseView, now: datetime) -> bool:
     """A held lease without an expiry was never renewed by a heartbeat (rows from before leases
     expired): treat it as expired rather than held forever."""

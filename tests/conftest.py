@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bridge.store.db import make_engine, migrate_database, to_async_url
 from bridge.store.embedded import start_embedded
-from bridge.store.events_store import EventStore
+from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from tests.support.fake_upstream import FakeUpstream
 

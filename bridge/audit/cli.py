@@ -1,6 +1,6 @@
 """CLI twins of the audit API: `sessions`, `events`, `transcript`, `export`, `verify`.
 
-Each reads the database directly (read-only) through `bridge.store.audit.AuditReader`.
+Each reads the database directly (read-only) through `bridge.store.reads.audit.AuditReader`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from bridge.audit.export import event_line, header, trailer, verify_export
 from bridge.audit.render import render_transcript
 from bridge.audit.transcript import build_transcript
 from bridge.errors import ExportError
-from bridge.store.audit import AuditReader
 from bridge.store.hash_chain import GENESIS, verify_chain
-from bridge.store.reads import SessionFilter
+from bridge.store.reads import AuditReader, SessionFilter
 
 COMMANDS = ("sessions", "events", "transcript", "export", "verify")
 

@@ -32,8 +32,7 @@ from bridge.commands.legacy_delivery import (
     send_action,
 )
 from bridge.errors import UpstreamUnavailable
-from bridge.store.commands import CommandKey
-from bridge.store.prompt_queue import PromptQueueStore
+from bridge.store.commands_pending import CommandKey, PromptQueueStore
 from bridge.upstream.commands import UpstreamCommands
 
 _log = structlog.get_logger("bridge.commands")

@@ -24,7 +24,7 @@ from bridge.command_service.prompt_router import PromptRouter
 from bridge.commands.attachments import AttachmentError
 from bridge.commands.legacy_delivery import FAILED, QUEUED, SENDING
 from bridge.errors import SessionNotFound, UpstreamError
-from bridge.store.prompt_queue import PromptRow
+from bridge.store.commands_pending import PromptRow
 
 _log = structlog.get_logger("bridge.commands")
 POLL_S = 1.0

@@ -17,8 +17,7 @@ from bridge.commands.attachments import AttachmentError, v2_files, v2_text
 from bridge.commands.legacy_delivery import PENDING, QUEUED, NewestMessage, first_state, turn_ended
 from bridge.commands.model import Command, CommandError
 from bridge.errors import UpstreamError
-from bridge.store.commands import CommandKey
-from bridge.store.prompt_queue import PromptQueueStore
+from bridge.store.commands_pending import CommandKey, PromptQueueStore
 from bridge.upstream.commands import UpstreamCommands
 
 VERSION_TTL_S = 300.0

@@ -14,7 +14,7 @@ from typing import Any
 from bridge.commands.model import CommandError
 from bridge.errors import SessionNotFound
 from bridge.events.question import check_answers, pending_question, question_specs, stored_question
-from bridge.store.pending import PendingStore
+from bridge.store.commands_pending import PendingStore
 from bridge.upstream.requests import UpstreamRequests
 
 

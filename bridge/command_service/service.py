@@ -32,8 +32,7 @@ from bridge.commands.session_ops import SESSION_OP_SCOPES, result_body, route
 from bridge.directories import DirectoryRefused, check_directory
 from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
 from bridge.log import correlation_id
-from bridge.store.commands import CommandKey, CommandRow, CommandStore
-from bridge.store.prompt_queue import PromptQueueStore
+from bridge.store.commands_pending import CommandKey, CommandRow, CommandStore, PromptQueueStore
 from bridge.upstream.commands import UpstreamCommands
 
 _log = structlog.get_logger("bridge.commands")
@@ -87,7 +86,7 @@ class CommandService:
                  queue: PromptQueueStore | None = None, prompt_runtime: str = "auto",
                  widen: Callable[[Claims, str], Awaitable[Claims]] | None = None) -> None:
         self.store = store
-        self.widen = widen  # a parent's token also grants its subagents' sessions (bridge.store.tree)
+        self.widen = widen  # a parent's token also grants its subagents' sessions (bridge.store.chat_sessions.tree)
         self.questions = questions
         # BRIDGE_ALLOWED_DIRECTORIES (empty: no session creation) and the symlink resolver (daemon: realpath)
         self.directories = directories

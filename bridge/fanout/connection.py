@@ -24,7 +24,7 @@ from bridge.fanout.queue import QueueLimits
 from bridge.hosts import LOOPBACK_TRUSTED
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
-from bridge.store.fanout_store import FanoutStore
+from bridge.store.reads import FanoutStore
 
 
 @dataclass
@@ -52,7 +52,7 @@ class FanoutService:
     # A new subscriber asks for a re-sync of the session's pending requests (bridge.fanout.resync): one
     # asked while the bridge was down is found then. None: no upstream (tests of the fan-out alone).
     resync_session: Callable[[str], None] | None = None
-    # A session-limited token also grants its sessions' subagents (bridge.store.tree.widen); None: as is.
+    # A session-limited token also grants its sessions' subagents (bridge.store.chat_sessions.tree.widen); None: as is.
     widen: Callable[[Claims, str], Awaitable[Claims]] | None = None
 
     # Whether a token's `jti` was revoked (bridge.revocation): checked at connect and while the socket is open.
@@ -230,7 +230,7 @@ class Connection:
         queue = self.client.queue
         read_any = False
         while True:
-            # v2 rows come framed by PostgreSQL from the normalized columns (bridge.store.replay).
+            # v2 rows come framed by PostgreSQL from the normalized columns (bridge.store.reads.replay).
             rows = await self._svc.store.replay_frames_after(sub.session_id, sub.sent_seq, self._svc.replay_page)
             for seq, frame in p.replay_frames(sub.session_id, rows):
                 await queue.wait_room()

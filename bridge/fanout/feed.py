@@ -21,15 +21,17 @@ from bridge.backoff import Backoff
 from bridge.fanout import metrics
 from bridge.fanout.hub import Hub
 from bridge.fanout.protocol import replay_frames
-from bridge.store.command_notice import COMMAND_CHANNEL, CommandNotice, parse_command_notice
-from bridge.store.fanout_store import (
+from bridge.store.notices import (
+    COMMAND_CHANNEL,
     NOTIFY_CHANNEL,
     STATUS_CHANNEL,
-    FanoutStore,
+    CommandNotice,
     StatusNotice,
+    parse_command_notice,
     parse_notice,
     parse_status_notice,
 )
+from bridge.store.reads import FanoutStore
 
 
 class DurableFeed:
@@ -101,7 +103,7 @@ class DurableFeed:
             top = self._hub.published_seq(session_id)
             if top is None:  # nobody live on it here (yet): the replay's go_live wakes us
                 return
-            # v2 rows come framed by PostgreSQL from the normalized columns (bridge.store.replay).
+            # v2 rows come framed by PostgreSQL from the normalized columns (bridge.store.reads.replay).
             rows = await self._store.frames_after(session_id, top, self._page)
             metrics.FEED_READS.inc()
             self._hub.publish_durable(session_id, replay_frames(session_id, rows))

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from bridge.events.question import QuestionUpdate, stored_question
-from bridge.store.pending import StoredRequest
+from bridge.store.commands_pending import StoredRequest
 
 
 def _iso(at: datetime | None) -> str | None:

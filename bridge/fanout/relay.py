@@ -23,8 +23,8 @@ from bridge.fanout.hub import Hub
 from bridge.fanout.protocol import permission_message
 from bridge.fanout.question_frames import live_question_message
 from bridge.fanout.state_frames import live_state_message
-from bridge.store.fanout_store import FanoutStore
-from bridge.store.pending import PendingStore
+from bridge.store.commands_pending import PendingStore
+from bridge.store.reads import FanoutStore
 
 
 class LiveRelay:

@@ -30,7 +30,7 @@ from bridge.events.question import pending_question, settled_while_away
 from bridge.events.stored import stored_permission
 from bridge.fanout.hub import Hub
 from bridge.fanout.relay import LiveRelay
-from bridge.store.fanout_store import FanoutStore
+from bridge.store.reads import FanoutStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.requests import UpstreamRequests
 

@@ -32,8 +32,8 @@ from bridge.fanout.relay import LiveRelay
 from bridge.fanout.resync import RequestResync
 from bridge.hosts import trusted_hosts
 from bridge.revocation import never_revoked
-from bridge.store.command_notice import command_message
-from bridge.store.fanout_store import FanoutStore
+from bridge.store.notices import command_message
+from bridge.store.reads import FanoutStore
 from bridge.upstream.client import UpstreamClient
 
 CONFIRM_TIMEOUT_S = 5.0

@@ -30,8 +30,7 @@ from bridge.fanout.question_frames import stored_question_message
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
-from bridge.store.audit import AuditReader
-from bridge.store.reads import SessionFilter, ToolCallFilter
+from bridge.store.reads import AuditReader, SessionFilter, ToolCallFilter
 
 _log = structlog.get_logger("bridge.audit")
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")

@@ -30,9 +30,8 @@ from bridge.fanout.connection import FanoutService
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
-from bridge.store import tree
-from bridge.store.commands import CommandStore
-from bridge.store.pending import PendingStore
+from bridge.store.chat_sessions import tree
+from bridge.store.commands_pending import CommandStore, PendingStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.commands import UpstreamCommands
 from bridge.upstream.requests import UpstreamRequests

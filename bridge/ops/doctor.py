@@ -21,10 +21,10 @@ from sqlalchemy import text
 from bridge.config import Settings
 from bridge.errors import Unauthorized, UpstreamError
 from bridge.ops.pending import SHOWN, pending_lines
+from bridge.store.chat_sessions import LeaseStore
 from bridge.store.codecs import SessionRow
+from bridge.store.commands_pending import PendingStore, StoredRequest
 from bridge.store.db import current_revision, head_revision, make_engine
-from bridge.store.leases import LeaseStore
-from bridge.store.pending import PendingStore, StoredRequest
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.transport import Transport
 

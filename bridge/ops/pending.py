@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import structlog
 
 from bridge import metrics
-from bridge.store.pending import PendingStore, StoredRequest
+from bridge.store.commands_pending import PendingStore, StoredRequest
 
 KINDS = ("permission", "question")
 REFRESH_S = 15.0

@@ -29,7 +29,7 @@ from bridge.events.legacy_shapes import SessionStatus, session_title
 from bridge.events.pending import QUESTION, REJECTED, PendingRequests, RequestChange, stored_waiting
 from bridge.sessions.gaps import find_gaps
 from bridge.sessions.status_machine import Status, Transition, TurnTracker
-from bridge.store.leases import TurnState
+from bridge.store.chat_sessions import TurnState
 
 _TITLED = frozenset({"session:created", "session:updated"})  # kinds whose payload carries the title
 
@@ -38,7 +38,7 @@ TURN_SETTLE_S = 2.0
 
 
 class LifecycleStore(Protocol):
-    """The part of bridge.store.leases.LeaseStore this module needs (an in-memory twin in unit tests)."""
+    """The part of bridge.store.chat_sessions.leases.LeaseStore this module needs (an in-memory twin in unit tests)."""
 
     async def turn_state(self, session_id: str) -> TurnState: ...
     async def set_status(self, session_id: str, owner: str, status: str, reason: str | None) -> bool: ...

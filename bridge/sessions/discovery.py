@@ -28,7 +28,7 @@ from bridge.backoff import Backoff
 from bridge.errors import SessionNotFound, UpstreamError
 from bridge.events import location_directory
 from bridge.outage import OutageLog
-from bridge.store.events_store import EventStore
+from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 
 

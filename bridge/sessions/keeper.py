@@ -3,7 +3,7 @@
 Every `heartbeat_interval_s` one statement renews our incarnation row and every lease we still hold. A
 lease a peer took (new owner, new epoch) is *lost*: its follower is stopped (its writes were fenced
 already, by the epoch in write_batch). A lease that merely lapsed and that nobody took is renewed with its
-epoch unchanged (bridge.store.leases.renew_leases). A lease we hold without a follower is given back.
+epoch unchanged (bridge.store.chat_sessions.leases.renew_leases). A lease we hold without a follower is given back.
 At a clean shutdown `hand_off()` expires our leases at once (owner kept), so peers adopt them at their
 next sweep instead of after the TTL.
 """
@@ -23,7 +23,7 @@ from bridge.sessions.session_run import WarmSession
 
 
 class Renewals(Protocol):
-    """The part of bridge.store.leases.LeaseStore the keeper needs."""
+    """The part of bridge.store.chat_sessions.leases.LeaseStore the keeper needs."""
 
     async def heartbeat(self, incarnation_id: str, hostname: str, pid: int, ttl_s: float) -> dict[str, int]: ...
     async def hand_off(self, incarnation_id: str) -> None: ...

@@ -19,8 +19,8 @@ from bridge.perf.turnstile import Turnstile
 from bridge.sessions.activity import ActivityTracker
 from bridge.sessions.parking import FailureStreak
 from bridge.sessions.session_run import INSISTENT, Marks, SessionRunner, StopMode, WarmSession
-from bridge.store.events_store import EventStore
-from bridge.store.leases import LeaseStore
+from bridge.store.chat_sessions import LeaseStore
+from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 
 # Explicit wishes that un-park a parked session.

@@ -22,8 +22,8 @@ from bridge.events.legacy_state import SEED_KINDS
 from bridge.perf.turnstile import Turnstile
 from bridge.sessions.activity import ActivityTracker
 from bridge.sessions.parking import FailureStreak, is_transient
-from bridge.store.events_store import EventStore
-from bridge.store.leases import LeaseStore
+from bridge.store.chat_sessions import LeaseStore
+from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit

@@ -33,8 +33,8 @@ from bridge.sessions.parking import FailureStreak
 from bridge.sessions.poller import ActivePoller
 from bridge.sessions.registry import WarmRegistry
 from bridge.sessions.sweep import Sweep
-from bridge.store.events_store import EventStore
-from bridge.store.leases import LeaseStore
+from bridge.store.chat_sessions import LeaseStore
+from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 

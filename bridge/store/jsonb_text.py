@@ -6,7 +6,7 @@ for them afterwards. jsonb prints objects with keys ordered shorter first, then 
 value per key (the last one), `", "` and `": "` as separators, strings escaped like Python's `json` with
 `ensure_ascii=False` (`\\"`, `\\\\`, `\\b\\f\\n\\r\\t`, `\\u00XX` below U+0020) and numbers as `numeric` prints
 them. Python prints a float like `numeric` only without an exponent and when it is not -0.0: for anything
-else `jsonb_text` answers None and the writer lets PostgreSQL compute the chain (bridge.store.write). The
+else `jsonb_text` answers None and the writer lets PostgreSQL compute the chain (bridge.store.writes.transaction). The
 writer also has PostgreSQL confirm, row by row, that the text it sent is the text it stores.
 """
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from bridge import metrics
 from bridge.errors import CursorBehind
 from bridge.events import ChatEvent
-from bridge.store.events_store import EventStore
+from bridge.store.writes import EventStore
 
 
 class StoreSink:

@@ -13,10 +13,10 @@ from pathlib import Path
 from sqlalchemy import pool
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from bridge.store.audit import AuditReader
 from bridge.store.db import to_async_url
-from bridge.store.events_store import EventStore
 from bridge.store.hash_chain import verify_chain
+from bridge.store.reads import AuditReader
+from bridge.store.writes import EventStore
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeServe

@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
-from bridge.store.events_store import EventStore
+from bridge.store.writes import EventStore
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.fanout_client import WsClient
 from tests.support.mock_llm import MockLLM

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
 from bridge.http.audit import AuditContext, add_audit_routes
-from bridge.store.audit import AuditReader
+from bridge.store.reads import AuditReader
 from tests.integration.fanout_node import SECRET, UPSTREAM, Node
 from tests.support.fanout_client import WsClient
 

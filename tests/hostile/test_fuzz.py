@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from sqlalchemy.ext.asyncio import AsyncEngine
 from yarl import URL
 
-from bridge.store.events_store import EventStore
+from bridge.store.writes import EventStore
 from tests.integration.fanout_node import Node
 from tests.support.fanout_client import WsClient
 

@@ -17,7 +17,7 @@ from bridge.hosts import trusted_hosts
 from bridge.http.app import build_app
 from bridge.http.security import SECURITY_HEADERS, protect, token_holder
 from bridge.store.db import make_engine
-from bridge.store.events_store import EventStore
+from bridge.store.writes import EventStore
 from tests.integration.chat_events import chat_event
 from tests.integration.fanout_node import SECRET, UPSTREAM
 

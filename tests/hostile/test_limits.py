@@ -14,9 +14,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.http.server import KEEPALIVE_TIMEOUT_S, make_runner
-from bridge.store.audit import AuditReader
 from bridge.store.db import make_read_engine
-from bridge.store.events_store import EventStore
+from bridge.store.reads import AuditReader
+from bridge.store.writes import EventStore
 from tests.integration.chat_events import RECEIVED_AT, chat_event
 from tests.integration.fanout_node import UPSTREAM
 from tests.support.waiting import wait_until

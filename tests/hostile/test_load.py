@@ -19,9 +19,9 @@ from typing import Any
 from aiohttp.test_utils import TestClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.store.audit import AuditReader
 from bridge.store.db import make_read_engine
-from bridge.store.events_store import EventStore
+from bridge.store.reads import AuditReader
+from bridge.store.writes import EventStore
 from tests.integration.chat_events import RECEIVED_AT, chat_event
 from tests.integration.fanout_node import UPSTREAM
 

@@ -24,7 +24,7 @@ from bridge.commands.ratelimit import RateLimiter
 from bridge.errors import UpstreamError
 from bridge.http.app import build_app
 from bridge.http.commands import CommandsContext, add_command_routes
-from bridge.store.commands import CommandStore
+from bridge.store.commands_pending import CommandStore
 from tests.integration.test_commands_http import OTHER, SECRET, SID, UPSTREAM, TwinUpstream
 
 ORIGIN = "https://chat.example"

@@ -23,7 +23,7 @@ from bridge.fanout import protocol as p
 from bridge.fanout.service import print_local_token
 from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.revocation import RevocationList
-from bridge.store.commands import CommandStore
+from bridge.store.commands_pending import CommandStore
 from bridge.store.revoked import revoke, revoked_jtis
 from tests.integration.fanout_node import SECRET, UPSTREAM, Node
 from tests.integration.test_commands_http import SID, TwinUpstream

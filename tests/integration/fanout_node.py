@@ -19,8 +19,8 @@ from bridge.fanout.feed import CommitListener, DurableFeed
 from bridge.fanout.hub import Hub
 from bridge.fanout.queue import QueueLimits
 from bridge.http.ws import add_websocket
-from bridge.store.events_store import EventStore
-from bridge.store.fanout_store import FanoutStore
+from bridge.store.reads import FanoutStore
+from bridge.store.writes import EventStore
 from tests.integration.chat_events import chat_event
 from tests.support.waiting import wait_until
 

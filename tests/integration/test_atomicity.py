@@ -7,8 +7,8 @@ from sqlalchemy import func, select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bridge.store.events_store import BatchResult, EventStore
 from bridge.store.schema import chat_session_events
+from bridge.store.writes import BatchResult, EventStore
 
 from .chat_events import RECEIVED_AT, SESSION, batch
 

@@ -16,9 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.audit.render import render_transcript
 from bridge.audit.transcript import TranscriptBuilder, build_transcript
 from bridge.events import ChatEvent
-from bridge.store.audit import AuditReader
-from bridge.store.events_store import EventStore
-from bridge.store.reads import ToolCallFilter
+from bridge.store.reads import AuditReader, ToolCallFilter
+from bridge.store.writes import EventStore
 from tests.support.legacy_rows import STORES, legacy_session, message_store, x9_sync_log
 
 from .chat_events import RECEIVED_AT

@@ -18,8 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
 from bridge.http.audit import OPENAPI_PATH, AuditContext, add_audit_routes
-from bridge.store.audit import AuditReader
-from bridge.store.events_store import EventStore
+from bridge.store.reads import AuditReader
+from bridge.store.writes import EventStore
 
 from .test_audit_store import mirror
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.store.audit import AuditReader
-from bridge.store.events_store import EventStore
-from bridge.store.reads import SessionFilter
+from bridge.store.reads import AuditReader, SessionFilter
+from bridge.store.writes import EventStore
 
 from .test_audit_store import captured, mirror
 

@@ -21,9 +21,9 @@ from bridge.audit.transcript import build_transcript
 from bridge.auth import mint_token
 from bridge.events import normalize, parse_frame
 from bridge.http.audit import AuditContext, add_audit_routes
-from bridge.store.audit import AuditReader
-from bridge.store.events_store import EventStore
 from bridge.store.hash_chain import verify_chain
+from bridge.store.reads import AuditReader
+from bridge.store.writes import EventStore
 
 from .chat_events import RECEIVED_AT
 

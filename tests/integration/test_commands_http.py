@@ -18,7 +18,7 @@ from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, MAX_TEX
 from bridge.commands.ratelimit import RateLimiter
 from bridge.errors import SessionNotFound, UpstreamUnavailable
 from bridge.http.commands import CommandsContext, add_command_routes
-from bridge.store.commands import CommandStore
+from bridge.store.commands_pending import CommandStore
 
 from .test_audit_openapi import SPEC, conforms
 

@@ -18,8 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.command_service import CommandService
 from bridge.commands.ratelimit import RateLimiter
 from bridge.http.commands import CommandsContext, add_command_routes
-from bridge.store.commands import CommandStore
-from bridge.store.events_store import EventStore
+from bridge.store.commands_pending import CommandStore
+from bridge.store.writes import EventStore
 
 from .chat_events import chat_event
 from .test_commands_http import PROMPT, SECRET, SID, UPSTREAM, Clock, TwinUpstream, auth

@@ -1,6 +1,6 @@
-"""The write transaction's fast path (bridge.store.write): rows go in by COPY when nothing clashes; anything
-COPY refuses rolls back to its savepoint and takes the INSERT path with the same outcome; every link COPY
-stored is checked by PostgreSQL against its own text of the payload."""
+"""The write transaction's fast path (bridge.store.writes.transaction): rows go in by COPY when nothing
+clashes; anything COPY refuses rolls back to its savepoint and takes the INSERT path with the same outcome;
+every link COPY stored is checked by PostgreSQL against its own text of the payload."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
-from bridge.store import write
-from bridge.store.audit import AuditReader
-from bridge.store.events_store import BatchResult, EventStore
 from bridge.store.hash_chain import verify_chain
+from bridge.store.reads import AuditReader
+from bridge.store.writes import BatchResult, EventStore
+from bridge.store.writes import transaction as write
 from tests.support.waiting import wait_until
 
 from .chat_events import RECEIVED_AT, batch, chat_event, event_id

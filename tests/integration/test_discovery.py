@@ -8,7 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.events import normalize, parse_envelope
 from bridge.sessions.discovery import sessions_to_warm
-from bridge.store.events_store import EventStore
+from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from tests.support.fake_upstream import FakeUpstream
 

@@ -10,8 +10,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 from structlog.testing import capture_logs
 
-from bridge.store.events_store import BatchResult, EventStore
 from bridge.store.schema import chat_event_rejects, chat_session_events
+from bridge.store.writes import BatchResult, EventStore
 
 from .chat_events import RECEIVED_AT, SESSION, batch, chat_event, event_id
 

@@ -17,9 +17,9 @@ from bridge.events import normalize, parse_envelope
 from bridge.fanout import protocol as p
 from bridge.fanout.queue import QueueLimits
 from bridge.fanout.relay import LiveRelay
+from bridge.store.chat_sessions import LeaseStore
 from bridge.store.db import make_engine
-from bridge.store.events_store import EventStore
-from bridge.store.leases import LeaseStore
+from bridge.store.writes import EventStore
 from tests.integration.fanout_node import Node
 from tests.support.fanout_client import WsClient
 

@@ -1,4 +1,4 @@
-"""Group commit across sessions (bridge.store.committer): many sessions' batches in one transaction, each
+"""Group commit across sessions (bridge.store.writes.committer): many sessions' batches in one transaction, each
 waiter answered after its COMMIT, fencing and duplicates per session, nothing half-stored when the
 connection dies, a quiet session not held back."""
 
@@ -14,11 +14,11 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.errors import LeaseLost
-from bridge.store.audit import AuditReader
-from bridge.store.committer import GroupCommitter
-from bridge.store.events_store import BatchResult, EventStore
 from bridge.store.hash_chain import verify_chain
-from bridge.store.write import Fenced, SessionWrite
+from bridge.store.reads import AuditReader
+from bridge.store.writes import BatchResult, EventStore
+from bridge.store.writes.committer import GroupCommitter
+from bridge.store.writes.transaction import Fenced, SessionWrite
 from bridge.upstream.store_sink import StoreSink
 from tests.support.group_commits import Groups
 from tests.support.waiting import wait_until

@@ -9,9 +9,9 @@ import contextlib
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.store.audit import AuditReader
-from bridge.store.events_store import EventStore
 from bridge.store.hash_chain import verify_chain
+from bridge.store.reads import AuditReader
+from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit

@@ -3,7 +3,7 @@ event or the session list) is dropped as a hint instead of raising in the driver
 
 from __future__ import annotations
 
-from bridge.store.events_store import EventStore
+from bridge.store.writes import EventStore
 
 SID = "ses_nul_directory"
 

@@ -14,11 +14,11 @@ from sqlalchemy import pool, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bridge.store import payload as payload_mod
-from bridge.store.audit import AuditReader
 from bridge.store.db import to_async_url
-from bridge.store.events_store import EventStore
 from bridge.store.hash_chain import verify_chain
 from bridge.store.jsonb_text import jsonb_text
+from bridge.store.reads import AuditReader
+from bridge.store.writes import EventStore
 from tests.conftest import run_sync
 
 from .chat_events import RECEIVED_AT, SESSION, chat_event

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bridge.errors import LeaseLost
-from bridge.store.events_store import EventStore
+from bridge.store.writes import EventStore
 
 from .chat_events import RECEIVED_AT, SESSION, batch
 

@@ -10,9 +10,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.errors import LeaseHeld, LeaseLost
 from bridge.lease import ClaimVerdict
+from bridge.store.chat_sessions import LeaseStore
 from bridge.store.db import make_engine
-from bridge.store.events_store import EventStore
-from bridge.store.leases import LeaseStore
+from bridge.store.writes import EventStore
 from tests.support.waiting import wait_until
 
 from .chat_events import RECEIVED_AT, SESSION, batch, chat_event

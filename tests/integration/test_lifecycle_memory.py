@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.config import Settings
 from bridge.perf.runtime import tune_gc
 from bridge.sessions.supervisor import FollowerSupervisor
-from bridge.store.events_store import EventStore
+from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from tests.support.waiting import wait_until
 

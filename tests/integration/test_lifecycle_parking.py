@@ -18,9 +18,8 @@ from bridge.config import Settings
 from bridge.ops.doctor import run_doctor
 from bridge.sessions.parking import FailureStreak
 from bridge.sessions.supervisor import FollowerSupervisor
-from bridge.store.audit import AuditReader
-from bridge.store.events_store import EventStore
-from bridge.store.reads import SessionFilter
+from bridge.store.reads import AuditReader, SessionFilter
+from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.waiting import wait_until

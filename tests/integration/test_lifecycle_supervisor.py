@@ -22,8 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.config import Settings
 from bridge.fanout.feed import CommitListener
 from bridge.sessions.supervisor import FollowerSupervisor
-from bridge.store.events_store import EventStore
-from bridge.store.leases import LeaseStore
+from bridge.store.chat_sessions import LeaseStore
+from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit

@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.store.events_store import BatchResult, EventStore
 from bridge.store.payload import REPLACEMENT
 from bridge.store.schema import chat_event_rejects, chat_session_events
+from bridge.store.writes import BatchResult, EventStore
 
 from .chat_events import RECEIVED_AT, SESSION, batch, chat_event
 

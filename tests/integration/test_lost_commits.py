@@ -23,9 +23,9 @@ from bridge import metrics
 from bridge.config import load_settings
 from bridge.errors import CursorBehind
 from bridge.sessions.supervisor import FollowerSupervisor
-from bridge.store.audit import AuditReader
-from bridge.store.events_store import EventStore
 from bridge.store.hash_chain import verify_chain
+from bridge.store.reads import AuditReader
+from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from tests.integration.chat_events import batch
 from tests.support.fake_upstream import FakeUpstream

@@ -14,8 +14,8 @@ from structlog.testing import capture_logs
 from bridge.config import Settings
 from bridge.events import ChatEvent
 from bridge.sessions.supervisor import FollowerSupervisor
-from bridge.store.events_store import EventStore
-from bridge.store.leases import LeaseStore
+from bridge.store.chat_sessions import LeaseStore
+from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.live import LiveStream
 from tests.support.fake_upstream import FakeUpstream

@@ -1,4 +1,4 @@
-"""Replay frames built by PostgreSQL from the normalized columns (bridge.store.replay) are the frames
+"""Replay frames built by PostgreSQL from the normalized columns (bridge.store.reads.replay) are the frames
 `bridge.fanout.protocol.event_frames` builds from the stored rows: for every captured durable event of
 every scenario, every captured legacy session, and the odd shapes a stored envelope may have."""
 
@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.events import normalize, parse_frame
 from bridge.fanout import protocol as p
-from bridge.store.events_store import EventStore
-from bridge.store.fanout_store import FanoutStore
+from bridge.store.reads import FanoutStore
+from bridge.store.writes import EventStore
 from tests.support.legacy_rows import STORES, legacy_session
 
 from .chat_events import RECEIVED_AT, chat_event

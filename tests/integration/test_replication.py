@@ -24,11 +24,10 @@ from sqlalchemy import pool, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bridge import metrics
-from bridge.store.audit import AuditReader
 from bridge.store.db import make_read_engine, migrate_database, to_async_url
-from bridge.store.events_store import EventStore
-from bridge.store.fanout_store import FanoutStore
 from bridge.store.hash_chain import verify_chain
+from bridge.store.reads import AuditReader, FanoutStore
+from bridge.store.writes import EventStore
 from tests.integration.chat_events import batch
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.fake_upstream import FakeUpstream

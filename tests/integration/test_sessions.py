@@ -7,10 +7,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.store.events_store import EventStore
-from bridge.store.leases import LeaseStore
+from bridge.store.chat_sessions import LeaseStore
 from bridge.store.payload import REPLACEMENT
 from bridge.store.schema import chat_event_rejects
+from bridge.store.writes import EventStore
 
 from .chat_events import RECEIVED_AT, SESSION, batch
 

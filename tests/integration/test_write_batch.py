@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.store.events_store import BatchResult, EventStore
 from bridge.store.schema import chat_event_rejects, chat_session_events
+from bridge.store.writes import BatchResult, EventStore
 
 from .chat_events import BASE_MS, RECEIVED_AT, SESSION, batch, chat_event, event_id, ms_to_datetime
 

@@ -434,7 +434,7 @@ def test_float_cost_is_kept() -> None:
 
 def test_an_integer_beyond_a_double_is_no_number_not_a_crash() -> None:
     # JSON integers have no size limit; float(10**400) raises OverflowError, which is no BadFrame.
-    # (Integer columns beyond bigint are stored as NULL by the store: bridge.store.rows.)
+    # (Integer columns beyond bigint are stored as NULL by the store: bridge.store.writes.rows.)
     assert ev("session.next.step.ended", {"cost": 10**400}).cost is None
     assert ev("session.next.step.ended", {"cost": -(10**400)}).cost is None
     assert ev("session.next.step.ended", {"cost": 2**1022}).cost == float(2**1022)

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from bridge.hosts import origin_allowed
-from bridge.store.fanout_store import (
+from bridge.store.notices import (
     CommitNotice,
     StatusNotice,
     notice_payload,

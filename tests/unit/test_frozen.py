@@ -12,7 +12,7 @@ import pytest
 from bench.write_path import frames
 from bridge.events import ChatEvent, Envelope, normalize, parse_frame
 from bridge.store.payload import StorableText, storable_json_text
-from bridge.store.rows import PreparedEvent, prepare_event
+from bridge.store.writes.rows import PreparedEvent, prepare_event
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

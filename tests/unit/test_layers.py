@@ -36,12 +36,12 @@ def test_the_import_contracts_hold() -> None:
 
 def test_an_upward_import_breaks_the_layers_contract(tmp_path: Path) -> None:
     root = _copy_tree(tmp_path)
-    write = root / "bridge" / "store" / "write.py"
+    write = root / "bridge" / "store" / "writes" / "transaction.py"
     write.write_text(write.read_text() + "\nfrom bridge.sessions.registry import WarmRegistry  # noqa\n")
     result = _lint_imports(root)
     assert result.returncode == 1
     assert "bridge layers, top to bottom BROKEN" in result.stdout
-    assert "bridge.store.write -> bridge.sessions.registry" in result.stdout
+    assert "bridge.store.writes.transaction -> bridge.sessions.registry" in result.stdout
 
 
 def test_a_cycle_between_sibling_modules_breaks_the_acyclic_contract(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from bridge.ops.doctor import pending_check
 from bridge.ops.pending import summarize
-from bridge.store.pending import StoredRequest
+from bridge.store.commands_pending import StoredRequest
 
 NOW = datetime(2026, 12, 1, 22, 0, tzinfo=UTC)
 

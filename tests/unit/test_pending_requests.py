@@ -38,7 +38,7 @@ from bridge.events.question import (
 )
 from bridge.events.syncframes import parse_global_frame, parse_legacy_frame
 from bridge.fanout.question_frames import live_question_message, stored_question_message
-from bridge.store.pending import StoredRequest
+from bridge.store.commands_pending import StoredRequest
 from bridge.upstream.sse import SSEEvent, SSEParser
 from tests.support.mock_llm import Directive, TextReply, ToolReply, plan_reply
 

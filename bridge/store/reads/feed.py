@@ -1,133 +1,27 @@
-"""The WebSocket fan-out's store (docs/websocket.md): commit and status notifications, permission requests;
-`FanoutStore` also runs the feed's reads (bridge.store.reads, bridge.store.replay) on the read pool.
-
-Commit notifications: `write_batch` runs `notify_committed()` inside its transaction; PostgreSQL delivers a
-NOTIFY only when (and if) that transaction commits, in commit order, to every `LISTEN bridge_events`
-connection of every bridge process. The payload is `<upstream>|<session>|<max seq of the batch>`.
+"""The WebSocket fan-out's store (docs/websocket.md): `FanoutStore` runs the feed's reads
+(bridge.store.reads.queries, bridge.store.reads.replay) on the read pool, and records permission requests
+(statements of bridge.store.commands_pending.pending). The NOTIFY channels it listens to are
+bridge.store.notices'.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import structlog
-from sqlalchemy import Insert, TextClause, bindparam, func, text
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
-from bridge.store import reads, tree
+from bridge.store.chat_sessions import reader, tree
 from bridge.store.codecs import SessionRow, parse_session_cursor, session_cursor, session_list_entry, session_row
+from bridge.store.commands_pending.pending import PendingStore, upsert_permission_asked, upsert_permission_replied
 from bridge.store.payload import storable_json
-from bridge.store.pending import PendingStore
-from bridge.store.replay import StoredFrame, frames_after
-from bridge.store.schema import chat_permission_requests
+from bridge.store.reads import queries as reads
+from bridge.store.reads.replay import StoredFrame, frames_after
 
-NOTIFY_CHANNEL = "bridge_events"
-# Status writes (bridge.store.leases.LeaseStore.set_status, EventStore.mark_deleted) notify here, in the
-# writing transaction: every process pushes the status to its own subscribers (docs/websocket.md).
-STATUS_CHANNEL = "bridge_status"
-_REASON_MAX = 1000  # a NOTIFY payload must stay under 8000 bytes
-
-P = chat_permission_requests.c
 _log = structlog.get_logger("bridge.fanout.store")
-
-
-@dataclass(frozen=True)
-class CommitNotice:
-    upstream: str
-    session_id: str
-    max_seq: int
-
-
-def notice_payload(upstream: str, session_id: str, max_seq: int) -> str:
-    return f"{upstream}|{session_id}|{max_seq}"
-
-
-def parse_notice(payload: str) -> CommitNotice | None:
-    """The inverse of `notice_payload`; None for a payload that is not ours. The upstream name may
-    itself hold `|` (it is configurable), session ids and seqs do not."""
-    parts = payload.rsplit("|", 2)
-    if len(parts) != 3 or not parts[1] or not parts[2].isdigit():
-        return None
-    return CommitNotice(parts[0], parts[1], int(parts[2]))
-
-
-@dataclass(frozen=True)
-class StatusNotice:
-    upstream: str
-    session_id: str
-    status: str
-    reason: str | None
-    version: int
-
-
-def status_payload(upstream: str, session_id: str, status: str, reason: str | None, version: int) -> str:
-    if reason is not None and len(reason) > _REASON_MAX:
-        reason = reason[: _REASON_MAX - 1] + "…"
-    return json.dumps({"upstream": upstream, "session": session_id, "status": status, "reason": reason,
-                       "version": version}, separators=(",", ":"), ensure_ascii=False)
-
-
-def parse_status_notice(payload: str) -> StatusNotice | None:
-    """The inverse of `status_payload`; None for anything else (never raises)."""
-    try:
-        d = json.loads(payload)
-    except ValueError:
-        return None
-    if not isinstance(d, dict):
-        return None
-    upstream, sid, status, reason, version = (d.get(k) for k in ("upstream", "session", "status", "reason",
-                                                                  "version"))
-    if not (isinstance(upstream, str) and isinstance(sid, str) and sid and isinstance(status, str) and status):
-        return None
-    if reason is not None and not isinstance(reason, str):
-        return None
-    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        return None
-    return StatusNotice(upstream, sid, status, reason, version)
-
-
-# --- statements --------------------------------------------------------------------------------------
-
-
-def notify_committed(upstream: str, session_id: str, max_seq: int) -> TextClause:
-    return text("SELECT pg_notify(:channel, :payload)").bindparams(
-        bindparam("channel", NOTIFY_CHANNEL), bindparam("payload", notice_payload(upstream, session_id, max_seq))
-    )
-
-
-def notify_status(upstream: str, session_id: str, status: str, reason: str | None, version: int) -> TextClause:
-    """Run inside the transaction that wrote the status: delivered only if (and when) it commits."""
-    return text("SELECT pg_notify(:channel, :payload)").bindparams(
-        bindparam("channel", STATUS_CHANNEL),
-        bindparam("payload", status_payload(upstream, session_id, status, reason, version)),
-    )
-
-
-def _upsert_permission(row: dict[str, Any], kept: tuple[str, ...]) -> Insert:
-    """Insert the request, or fill in the columns `kept` that are still NULL: a second process (or a
-    reconnect) may record the same request, and the first record of each column wins."""
-    stmt = pg_insert(chat_permission_requests).values(**row)
-    return stmt.on_conflict_do_update(
-        index_elements=[P.upstream, P.request_id],
-        set_={**{name: func.coalesce(P[name], stmt.excluded[name]) for name in kept}, "updated_at": func.now()},
-    )
-
-
-def upsert_permission_asked(row: dict[str, Any]) -> Insert:
-    return _upsert_permission(row, ("asked", "asked_at", "action", "assistant_message_id", "call_id"))
-
-
-def upsert_permission_replied(row: dict[str, Any]) -> Insert:
-    return _upsert_permission(row, ("reply", "replied", "replied_at"))
-
-
-# --- the store ---------------------------------------------------------------------------------------
 
 
 class FanoutStore:
@@ -175,17 +69,16 @@ class FanoutStore:
             return [(int(r.seq), r.payload, r.kind) for r in rows]
 
     async def frames_after(self, session_id: str, after: int, limit: int) -> list[StoredFrame]:
-        """`events_after` for the WebSocket: a v2 row as its frame, built by PostgreSQL (bridge.store.replay)."""
+        """`events_after` for the WebSocket: a v2 row as its frame, built by PostgreSQL (bridge.store.reads.replay)."""
         return await frames_after(self._read, self.upstream, session_id, after, limit)
 
     async def head(self, session_id: str) -> SessionRow | None:
         """The session's cursor, status (and its version), `incomplete` and `deleted`; None: not stored."""
         async with self._read.connect() as conn:
-            r = (await conn.execute(reads.select_session_head(self.upstream, session_id))).one_or_none()
-        return None if r is None else session_row(r)
+            return await reader.read_session(conn, self.upstream, session_id)
 
     async def children(self, session_id: str) -> frozenset[str]:
-        """The subagents' sessions of `session_id` (bridge.store.tree)."""
+        """The subagents' sessions of `session_id` (bridge.store.chat_sessions.tree)."""
         async with self._read.connect() as conn:
             return frozenset(await tree.children(conn, self.upstream, session_id))
 
@@ -195,7 +88,7 @@ class FanoutStore:
         the next page (None: last page). ValueError for a cursor this did not make."""
         after = None if cursor is None else parse_session_cursor(cursor)
         async with (self._standby or self._read).connect() as conn:
-            stmt = reads.select_session_list(self.upstream, limit, after, scope)
+            stmt = reader.select_session_list(self.upstream, limit, after, scope)
             rows = [session_row(r) for r in await conn.execute(stmt)]
         nxt = session_cursor(rows[-1].last_event_at, rows[-1].session_id) if len(rows) == limit else None
         return [session_list_entry(r) for r in rows], nxt

@@ -1,7 +1,7 @@
 """The store of one upstream: batches (`write_batch`, through the group committer while `group_commit()`
-runs; the transaction itself is `bridge.store.write`), rejects, and its session rows: claim and release
-(`bridge.store.leases`), the deletion tombstone (`bridge.store.session_status`), the listings (`bridge.store.reads`),
-each row a `SessionRow` (`bridge.store.codecs`).
+runs; the transaction itself is `bridge.store.writes.transaction`), rejects, and its session rows: claim
+and release (`bridge.store.chat_sessions.leases`), the deletion tombstone (`bridge.store.chat_sessions.status`),
+the listings (`bridge.store.chat_sessions.reader`), each row a `SessionRow` (`bridge.store.codecs`).
 
 Connection-level failures (PostgreSQL restarted, connection killed) propagate as
 `sqlalchemy.exc.DBAPIError`; the transaction is then rolled back by PostgreSQL, so neither events nor the
@@ -21,17 +21,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.errors import CursorBehind, LeaseLost
 from bridge.events import ChatEvent
+from bridge.lease import nobody_dead
 from bridge.log import get_logger
-from bridge.store import fanout_store as fanout_q
-from bridge.store import leases, reads
-from bridge.store import queries as q
-from bridge.store import session_status as st
+from bridge.store import notices
+from bridge.store.chat_sessions import leases, reader
+from bridge.store.chat_sessions import status as st
 from bridge.store.codecs import SessionRow, opt_text, row_dict, session_row
-from bridge.store.committer import GroupCommitter
-from bridge.store.duplicates import REASON_CONFLICTING_DUPLICATE, REASON_LOSSY_PAYLOAD
 from bridge.store.payload import exact_json_text, storable_text
-from bridge.store.rows import prepare_event
-from bridge.store.write import (
+from bridge.store.reads import queries as reads
+from bridge.store.writes import rejects as q
+from bridge.store.writes.committer import GroupCommitter
+from bridge.store.writes.duplicates import REASON_CONFLICTING_DUPLICATE, REASON_LOSSY_PAYLOAD
+from bridge.store.writes.rows import prepare_event
+from bridge.store.writes.transaction import (
     BatchResult,
     Behind,
     Fenced,
@@ -72,7 +74,7 @@ class EventStore:
 
     @asynccontextmanager
     async def group_commit(self, **bounds: int) -> AsyncIterator[GroupCommitter]:
-        """Run the group committer (bridge.store.committer) for as long as the block: every `write_batch`
+        """Run the group committer (bridge.store.writes.committer) for as long as the block: every `write_batch`
         of this store (the followers' sinks) commits through it meanwhile, each call returning after the
         COMMIT that holds its batch. On exit, what is queued is committed before it stops."""
         committer = GroupCommitter(self.commit, **bounds)
@@ -93,7 +95,7 @@ class EventStore:
         directory: str | None = None,
         *,
         lease_ttl_s: float = 15.0,
-        holder_dead: Callable[[str], bool] = lambda _owner: False,
+        holder_dead: Callable[[str], bool] = nobody_dead,
     ) -> tuple[int, int]:
         """Upsert the session row and take the lease if it is free, expired, ours, or its holder is known
         dead (bridge.lease.decide_claim): lease_epoch += 1, lease_owner = owner, expiry = now +
@@ -112,7 +114,7 @@ class EventStore:
 
         A released lease (lease_owner NULL) is lost too. Raises ValueError, before touching the database,
         for an event without a durable seq. While `group_commit()` runs, the batch shares its transaction
-        with other sessions' (bridge.store.write); a fenced-off batch is refused alone.
+        with other sessions' (bridge.store.writes.transaction); a fenced-off batch is refused alone.
 
         `expected_cursor`: the cursor the writer believes stored; a stored cursor below it (lost commits,
         docs/scaling.md "Failover") refuses the batch with `CursorBehind`."""
@@ -138,7 +140,8 @@ class EventStore:
         return SessionWrite(session_id, epoch, prepared, received_at)
 
     async def commit(self, writes: Sequence[SessionWrite]) -> list[WriteResult]:
-        """The writes of one or many sessions in one transaction (bridge.store.write): a result per write."""
+        """The writes of one or many sessions in one transaction (bridge.store.writes.transaction): a result
+        per write."""
         async with self._engine.begin() as conn:
             results = await commit_writes(conn, self._upstream, writes, self._before_cursor_update, self._log)
         return results
@@ -179,18 +182,17 @@ class EventStore:
         async with self._engine.begin() as conn:
             row = (await conn.execute(st.mark_session_deleted(self._upstream, session_id))).one_or_none()
             if row is not None:  # newly deleted: tell every process's subscribers
-                await conn.execute(fanout_q.notify_status(self._upstream, session_id, row.status, row.status_reason,
+                await conn.execute(notices.notify_status(self._upstream, session_id, row.status, row.status_reason,
                                                           int(row.status_version)))
 
     async def sessions(self, include_deleted: bool = False) -> list[SessionRow]:
         async with self._engine.connect() as conn:
-            result = await conn.execute(reads.select_sessions(self._upstream, include_deleted))
+            result = await conn.execute(reader.select_sessions(self._upstream, include_deleted))
             return [session_row(r) for r in result]
 
     async def get_session(self, session_id: str) -> SessionRow | None:
         async with self._engine.connect() as conn:
-            row = (await conn.execute(reads.select_session(self._upstream, session_id))).one_or_none()
-        return None if row is None else session_row(row)
+            return await reader.read_session(conn, self._upstream, session_id)
 
     async def stored_cursor(self, session_id: str) -> int | None:
         """The session's cursor as the database has it now (None: no such row), on the writers' pool."""

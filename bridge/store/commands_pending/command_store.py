@@ -12,13 +12,13 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.commands.model import Command
-from bridge.store.codecs import SessionRow, session_row
+from bridge.store.chat_sessions.reader import read_session
+from bridge.store.codecs import SessionRow
 from bridge.store.schema import (
     chat_commands,
     chat_permission_requests,
     chat_session_events,
     chat_sessions,
-    session_key,
 )
 
 C = chat_commands.c
@@ -137,10 +137,8 @@ class CommandStore:
 
     async def session(self, session_id: str) -> SessionRow | None:
         """What the mirror knows of the session (its `directory` and whether it is `deleted`)."""
-        q = select(S.session_id, S.directory, S.deleted).where(session_key(self.upstream, session_id))
         async with self._engine.connect() as conn:
-            r = (await conn.execute(q)).first()
-        return None if r is None else session_row(r)
+            return await read_session(conn, self.upstream, session_id)
 
     async def permission_reply(self, request_id: str) -> tuple[str, str | None] | None:
         """(session_id, reply) of a permission request the mirror has seen; reply None while pending."""

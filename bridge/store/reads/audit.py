@@ -1,63 +1,20 @@
 """The audit (docs/audit.md): the per-session hash chain set at write time, and `AuditReader`, the read-only
-audit queries (API, CLI, export) of `bridge.store.reads` executed for one upstream."""
+audit queries (API, CLI, export) of `bridge.store.reads.queries` executed for one upstream."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
-from sqlalchemy import BigInteger, bindparam, text
-from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import Claims
-from bridge.store import reads, tree
+from bridge.store.chat_sessions import reader, tree
 from bridge.store.codecs import audit_session, row_dict, session_row
-from bridge.store.hash_chain import GENESIS, ChainRow
-from bridge.store.pending import PendingStore
-from bridge.store.reads import SessionFilter, ToolCallFilter
-
-# --- hash chain (inside write_batch's transaction) --------------------------------------------------
-
-
-async def chain_new_events(conn: AsyncConnection, upstream: str, session_id: str, seqs: Sequence[int]) -> None:
-    """Set `chain_hash` on the rows just inserted, in one statement (one round trip). write_batch holds
-    the session row lock, so no other writer extends this session's chain concurrently. PostgreSQL
-    computes exactly `bridge.store.hash_chain.link` over the payload as stored (`payload::text`); the
-    verifier recomputes it in Python (tests/integration/test_audit_store.py checks they agree)."""
-    if seqs:
-        await conn.execute(_CHAIN_NEW_EVENTS, {"u": upstream, "s": session_id, "seqs": list(seqs),
-                                               "genesis": GENESIS})
-
-
-# link(prev, seq, event_id, payload_text) = sha256(prev "\n" seq "\n" event_id "\n" payload_text), hex.
-_CHAIN_NEW_EVENTS = text("""
-WITH RECURSIVE
-fresh AS (
-    SELECT seq, event_id, payload::text AS payload_text, row_number() OVER (ORDER BY seq) AS n
-    FROM chat_session_events
-    WHERE upstream = :u AND session_id = :s AND seq = ANY(CAST(:seqs AS bigint[]))
-),
-before AS (
-    SELECT chain_hash FROM chat_session_events
-    WHERE upstream = :u AND session_id = :s AND seq < (SELECT min(seq) FROM fresh)
-    ORDER BY seq DESC LIMIT 1
-),
-chain (n, seq, h) AS (
-    SELECT f.n, f.seq, encode(sha256(convert_to(
-        coalesce((SELECT chain_hash FROM before), :genesis) || E'\n' || f.seq || E'\n' || f.event_id
-        || E'\n' || f.payload_text, 'UTF8')), 'hex')
-    FROM fresh f WHERE f.n = 1
-    UNION ALL
-    SELECT f.n, f.seq, encode(sha256(convert_to(
-        c.h || E'\n' || f.seq || E'\n' || f.event_id || E'\n' || f.payload_text, 'UTF8')), 'hex')
-    FROM chain c JOIN fresh f ON f.n = c.n + 1
-)
-UPDATE chat_session_events e SET chain_hash = chain.h
-FROM chain
-WHERE e.upstream = :u AND e.session_id = :s AND e.seq = chain.seq
-""").bindparams(bindparam("seqs", type_=ARRAY(BigInteger)))
-
+from bridge.store.commands_pending.pending import PendingStore
+from bridge.store.hash_chain import ChainRow
+from bridge.store.reads import queries as reads
+from bridge.store.reads.queries import SessionFilter, ToolCallFilter
 
 # --- reads ------------------------------------------------------------------------------------------
 
@@ -80,17 +37,17 @@ class AuditReader:
 
     async def session(self, session_id: str) -> dict[str, Any] | None:
         async with self._engine.connect() as conn:
-            row = (await conn.execute(reads.select_audit_session(self.upstream, session_id))).one_or_none()
+            row = await reader.read_session(conn, self.upstream, session_id, event_count=True)
             parent = None if row is None else await tree.parent_of(conn, self.upstream, session_id)
-        return None if row is None else {**audit_session(session_row(row)), "parent_id": parent}
+        return None if row is None else {**audit_session(row), "parent_id": parent}
 
     async def children(self, session_id: str) -> list[str]:
-        """The sessions a subagent of `session_id` runs in (bridge.store.tree)."""
+        """The sessions a subagent of `session_id` runs in (bridge.store.chat_sessions.tree)."""
         async with self._engine.connect() as conn:
             return await tree.children(conn, self.upstream, session_id)
 
     async def widen(self, claims: Claims, session_id: str) -> Claims:
-        """A session-limited token also grants the descendants of its sessions (bridge.store.tree)."""
+        """A session-limited token also grants the descendants of its sessions (bridge.store.chat_sessions.tree)."""
         return await tree.widen(claims, self._engine, self.upstream, session_id)
 
     async def events(self, session_id: str, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
@@ -126,11 +83,11 @@ class AuditReader:
 
     async def count_events(self, session_id: str) -> int:
         async with self._engine.connect() as conn:
-            return int((await conn.execute(reads.COUNT_EVENTS, {"u": self.upstream, "s": session_id})).scalar_one())
+            return int((await conn.execute(reads.select_event_count(self.upstream, session_id))).scalar_one())
 
     async def chain_rows(self, session_id: str) -> list[ChainRow]:
         async with self._engine.connect() as conn:
-            rows = await conn.execute(reads.CHAIN_ROWS, {"u": self.upstream, "s": session_id})
+            rows = await conn.execute(reads.select_chain_rows(self.upstream, session_id))
             return [ChainRow(int(r.seq), str(r.event_id), str(r.payload_text), r.chain_hash) for r in rows]
 
     async def session_ids(self) -> list[str]:

@@ -4,13 +4,13 @@
     lock the sessions' rows in session_id order (FOR UPDATE) ── fence: a write whose lease_epoch is not
         the stored one (or whose lease was released) is refused; the others go on
     the chain anchor of each session; every event's link computed here (bridge.store.jsonb_text)
-    fast path (bridge.store.copy_in), a group of COPY_MIN_ROWS rows or more: SAVEPOINT; COPY the rows,
+    fast path (bridge.store.writes.copy_in), a group of COPY_MIN_ROWS rows or more: SAVEPOINT; COPY the rows,
         links included; RELEASE ── PostgreSQL's multi-row insert; then PostgreSQL checks every stored
         link against its own text of the payload (one read, no write)
     otherwise (a smaller group, a payload only PostgreSQL can print, or COPY refused — a clash with a
         stored row or within the group, after ROLLBACK TO SAVEPOINT): INSERT … SELECT FROM unnest(column
         arrays) ON CONFLICT DO NOTHING, links included, PostgreSQL confirming each payload's text
-    [rare] fewer rows in than sent: benign or conflicting duplicates (bridge.store.duplicates); a session
+    [rare] fewer rows in than sent: benign or conflicting duplicates (bridge.store.writes.duplicates); a session
         with skipped rows, or a text PostgreSQL prints otherwise, relinked by PostgreSQL
     rejects (conflicts, lossy payloads)
     cursor_seq = greatest(cursor_seq, max seq), NOTIFY ── one statement for every session
@@ -39,17 +39,17 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bridge import metrics
-from bridge.store import audit as audit_q
-from bridge.store import queries as q
-from bridge.store.copy_in import chain_links, copy_events
 from bridge.store.db import fetch_rows
-from bridge.store.duplicates import (
+from bridge.store.notices import NOTIFY_CHANNEL, notice_payload
+from bridge.store.writes import chain as audit_q
+from bridge.store.writes import rejects as q
+from bridge.store.writes.copy_in import chain_links, copy_events
+from bridge.store.writes.duplicates import (
     Outcome,
     classify_skipped,
     reject_rows,
 )
-from bridge.store.fanout_store import NOTIFY_CHANNEL, notice_payload
-from bridge.store.rows import COLUMNS, PreparedEvent
+from bridge.store.writes.rows import COLUMNS, PreparedEvent
 
 # Called inside the transaction after the rows are inserted and before the cursor moves: a seam for fault
 # injection in tests (kill the connection there: the cursor must not have moved).
@@ -66,7 +66,7 @@ class BatchResult:
 
 @dataclass(frozen=True)
 class SessionWrite:
-    """One follower's batch: what `EventSink.write()` hands over, prepared (bridge.store.rows)."""
+    """One follower's batch: what `EventSink.write()` hands over, prepared (bridge.store.writes.rows)."""
 
     session_id: str
     epoch: int

@@ -2,7 +2,7 @@
 viewer's page), the feed's (events after a seq, a session's head, permission requests) and the audit's
 (sessions page, events, transcript pages, tool calls, the hash chain's rows). `EventStore`, `FanoutStore`
 and `AuditReader` execute them; their rows become Python through `bridge.store.codecs`. The v2 replay
-frames PostgreSQL builds are `bridge.store.replay`.
+frames PostgreSQL builds are `bridge.store.reads.replay`.
 
 Views for auditors (`audit_prompts`, `audit_tool_calls`, `audit_texts`, `audit_steps`) cover both runtimes
 since migration 0008 (`migrations/versions/0008_views_both_runtimes.py` holds their definition, docs/audit.md;
@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, TextClause, and_, false, func, or_, select, text
+from sqlalchemy import Select, Text, TextClause, and_, cast, func, or_, select, text
 
+from bridge.store.chat_sessions.reader import EVENT_COUNT
 from bridge.store.codecs import AUDIT_SESSION_FIELDS
 from bridge.store.schema import (
     chat_commands,
     chat_permission_requests,
     chat_session_events,
     chat_sessions,
-    session_key,
 )
 
 S = chat_sessions.c
@@ -32,23 +32,7 @@ E = chat_session_events.c
 P = chat_permission_requests.c
 C = chat_commands.c
 
-# --- listing: the store's view of its sessions ---------------------------------------------------------
-
-SESSION_COLUMNS = (
-    S.session_id, S.directory, S.cursor_seq, S.status, S.deleted, S.lease_owner, S.lease_epoch, S.status_reason,
-    S.first_event_at, S.last_event_at, S.deleted_at, S.incomplete,
-)
-
-
-def select_sessions(upstream: str, include_deleted: bool) -> Select[Any]:
-    stmt = select(*SESSION_COLUMNS).where(S.upstream == upstream).order_by(S.session_id)
-    if not include_deleted:
-        stmt = stmt.where(S.deleted == false())
-    return stmt
-
-
-def select_session(upstream: str, session_id: str) -> Select[Any]:
-    return select(*SESSION_COLUMNS).where(session_key(upstream, session_id))
+# --- a session's events (the store: verify, the legacy mapper's seed) -----------------------------------
 
 
 def select_stored_ids(upstream: str, session_id: str) -> Select[Any]:
@@ -77,38 +61,11 @@ def select_events_after(upstream: str, session_id: str, after: int, limit: int) 
     return events_page(select(E.seq, E.payload, E.kind), upstream, session_id, after, limit)
 
 
-def select_session_head(upstream: str, session_id: str) -> Select[Any]:
-    return select(S.session_id, S.cursor_seq, S.status, S.status_reason, S.status_version, S.incomplete,
-                  S.deleted, S.title).where(session_key(upstream, session_id))
-
-
-def select_session_list(upstream: str, limit: int, after: tuple[datetime | None, str] | None = None,
-                        scope: frozenset[str] | None = None) -> Select[Any]:
-    """One page, most recently active first (never-active last), keyset `after` = the last row's
-    (last_event_at, session_id); `scope`: only these ids (a session-scoped token)."""
-    conds: list[Any] = [S.upstream == upstream, S.deleted.is_(False)]
-    if scope is not None:
-        conds.append(S.session_id.in_(sorted(scope)))
-    if after is not None:
-        at, sid = after
-        if at is None:
-            conds.append(and_(S.last_event_at.is_(None), S.session_id > sid))
-        else:
-            conds.append(or_(S.last_event_at < at, and_(S.last_event_at == at, S.session_id > sid),
-                             S.last_event_at.is_(None)))
-    return (
-        select(S.session_id, S.cursor_seq, S.status, S.last_event_at, S.title)
-        .where(*conds)
-        .order_by(S.last_event_at.desc().nulls_last(), S.session_id)
-        .limit(limit)
-    )
-
-
 def select_pending_permissions(upstream: str, session_id: str) -> Select[Any]:
     return (
         select(P.request_id, P.asked)
         .where(P.upstream == upstream, P.session_id == session_id, P.reply.is_(None), P.asked.is_not(None),
-               P.kind == "permission")  # questions share the table (bridge.store.pending)
+               P.kind == "permission")  # questions share the table (bridge.store.commands_pending.pending)
         .order_by(P.asked_at, P.request_id)
     )
 
@@ -121,12 +78,6 @@ def select_session_permissions(upstream: str, session_id: str, runtime: str | No
 
 # --- the audit (docs/audit.md) -------------------------------------------------------------------------
 
-# Events stored of the session (the viewer's session list): a count over the primary-key index.
-EVENT_COUNT = (
-    select(func.count()).select_from(chat_session_events)
-    .where(E.upstream == S.upstream, E.session_id == S.session_id)
-    .correlate(chat_sessions).scalar_subquery().label("event_count")
-)
 AUDIT_SESSION_COLUMNS = (*(S[name] for name in AUDIT_SESSION_FIELDS if name != "event_count"), EVENT_COUNT)
 EVENT_FIELDS = (
     E.seq, E.event_id, E.type, E.kind, E.event_time, E.received_at, E.stored_at, E.message_id,
@@ -134,11 +85,20 @@ EVENT_FIELDS = (
     E.delivery, E.agent, E.model_id, E.provider_id, E.payload, E.payload_lossy, E.chain_hash,
 )
 
-COUNT_EVENTS = text("SELECT count(*) FROM chat_session_events WHERE upstream = :u AND session_id = :s")
-CHAIN_ROWS = text(
-    "SELECT seq, event_id, payload::text AS payload_text, chain_hash FROM chat_session_events "
-    "WHERE upstream = :u AND session_id = :s ORDER BY seq"
-)
+
+
+def select_event_count(upstream: str, session_id: str) -> Select[Any]:
+    return select(func.count()).select_from(chat_session_events).where(E.upstream == upstream,
+                                                                        E.session_id == session_id)
+
+
+def select_chain_rows(upstream: str, session_id: str) -> Select[Any]:
+    """What the verifier relinks: the payload as PostgreSQL prints it (`payload::text`), and the stored link."""
+    return (
+        select(E.seq, E.event_id, cast(E.payload, Text).label("payload_text"), E.chain_hash)
+        .where(E.upstream == upstream, E.session_id == session_id)
+        .order_by(E.seq)
+    )
 
 # Who asked for the turn a tool call belongs to: the subject of the bridge command behind the newest prompt
 # taken into the loop before the call (NULL when that prompt did not come through the bridge;
@@ -187,10 +147,6 @@ def select_sessions_page(upstream: str, f: SessionFilter) -> Select[Any]:
     if f.sessions is not None:
         conds.append(S.session_id.in_(sorted(f.sessions)))
     return select(*AUDIT_SESSION_COLUMNS).where(and_(*conds)).order_by(S.session_id).limit(f.limit)
-
-
-def select_audit_session(upstream: str, session_id: str) -> Select[Any]:
-    return select(*AUDIT_SESSION_COLUMNS).where(session_key(upstream, session_id))
 
 
 def select_session_ids(upstream: str) -> Select[Any]:

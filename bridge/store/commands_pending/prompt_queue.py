@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.commands.affinity import TurnHistory, runtime_of_type
 from bridge.commands.legacy_delivery import DROPPED, QUEUED, SENDING
-from bridge.store.command_notice import notify_command
-from bridge.store.commands import CommandKey
+from bridge.store.commands_pending.command_store import CommandKey
+from bridge.store.notices import notify_command
 from bridge.store.schema import chat_commands, chat_session_events, chat_sessions, session_key
 
 C = chat_commands.c

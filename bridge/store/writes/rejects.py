@@ -1,5 +1,5 @@
-"""Statements of the write path besides `bridge.store.write`'s own, as named SQLAlchemy Core constructs:
-the stored rows a skipped insert collided with (bridge.store.duplicates) and the rejects.
+"""Statements of the write path besides `bridge.store.writes.transaction`'s own, as named SQLAlchemy Core constructs:
+the stored rows a skipped insert collided with (bridge.store.writes.duplicates) and the rejects.
 
 Statements are scoped by `upstream`: one database may hold several upstreams (several serves).
 """

@@ -1,7 +1,8 @@
 """The pending-requests table beyond permissions (docs/mirror.md, "Pending requests"): questions of the
 `question` tool (docs/upstream.md §18), who answered a request through the bridge, and the pending
 requests of every session for operators. The table is `chat_permission_requests` (its name predates
-questions); permission rows are written by bridge.store.fanout_store as before, with `kind = 'permission'`.
+questions); permission rows are written by the fan-out (bridge.store.reads.feed) through the statements at
+the end of this module, with `kind = 'permission'`.
 
 Upstream keeps none of it in its sync log: this table is the only durable record of what was asked, what
 was answered, by whom and when.
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, literal, select
+from sqlalchemy import Insert, and_, func, literal, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -60,7 +61,7 @@ class PendingStore:
 
     async def question(self, update: QuestionUpdate, at: datetime) -> None:
         """Record a question's new state; a second record of the same request keeps the first value of each
-        column (another process, a reconnect), as for permissions (bridge.store.fanout_store)."""
+        column (another process, a reconnect), as for permissions (below)."""
         row: dict[str, Any] = {"upstream": self.upstream, "request_id": update.request_id, "kind": "question",
                                "session_id": update.session_id, "runtime": update.runtime}
         if update.settled:
@@ -142,3 +143,24 @@ class PendingStore:
         q = select(P.request_id, P.session_id).where(P.upstream == self.upstream, P.request_id.in_(request_ids))
         async with self._read.connect() as conn:
             return {r.request_id: r.session_id for r in await conn.execute(q)}
+
+
+# --- permission requests as the fan-out records them (bridge.store.reads.feed) ---------------------------
+
+
+def _upsert_permission(row: dict[str, Any], kept: tuple[str, ...]) -> Insert:
+    """Insert the request, or fill in the columns `kept` that are still NULL: a second process (or a
+    reconnect) may record the same request, and the first record of each column wins."""
+    stmt = pg_insert(chat_permission_requests).values(**row)
+    return stmt.on_conflict_do_update(
+        index_elements=[P.upstream, P.request_id],
+        set_={**{name: func.coalesce(P[name], stmt.excluded[name]) for name in kept}, "updated_at": func.now()},
+    )
+
+
+def upsert_permission_asked(row: dict[str, Any]) -> Insert:
+    return _upsert_permission(row, ("asked", "asked_at", "action", "assistant_message_id", "call_id"))
+
+
+def upsert_permission_replied(row: dict[str, Any]) -> Insert:
+    return _upsert_permission(row, ("reply", "replied", "replied_at"))

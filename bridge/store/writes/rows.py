@@ -40,7 +40,7 @@ _BIGINT_FIELDS = (
 )
 
 
-# Column order of `PreparedEvent.values` (bridge.store.write sends one array per column, payload apart).
+# Column order of `PreparedEvent.values` (bridge.store.writes.transaction sends one array per column, payload apart).
 COLUMNS = ("session_id", "seq", "event_id", "type", "kind", "schema_version", "event_time", "received_at", "cost",
            *_TEXT_FIELDS, *_BIGINT_FIELDS, "payload_lossy")
 

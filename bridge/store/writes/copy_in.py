@@ -1,4 +1,4 @@
-"""The write transaction's fast path (bridge.store.write, docs/mirror.md "Writing exactly once").
+"""The write transaction's fast path (bridge.store.writes.transaction, docs/mirror.md "Writing exactly once").
 
 - `chain_links`: every event's link of the hash chain (bridge.store.hash_chain), computed before the insert from
   its session's anchor — the stored row just below the batch — over the payload's PostgreSQL text form
@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from bridge import metrics
 from bridge.store.db import fetch_rows
 from bridge.store.hash_chain import GENESIS, link
-from bridge.store.rows import COLUMNS, PreparedEvent
+from bridge.store.writes.rows import COLUMNS, PreparedEvent
 
 # The link each session's batch is chained to: the stored row just before the batch (NULL: genesis).
 CHAIN_ANCHORS = """

@@ -1,7 +1,7 @@
 """SQL of a session's status on `chat_sessions` (docs/lifecycle.md): status writes by the lease holder,
 parking, the deletion tombstone, the title, and the seq gaps that make a session incomplete.
-Statements are named constructs; `bridge.store.leases.LeaseStore` and `EventStore` execute them, each
-status write with its `notify_status` in the same transaction (bridge.store.fanout_store)."""
+Statements are named constructs; `bridge.store.chat_sessions.leases.LeaseStore` and `EventStore` execute them, each
+status write with its `notify_status` in the same transaction (bridge.store.notices)."""
 
 from __future__ import annotations
 

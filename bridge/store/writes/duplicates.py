@@ -1,4 +1,4 @@
-"""Rows of a batch that did not go in (bridge.store.write): benign or conflicting duplicates, and the
+"""Rows of a batch that did not go in (bridge.store.writes.transaction): benign or conflicting duplicates, and the
 rows `chat_event_rejects` keeps for them and for lossy payloads (docs/mirror.md, "Writing exactly once")."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bridge.store import queries as q
 from bridge.store.payload import same_json
-from bridge.store.rows import PreparedEvent
+from bridge.store.writes import rejects as q
+from bridge.store.writes.rows import PreparedEvent
 
 REASON_CONFLICTING_DUPLICATE = "conflicting_duplicate"
 REASON_LOSSY_PAYLOAD = "lossy_payload"

@@ -1,5 +1,5 @@
 """SQL of the leases on `chat_sessions` (claim, renew, hand-off, release, orphan adoption) and of the
-incarnation heartbeats; `LeaseStore` executes them and the status statements (bridge.store.session_status).
+incarnation heartbeats; `LeaseStore` executes them and the status statements (bridge.store.chat_sessions.status).
 
 All lease times use the database clock (`now()`), so replicas with skewed clocks still agree on expiry.
 """
@@ -16,9 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.errors import LeaseHeld
 from bridge.lease import ClaimVerdict, LeaseView, decide_claim
-from bridge.store import session_status as st
+from bridge.store.chat_sessions import status as st
 from bridge.store.codecs import SessionRow, row_dict, session_row
-from bridge.store.fanout_store import notify_status
+from bridge.store.notices import notify_status
 from bridge.store.schema import bridge_incarnations, chat_sessions, session_key
 
 S = chat_sessions.c
@@ -86,7 +86,7 @@ def renew_leases(upstream: str, owner: str, ttl_s: float) -> Update:
 
 def _locked_in_order(*where: Any) -> Any:
     """The rows, locked in session_id order: a group commit locks its sessions in that order too
-    (bridge.store.write), so a statement touching many session rows never deadlocks with it."""
+    (bridge.store.writes.transaction), so a statement touching many session rows never deadlocks with it."""
     return (
         select(S.upstream, S.session_id).where(*where).order_by(S.upstream, S.session_id).with_for_update()
         .subquery()

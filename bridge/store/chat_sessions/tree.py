@@ -11,27 +11,36 @@ step: a session is a child as soon as its seq 0 is stored (docs/mirror.md "Seq 0
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.auth import Claims
+from bridge.store.schema import chat_session_events
 
 MAX_DEPTH = 16  # subagents of subagents …: far more than opencode nests
 
-_PARENT = text("""
-SELECT payload->'data'->'info'->>'parentID' AS parent_id FROM chat_session_events
-WHERE upstream = :u AND session_id = :s AND seq = 0 AND kind = 'session:created'
-""")
-_CHILDREN = text("""
-SELECT session_id FROM chat_session_events
-WHERE upstream = :u AND seq = 0 AND kind = 'session:created' AND payload->'data'->'info'->>'parentID' = :s
-ORDER BY session_id
-""")
+E = chat_session_events.c
+# `payload #>> {data,info,parentID}` of a seq 0 (`session.created`)
+PARENT_ID = E.payload[("data", "info", "parentID")].astext
+
+
+def select_parent(upstream: str, session_id: str) -> Select[Any]:
+    return select(PARENT_ID.label("parent_id")).where(
+        E.upstream == upstream, E.session_id == session_id, E.seq == 0, E.kind == "session:created")
+
+
+def select_children(upstream: str, session_id: str) -> Select[Any]:
+    return (
+        select(E.session_id)
+        .where(E.upstream == upstream, E.seq == 0, E.kind == "session:created", session_id == PARENT_ID)
+        .order_by(E.session_id)
+    )
 
 
 async def parent_of(conn: AsyncConnection, upstream: str, session_id: str) -> str | None:
-    row = (await conn.execute(_PARENT, {"u": upstream, "s": session_id})).one_or_none()
+    row = (await conn.execute(select_parent(upstream, session_id))).one_or_none()
     return None if row is None or not isinstance(row.parent_id, str) else row.parent_id
 
 
@@ -48,7 +57,7 @@ async def ancestors(conn: AsyncConnection, upstream: str, session_id: str) -> li
 
 
 async def children(conn: AsyncConnection, upstream: str, session_id: str) -> list[str]:
-    return [r.session_id for r in await conn.execute(_CHILDREN, {"u": upstream, "s": session_id})]
+    return [r.session_id for r in await conn.execute(select_children(upstream, session_id))]
 
 
 async def widen(claims: Claims, engine: AsyncEngine, upstream: str, session_id: str) -> Claims:

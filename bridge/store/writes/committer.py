@@ -1,7 +1,7 @@
 """Group commit across sessions: the pending writes of many followers in one transaction (docs/mirror.md).
 
 A follower's `write()` queues its batch and waits; the committer takes everything queued — bounded by
-events and bytes — into one transaction (`EventStore.commit`, bridge.store.write) and answers each waiter
+events and bytes — into one transaction (`EventStore.commit`, bridge.store.writes.transaction) and answers each waiter
 after the COMMIT: its own result, or the lease-lost refusal of its session alone. There is no timer: a
 group starts as soon as a slot is free, so a quiet session's write waits for at most the commit already
 in flight, and under load the queue that builds up during one commit is the next group (the batch size
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from sqlalchemy.exc import DBAPIError
 
 from bridge import metrics
-from bridge.store.write import SessionWrite, WriteResult
+from bridge.store.writes.transaction import SessionWrite, WriteResult
 
 Commit = Callable[[Sequence[SessionWrite]], Awaitable[list[WriteResult]]]
 

@@ -1,0 +1,15 @@
+"""The `chat_sessions` table (and the incarnations and gaps that go with it): leases, status, titles,
+parking, the deletion tombstone, the session tree, and the one row reader (docs/lifecycle.md).
+
+    leases.py   claim, renew, hand-off, release, adoption; incarnations; `LeaseStore` (executes leases and status)
+    status.py   status writes by the lease holder, parking, deletion, title, gaps (statements)
+    tree.py     parent and children from the stored seq 0 (docs/upstream.md §20), a token widened to them
+    reader.py   `read_session`: the one reader of a row; the listings
+    memory.py   MemoryLeaseStore: the in-memory twin of LeaseStore (and of EventStore's lease and cursor) for
+                unit tests of the session parts
+"""
+
+from bridge.store.chat_sessions.leases import Claim, LeaseStore, TurnState
+from bridge.store.chat_sessions.reader import read_session
+
+__all__ = ["Claim", "LeaseStore", "TurnState", "read_session"]
