@@ -1,7 +1,7 @@
 """ActivityTracker: committed batches, `session.status` of /global/event and /api/session/active
 observations → status machine → status, gap and title writes, in the order of their causes; only the
-holder's writes count. The store is an in-memory twin of the lease store's lifecycle statements; the clock
-is a variable."""
+holder's writes count. The store is the in-memory twin of the lease store (bridge.store.chat_sessions.memory)
+holding every lease of the tests; the clock is a variable."""
 
 from __future__ import annotations
 
@@ -19,35 +19,10 @@ from structlog.testing import capture_logs
 from bridge.events.legacy_shapes import SessionStatus
 from bridge.sessions.activity import TURN_SETTLE_S, ActivityTracker
 from bridge.sessions.status_machine import Status
-from bridge.store.leases import TurnState
+from bridge.store.chat_sessions.memory import MemoryLeaseStore
 from tests.support.waiting import wait_until
 
 ME = "host:1:me"
-
-
-class MemoryLifecycle:
-    """What bridge.store.leases.LeaseStore stores for the tracker, in memory; `holder` holds every lease."""
-
-    def __init__(self) -> None:
-        self.holder = ME
-        self.stored: dict[str, tuple[str, str | None, list[str]]] = {}
-        self.writes: list[tuple[Any, ...]] = []
-
-    async def turn_state(self, session_id: str) -> TurnState:
-        status, reason, tail = self.stored.get(session_id, ("idle", None, []))
-        return TurnState(status, reason, tail)
-
-    async def set_status(self, session_id: str, owner: str, status: str, reason: str | None) -> bool:
-        if owner != self.holder:
-            return False
-        self.writes.append(("status", session_id, status, reason))
-        return True
-
-    async def record_gap(self, session_id: str, from_seq: int, to_seq: int) -> None:
-        self.writes.append(("gap", session_id, from_seq, to_seq))
-
-    async def set_title(self, session_id: str, title: str) -> None:
-        self.writes.append(("title", session_id, title))
 
 
 def ev(seq: int, kind: str, **data: Any) -> Any:
@@ -64,8 +39,9 @@ class Clock:
 
 
 @pytest_asyncio.fixture
-async def parts() -> AsyncIterator[tuple[ActivityTracker, MemoryLifecycle, Clock]]:
-    store, clock = MemoryLifecycle(), Clock()
+async def parts() -> AsyncIterator[tuple[ActivityTracker, MemoryLeaseStore, Clock]]:
+    store, clock = MemoryLeaseStore(), Clock()
+    store.put("ses_A", lease_owner=ME)  # ours
     tracker = ActivityTracker(store, ME, stall_timeout_s=30.0, clock=clock)
     task = asyncio.create_task(tracker.run())
     yield tracker, store, clock
@@ -84,12 +60,12 @@ async def test_gaps_and_statuses_are_written_in_the_order_of_their_causes(parts:
     tracker.observe_active([], observed_at=clock.now)
     clock.now += TURN_SETTLE_S + 0.5
     tracker.observe_active([], observed_at=clock.now)  # the step stayed open: the turn was cut
-    await wait_until(lambda: len(store.writes) == 4, 5, 0.01, message="four writes")
-    assert [w[0] for w in store.writes] == ["gap", "status", "title", "status"]
-    assert store.writes[0] == ("gap", "ses_A", 2, 4)
-    assert store.writes[1] == ("status", "ses_A", "running", None)
-    assert store.writes[2] == ("title", "ses_A", "Mock title")
-    assert store.writes[3][2] == "interrupted"
+    await wait_until(lambda: len(store.journal) == 4, 5, 0.01, message="four writes")
+    assert [w[0] for w in store.journal] == ["gap", "status", "title", "status"]
+    assert store.journal[0] == ("gap", "ses_A", 2, 4)
+    assert store.journal[1] == ("status", "ses_A", "running", None)
+    assert store.journal[2] == ("title", "ses_A", "Mock title")
+    assert store.journal[3][2] == "interrupted"
     assert tracker.status("ses_A") is not None and not tracker.wants_polling
 
 
@@ -104,9 +80,9 @@ async def test_an_upstream_retry_is_a_visible_retrying_status_until_the_turn_goe
     assert tracker.status("ses_A") is Status.RETRYING and tracker.wants_polling
     clock.now += 0.5
     tracker.committed("ses_A", [ev(2, "step:start")])  # the retry worked
-    await wait_until(lambda: len(store.writes) == 3, 5, 0.01, message="three writes")
-    assert [w[2] for w in store.writes] == ["running", "retrying", "running"]
-    reason = store.writes[1][3]
+    await wait_until(lambda: len(store.journal) == 3, 5, 0.01, message="three writes")
+    assert [w[2] for w in store.journal] == ["running", "retrying", "running"]
+    reason = store.journal[1][3]
     assert reason.startswith("attempt 2, next in ") and reason.endswith(": Rate limited")
     assert re.search(r"next in [78] s \(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)", reason)
 
@@ -127,7 +103,7 @@ async def test_upstream_idle_wakes_the_poller_but_the_active_list_ends_the_turn(
 
 async def test_a_new_owner_continues_a_running_turn_and_polls_fast(parts: Any) -> None:
     tracker, store, _clock = parts
-    store.stored["ses_A"] = ("running", None, ["prompt:admitted", "step:start"])
+    store.put("ses_A", status="running", kinds=["prompt:admitted", "step:start"])
     await tracker.resume("ses_A", 7)
     assert tracker.wants_polling
     assert await tracker.wait_for_turn(0.01)  # the poller is woken at once
@@ -135,9 +111,9 @@ async def test_a_new_owner_continues_a_running_turn_and_polls_fast(parts: Any) -
 
 async def test_a_parked_session_followed_again_is_stored_idle(parts: Any) -> None:
     tracker, store, _clock = parts
-    store.stored["ses_A"] = ("parked", "follower failed 5 times", [])
+    store.put("ses_A", status="parked", status_reason="follower failed 5 times")
     await tracker.resume("ses_A", 3)
-    await wait_until(lambda: store.writes == [("status", "ses_A", "idle", None)], 5, 0.01)
+    await wait_until(lambda: store.journal == [("status", "ses_A", "idle", None)], 5, 0.01)
 
 
 async def test_a_deletion_is_announced_without_a_status_write_of_its_own(parts: Any) -> None:
@@ -147,4 +123,4 @@ async def test_a_deletion_is_announced_without_a_status_write_of_its_own(parts: 
         tracker.deleted("ses_A")
         await wait_until(lambda: any(e["event"] == "session_status" for e in logs), 5, 0.01)
     assert [e["status"] for e in logs if e["event"] == "session_status"] == ["deleted"]
-    assert store.writes == [] and tracker.status("ses_A") is None
+    assert store.journal == [] and tracker.status("ses_A") is None

@@ -1,8 +1,9 @@
-"""LeaseKeeper (heartbeat → lost leases, strays) and Sweep (adoption, idle release) against in-memory
-stand-ins of the lease store and the warm-session registry; the clock is a variable."""
+"""LeaseKeeper (heartbeat → lost leases, strays) and Sweep (adoption, idle release) against the lease
+store's in-memory twin and a stand-in of the warm-session registry; the clock is a variable."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -11,7 +12,7 @@ from structlog.testing import capture_logs
 from bridge.sessions.keeper import LeaseKeeper
 from bridge.sessions.status_machine import Status
 from bridge.sessions.sweep import Sweep
-from bridge.store.codecs import SessionRow
+from bridge.store.chat_sessions.memory import MemoryLeaseStore
 
 ME = "host:1:me"
 
@@ -51,26 +52,35 @@ class Registry:
         self.calls.append(("release", session_id, reason))
 
 
-class Leases:
-    def __init__(self, held: dict[str, int] | None = None, candidates: list[SessionRow] | None = None) -> None:
-        self.held = held or {}
-        self.candidates = candidates or []
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class Leases(MemoryLeaseStore):
+    """The lease store's in-memory twin (bridge.store.chat_sessions.memory): `held` leases are ours,
+    `candidates` rows as other incarnations left them; `failing`: the database is away."""
+
+    def __init__(self, held: dict[str, int] | None = None, candidates: list[Candidate] | None = None) -> None:
+        super().__init__(clock=lambda: NOW)
         self.failing = False
+        for sid, epoch in (held or {}).items():
+            self.put(sid, lease_owner=ME, lease_epoch=epoch, lease_expires_at=NOW + timedelta(seconds=5))
+        for sid, owner, expired in candidates or []:
+            if owner is None:
+                self.put(sid, status="running")  # last known running, nobody follows it
+            else:
+                self.put(sid, lease_owner=owner, lease_expires_at=NOW + timedelta(seconds=-1 if expired else 5))
 
     async def heartbeat(self, incarnation_id: str, hostname: str, pid: int, ttl_s: float) -> dict[str, int]:
         if self.failing:
             raise ConnectionError("database away (test)")
-        return dict(self.held)
-
-    async def hand_off(self, incarnation_id: str) -> None:
-        return None
-
-    async def adoption_candidates(self, me: str) -> list[SessionRow]:
-        return self.candidates
+        return await super().heartbeat(incarnation_id, hostname, pid, ttl_s)
 
 
-def candidate(session_id: str, owner: str | None, expired: bool) -> SessionRow:
-    return SessionRow(session_id, lease_owner=owner, lease_expired=expired)
+Candidate = tuple[str, str | None, bool]
+
+
+def candidate(session_id: str, owner: str | None, expired: bool) -> Candidate:
+    return session_id, owner, expired
 
 
 def keeper(leases: Leases, registry: Registry, now: float = 100.0) -> LeaseKeeper:
@@ -124,7 +134,8 @@ async def test_orphans_and_dead_holders_are_adopted_and_live_peers_deleted_or_wa
     registry = Registry({"ses_warm": (None, None, 0.0)})
     registry.deleted.add("ses_deleted")
     await sweep(Leases(candidates=candidates), registry, Activity({}), dead={"host:2:b"}).adopt_orphans()
-    assert registry.calls == [("warm", "ses_expired", "orphan"), ("warm", "ses_dead", "orphan_holder_dead"),
+    # in session id order, as the store lists them
+    assert registry.calls == [("warm", "ses_dead", "orphan_holder_dead"), ("warm", "ses_expired", "orphan"),
                               ("warm", "ses_running", "last_running")]
 
 
