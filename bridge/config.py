@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from bridge.directories import parse_roots
 from bridge.errors import ConfigError
 from bridge.hosts import is_loopback_host
+from bridge.systemd_credentials import read_credentials
 from bridge.url_credentials import redact_url
 
 
@@ -261,7 +262,7 @@ def load_settings(env: Mapping[str, str] | None = None, toml_path: str | None = 
         raw = env.get(name)
         if raw is not None and raw != "":
             values[fname] = _parse(name, fname, raw)
-    values.update(_credentials(env, values))
+    values.update({name: Secret(raw) for name, raw in read_credentials(env, values).items()})
     values.update(_derived_intervals(values))
     return _validate(Settings(**values))
 
@@ -276,30 +277,3 @@ def _derived_intervals(values: Mapping[str, Any]) -> dict[str, float]:
     ttl = float(values.get("lease_ttl_s", Settings.lease_ttl_s))
     return {name: ttl / _INTERVAL_PER_TTL for name in ("heartbeat_interval_s", "sweep_interval_s")
             if name not in values}
-
-
-# systemd `LoadCredential=<name>:<file>` → `$CREDENTIALS_DIRECTORY/<name>`; used when the variable is unset.
-_CREDENTIALS = {
-    "upstream-password": "upstream_password",
-    "auth-secret": "auth_secret",
-    "database-url": "database_url",
-    "read-database-url": "read_database_url",
-}
-
-
-def _credentials(env: Mapping[str, str], values: Mapping[str, Any]) -> dict[str, Any]:
-    directory = env.get("CREDENTIALS_DIRECTORY")
-    if not directory:
-        return {}
-    out: dict[str, Any] = {}
-    for cred, fname in _CREDENTIALS.items():
-        path = Path(directory) / cred
-        if fname in values or not path.is_file():
-            continue
-        try:
-            raw = path.read_text().strip()
-        except OSError as e:
-            raise ConfigError(f"credential {cred!r} cannot be read: {e}") from None
-        if raw:
-            out[fname] = Secret(raw)
-    return out
