@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from bridge.auth import Claims, bearer_token, verify_token
 from bridge.errors import AuthError, BadRequest
 from bridge.events import SEQ_MAX
 from bridge.fanout.question_frames import stored_question_message
+from bridge.http.query_params import query_int, query_session, query_text, query_time
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
@@ -108,58 +109,6 @@ def _busy(message: str, code: str = "busy") -> web.Response:
     return resp
 
 
-def _int(request: web.Request, name: str, default: int, lo: int, hi: int) -> int:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        v = int(raw)
-    except ValueError:
-        raise BadRequest(f"{name} must be an integer") from None
-    if not lo <= v <= hi:
-        raise BadRequest(f"{name} must be between {lo} and {hi}")
-    return v
-
-
-def _text(request: web.Request, name: str) -> str | None:
-    raw = request.query.get(name)
-    if not raw:
-        return None
-    if "\x00" in raw:  # PostgreSQL text cannot hold NUL: refuse instead of failing in the driver
-        raise BadRequest(f"{name} must not contain NUL")
-    try:
-        raw.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate (undecodable percent-escapes): not text to the driver
-        raise BadRequest(f"{name} must be UTF-8 text") from None
-    if len(raw) > 1000:
-        raise BadRequest(f"{name} must be at most 1000 characters")
-    return raw
-
-
-def _session_param(request: web.Request, name: str) -> str | None:
-    raw = request.query.get(name)
-    if not raw:
-        return None
-    if not valid_session_id(raw):
-        metrics.BAD_SESSION_IDS.labels(surface="http").inc()
-        raise BadRequest(f"{name}: {SESSION_ID_RULE}")
-    return raw
-
-
-def _time(request: web.Request, name: str) -> datetime | None:
-    raw = request.query.get(name)
-    if not raw:
-        return None
-    try:
-        t = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-        # In UTC here: a time whose UTC form leaves years 1..9999 (0001-01-01T00:00:00+01:00) fails now,
-        # as a 400, instead of in the driver.
-        return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
-    except (ValueError, OverflowError):
-        raise BadRequest(f"{name} must be an ISO 8601 time between years 1 and 9999 (UTC), "
-                         "e.g. 2026-11-30T03:00:00Z") from None
-
-
 Handler = Callable[[web.Request, AuditContext, Claims | None], Awaitable[web.Response]]
 
 
@@ -226,15 +175,15 @@ def _session_id(request: web.Request, claims: Claims | None) -> str:
 
 
 async def list_sessions(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
-    limit = _int(request, "limit", 100, 1, MAX_LIMIT)
+    limit = query_int(request, "limit", 100, 1, MAX_LIMIT)
     scope = _scope(claims)
-    parent = _session_param(request, "parent")
+    parent = query_session(request, "parent")
     if parent is not None:  # the subagents' sessions of `parent` (docs/audit.md), granted with it
         if claims is not None:
             (await ctx.reader.widen(claims, parent)).require(parent)
         scope = frozenset(await ctx.reader.children(parent))
-    f = SessionFilter(status=_text(request, "status"), since=_time(request, "since"),
-                      until=_time(request, "until"), after=_session_param(request, "after"),
+    f = SessionFilter(status=query_text(request, "status"), since=query_time(request, "since"),
+                      until=query_time(request, "until"), after=query_session(request, "after"),
                       sessions=scope, limit=limit)
     rows = await ctx.reader.sessions(f)
     nxt = rows[-1]["session_id"] if len(rows) == limit else None
@@ -250,8 +199,8 @@ async def get_session(request: web.Request, ctx: AuditContext, claims: Claims | 
 
 async def list_events(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
     sid = _session_id(request, claims)
-    after = _int(request, "after", -1, -1, MAX_SEQ)  # exclusive; -1 (default): from seq 0, `session.created`
-    limit = _int(request, "limit", 100, 1, MAX_LIMIT)
+    after = query_int(request, "after", -1, -1, MAX_SEQ)  # exclusive; -1 (default): from seq 0, `session.created`
+    limit = query_int(request, "limit", 100, 1, MAX_LIMIT)
     if await ctx.reader.session(sid) is None:
         return _error(404, "not_found", "no such session in the mirror")
     rows = await ctx.reader.events(sid, after, limit)
@@ -261,8 +210,8 @@ async def list_events(request: web.Request, ctx: AuditContext, claims: Claims | 
 
 async def get_transcript(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
     sid = _session_id(request, claims)
-    after = _int(request, "after", 0, 0, MAX_SEQ)
-    limit = _int(request, "limit", TRANSCRIPT_MAX_EVENTS, 1, TRANSCRIPT_MAX_EVENTS)
+    after = query_int(request, "after", 0, 0, MAX_SEQ)
+    limit = query_int(request, "limit", TRANSCRIPT_MAX_EVENTS, 1, TRANSCRIPT_MAX_EVENTS)
     if await ctx.reader.session(sid) is None:
         return _error(404, "not_found", "no such session in the mirror")
     # Rows are read page by page and folded into the transcript as they come: at most `limit` events'
@@ -279,19 +228,19 @@ async def get_transcript(request: web.Request, ctx: AuditContext, claims: Claims
 
 
 async def list_tool_calls(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
-    limit = _int(request, "limit", 100, 1, MAX_LIMIT)
+    limit = query_int(request, "limit", 100, 1, MAX_LIMIT)
     after: tuple[str, int] | None = None
-    raw_after = _text(request, "after")
+    raw_after = query_text(request, "after")
     if raw_after:
         sid, _, seq = raw_after.rpartition(":")
         if not valid_session_id(sid) or not (seq.isascii() and seq.isdigit()) or int(seq) > MAX_SEQ:
             raise BadRequest("after must be '<session_id>:<seq>' as returned in next")
         after = (sid, int(seq))
-    session = _session_param(request, "session")
+    session = query_session(request, "session")
     if session is not None and claims is not None:
         claims.require(session)
-    f = ToolCallFilter(tool=_text(request, "tool"), session=session, since=_time(request, "since"),
-                       until=_time(request, "until"), after=after, sessions=_scope(claims), limit=limit)
+    f = ToolCallFilter(tool=query_text(request, "tool"), session=session, since=query_time(request, "since"),
+                       until=query_time(request, "until"), after=after, sessions=_scope(claims), limit=limit)
     rows = await ctx.reader.tool_calls(f)
     nxt = f"{rows[-1]['session_id']}:{rows[-1]['called_seq']}" if len(rows) == limit else None
     return _json({"data": rows, "next": nxt})
