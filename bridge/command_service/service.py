@@ -17,6 +17,8 @@ import structlog
 
 from bridge import metrics
 from bridge.auth import Claims
+from bridge.command_service.model_check import ModelCheck
+from bridge.command_service.permission_reply import reply_where_pending
 from bridge.command_service.prompt_router import PromptRouter
 from bridge.command_service.questions import QuestionCommands
 from bridge.commands.model import (
@@ -40,7 +42,6 @@ _log = structlog.get_logger("bridge.commands")
 # Test-only (docs/commands.md, "Testing the crash window"): the process exits right after the upstream
 # answered the command with this id, before the result is committed: a crash in the worst place.
 EXIT_AFTER_UPSTREAM_ENV = "BRIDGE_TEST_EXIT_AFTER_UPSTREAM_COMMAND"
-MODELS_TTL_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -94,10 +95,9 @@ class CommandService:
         self.upstream = upstream
         self.limiter = limiter or RateLimiter(clock=clock)
         self._now_ms = now_ms
-        self._clock = clock
         self._exit_after = exit_after_upstream if exit_after_upstream is not None \
             else os.environ.get(EXIT_AFTER_UPSTREAM_ENV) or None
-        self._models: dict[str, tuple[float, tuple[str, str] | None, set[tuple[str, str]]]] = {}
+        self._model_check = ModelCheck(upstream, clock)
         # Prompts on both runtimes (docs/commands.md, "Runtime affinity"): legacy sends, queue, attachments.
         self.prompts = PromptRouter(queue or PromptQueueStore(store.engine, store.upstream), upstream,
                                     prompt_runtime, exit_after=self._exit_after)
@@ -219,7 +219,7 @@ class CommandService:
         assert row.upstream_id is not None
         key = CommandKey.of(cmd, row.subject)
         choice, resolved = await self.prompts.prepare(cmd, key, t.sid, t.directory)
-        await self._check_model(t)
+        await self._model_check.check(t.info, t.directory)
         if choice.runtime == "legacy":
             status, body = await self.prompts.legacy(cmd, key, t.sid, t.directory, t.info, row.upstream_id,
                                                      choice)
@@ -233,32 +233,6 @@ class CommandService:
         return _Done(200, {"command_id": cmd.command_id, "message_id": data.get("id", row.upstream_id),
                            "admitted_seq": seq, "delivery": cmd.args["delivery"],
                            **self.prompts.choice_fields(choice)}, status, seq)
-
-    async def _check_model(self, t: _Target) -> None:
-        """Refuse before sending: the serve admits a prompt for a model without credentials and then
-        stays silent (docs/upstream.md §4, `n-switch-and-unavailable-model`)."""
-        m = t.info.get("model")
-        pair: tuple[str, str] | None = None
-        if isinstance(m, dict) and isinstance(m.get("providerID"), str) and isinstance(m.get("id"), str):
-            pair = (m["providerID"], m["id"])
-        default, connected = await self._location_models(t.directory)
-        pair = pair or default
-        if pair is not None and pair not in connected:
-            raise CommandError("model_unavailable",
-                               f"model {pair[0]}/{pair[1]} has no connected credential upstream: nothing sent")
-
-    async def _location_models(self, directory: str) -> tuple[tuple[str, str] | None, set[tuple[str, str]]]:
-        """(configured default model, connected models) of a location, kept MODELS_TTL_S: both change only
-        when the operator edits the serve's config or credentials, and `/api/model` is a large answer."""
-        cached = self._models.get(directory)
-        if cached is not None and cached[0] > self._clock():
-            return cached[1], cached[2]
-        default = await self.upstream.default_model(directory)
-        models = await self.upstream.connected_models(directory)
-        if len(self._models) > 100:
-            self._models.clear()
-        self._models[directory] = (self._clock() + MODELS_TTL_S, default, models)
-        return default, models
 
     async def _interrupt(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
         sid, directory = t.sid, t.directory
@@ -289,18 +263,11 @@ class CommandService:
         sid, directory = t.sid, t.directory
         rid, reply = cmd.args["request_id"], cmd.args["reply"]
         body = {"command_id": cmd.command_id, "session_id": sid, "request_id": rid, "reply": reply}
-        try:
-            if any(p.get("id") == rid for p in await self.upstream.v2_permissions(sid, directory)):
-                status = await self.upstream.reply_v2(sid, directory, rid, reply)
-                await self._answered_by(rid, row.subject)
-                return _Done(200, {**body, "runtime": "v2", "applied": True}, status)
-            legacy = await self.upstream.legacy_permissions(directory)
-            if any(p.get("id") == rid and p.get("sessionID") == sid for p in legacy):
-                status = await self.upstream.reply_legacy(directory, rid, reply)
-                await self._answered_by(rid, row.subject)
-                return _Done(200, {**body, "runtime": "legacy", "applied": True}, status)
-        except SessionNotFound:  # answered meanwhile (PermissionNotFoundError): report what is known
-            pass
+        applied = await reply_where_pending(self.upstream, sid, directory, rid, reply)
+        if applied is not None:
+            runtime, status = applied
+            await self._answered_by(rid, row.subject)
+            return _Done(200, {**body, "runtime": runtime, "applied": True}, status)
         known = await self.store.permission_reply(rid)
         if known is not None and known[0] == sid and known[1] is not None:
             return _Done(200, {**body, "reply": known[1], "applied": False})
