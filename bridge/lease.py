@@ -68,11 +68,6 @@ def decide_claim(
     return ClaimVerdict.HELD
 
 
-def is_orphan(lease: LeaseView, now: datetime) -> bool:
-    """Held by an incarnation that stopped renewing (or handed it off at shutdown): adopt it."""
-    return not lease.deleted and is_expired(lease, now)
-
-
 @dataclass(frozen=True)
 class IncarnationId:
     hostname: str

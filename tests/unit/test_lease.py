@@ -13,7 +13,6 @@ from bridge.lease import (
     LeaseView,
     adoption_reason,
     decide_claim,
-    is_orphan,
     local_holder_dead,
     parse_incarnation,
 )
@@ -79,14 +78,6 @@ def test_the_holder_probe_is_only_asked_about_unexpired_foreign_leases() -> None
     assert asked == []
     decide_claim(LeaseView(PEER, 1, FUTURE), ME, NOW, probe)
     assert asked == [PEER]
-
-
-def test_an_orphan_is_a_held_lease_that_was_not_renewed() -> None:
-    assert is_orphan(LeaseView(PEER, 1, PAST), NOW)
-    assert is_orphan(LeaseView(PEER, 1, None), NOW)
-    assert not is_orphan(LeaseView(PEER, 1, FUTURE), NOW)
-    assert not is_orphan(LeaseView(None, 1, PAST), NOW)  # released: nobody needs to follow it
-    assert not is_orphan(LeaseView(PEER, 1, PAST, deleted=True), NOW)
 
 
 def test_time_moving_past_the_expiry_turns_a_held_lease_into_an_expired_one() -> None:
