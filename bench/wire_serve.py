@@ -1,0 +1,328 @@
+"""A fast fake `opencode serve` in its own process, speaking the complete wire of the captures, for
+`bench.wire` (docs/upstream.md §2, §3, §6, §14, §15; events from bench.wire_workload, pre-encoded).
+
+- `GET /api/session/{id}/event?after=`: v2 events only; no status line or headers until the first event
+  to send (§3.3); never ends.
+- `GET /global/event`: `server.connected`, then for every persisted event its bus event and its `sync` twin
+  (plus bus-only deltas), `server.heartbeat` every 10 s (§15). Live only: pre-existing events are not on it.
+- `POST /sync/history {sid: cutoff}`: every named session after its cutoff, every session the body does
+  not name whole from seq 0 (§14); cutoffs validated like `after` (400 otherwise).
+- `GET /api/session` (one page), `/api/session/active` (`{}`), `/api/session/{id}`, `…/history`,
+  `…/permission`, `…/question`, the legacy `/question`, `/permission`, `/session/status`, the health routes.
+  Anything else is answered 404 and counted under its own path (the driver reports it).
+
+Control: `POST /_bench/burst` appends `--burst` events to every session (round by round across all
+sessions) and answers at once; `GET /_bench/counters` — per route, calls and request/response body bytes,
+open durable streams, events published; `GET /_bench/expected` — every session's (seq, id) list.
+
+Usage: python -m bench.wire_serve --sessions 1000 --events 20 --burst 20 [--legacy-every 4] [--port 0]
+(prints `READY <url>` on stdout once listening).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from bench import wire_workload as w
+
+MAX_SEQ = 2**53 - 1
+HEARTBEAT_S = 10.0
+
+
+@dataclass
+class WireSession:
+    k: int
+    id: str
+    seqs: list[int] = field(default_factory=list)  # the log's seqs (gap-free from 0)
+    log: list[bytes] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    v2_seqs: list[int] = field(default_factory=list)
+    durable: list[bytes] = field(default_factory=list)
+    history: list[bytes] = field(default_factory=list)
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+    def add(self, e: w.WireEvent) -> None:
+        self.seqs.append(e.seq)
+        self.log.append(e.log)
+        self.ids.append(e.id)
+        if e.durable is not None and e.history is not None:
+            self.v2_seqs.append(e.seq)
+            self.durable.append(e.durable)
+            self.history.append(e.history)
+        for f in self.waiters:
+            if not f.done():
+                f.set_result(None)
+        self.waiters.clear()
+
+
+def _json(obj: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(obj), status=status, content_type="application/json")
+
+
+def _not_found(sid: str) -> web.Response:
+    return _json({"_tag": "SessionNotFoundError", "sessionID": sid, "message": f"Session not found: {sid}"}, 404)
+
+
+def _bad(message: str, kind: str) -> web.Response:
+    return _json({"_tag": "InvalidRequestError", "message": message, "kind": kind}, 400)
+
+
+class WireServe:
+    def __init__(self, sessions: int, events: int, burst: int, legacy_every: int) -> None:
+        self.sessions = [WireSession(k, w.session_id(k)) for k in range(sessions)]
+        self.by_id = {s.id: s for s in self.sessions}
+        self.ids = frozenset(self.by_id)
+        for s in self.sessions:
+            s.add(w.created(s.k))
+            for seq in range(1, events + 1):
+                s.add(w.event(s.k, seq, legacy_every))
+        # The burst, encoded beforehand (round r = every session's next event), so publishing costs no JSON.
+        self._burst = [[w.event(s.k, events + 1 + r, legacy_every) for s in self.sessions] for r in range(burst)]
+        self._listing = orjson.dumps({"data": [w.session_item(s.k) for s in reversed(self.sessions)],
+                                      "cursor": {"previous": None, "next": None}})
+        self.counters: dict[str, list[int]] = {}  # route -> [calls, request bytes, response bytes]
+        self.open_durable = 0
+        self.published = 0
+        self.burst_started_at: float | None = None
+        self.burst_published_at: float | None = None
+        self.first_request_at: float | None = None
+        self._global: list[asyncio.Queue[bytes]] = []
+
+    # -- counting -----------------------------------------------------------------------------------
+    def _count(self, route: str, calls: int = 0, req: int = 0, resp: int = 0) -> None:
+        c = self.counters.setdefault(route, [0, 0, 0])
+        c[0] += calls
+        c[1] += req
+        c[2] += resp
+
+    @web.middleware
+    async def _counted(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        route = request.match_info.route.resource
+        name = f"{request.method} {route.canonical if route is not None else request.path}"
+        if not request.path.startswith("/_bench/"):
+            self.first_request_at = self.first_request_at or time.time()
+            self._count(name, calls=1, req=request.content_length or 0)
+        request["route"] = name
+        response: web.StreamResponse = await handler(request)
+        if isinstance(response, web.Response) and isinstance(response.body, bytes) \
+                and not request.path.startswith("/_bench/"):
+            self._count(name, resp=len(response.body))
+        return response
+
+    # -- the upstream's routes ------------------------------------------------------------------------
+    async def health(self, request: web.Request) -> web.Response:
+        return _json({"healthy": True, "version": "1.18.33"})
+
+    async def listing(self, request: web.Request) -> web.Response:
+        return web.Response(body=self._listing, content_type="application/json")
+
+    async def one(self, request: web.Request) -> web.Response:
+        s = self.by_id.get(request.match_info["sid"])
+        return _json({"data": w.session_item(s.k)}) if s else _not_found(request.match_info["sid"])
+
+    async def empty_data(self, request: web.Request) -> web.Response:
+        sid = request.match_info.get("sid")
+        if sid is not None and sid not in self.by_id:
+            return _not_found(sid)
+        return _json({"data": {} if request.path.endswith("/active") else []})
+
+    async def bare_empty(self, request: web.Request) -> web.Response:
+        return _json({} if request.path.endswith("/status") else [])
+
+    @staticmethod
+    def _after(raw: str) -> int | None:
+        if raw == "":
+            return 0
+        return int(raw) if raw.isdigit() and int(raw) <= MAX_SEQ else None
+
+    async def history(self, request: web.Request) -> web.Response:
+        s = self.by_id.get(request.match_info["sid"])
+        if s is None:
+            return _not_found(request.match_info["sid"])
+        after = self._after(request.query.get("after", ""))
+        limit = self._after(request.query.get("limit", "100"))
+        if after is None or limit is None:
+            return _bad("Expected an integer", "Query")
+        i = bisect.bisect_right(s.v2_seqs, after)
+        page = s.history[i : i + min(max(limit, 1), 100)]
+        more = i + len(page) < len(s.history)
+        body = b'{"data":[' + b",".join(page) + b'],"hasMore":' + (b"true" if more else b"false") + b"}"
+        return web.Response(body=body, content_type="application/json")
+
+    async def durable(self, request: web.Request) -> web.StreamResponse:
+        s = self.by_id.get(request.match_info["sid"])
+        if s is None:
+            return _not_found(request.match_info["sid"])
+        after = self._after(request.query.get("after", ""))
+        if after is None:
+            return _bad('Expected an integer\n  at ["after"]', "Query")
+        route = request["route"]
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Vary": "Origin"})
+        pos = bisect.bisect_right(s.v2_seqs, after)
+        self.open_durable += 1
+        try:
+            while True:
+                if pos < len(s.durable):
+                    chunk = b"".join(s.durable[pos:])
+                    pos = len(s.durable)
+                    if not resp.prepared:  # headers only with the first event (docs/upstream.md §3.3)
+                        await resp.prepare(request)
+                    await resp.write(chunk)
+                    self._count(route, resp=len(chunk))
+                waiter = asyncio.get_running_loop().create_future()
+                s.waiters.append(waiter)
+                await waiter
+        finally:
+            self.open_durable -= 1
+
+    async def sync_history(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        self._count(request["route"], req=len(raw) - (request.content_length or 0))
+        try:
+            asked = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return _bad("Invalid JSON", "Payload")
+        if not isinstance(asked, dict):
+            return _bad("Expected an object", "Payload")
+        for sid, cut in asked.items():
+            if type(cut) is not int or not 0 <= cut <= MAX_SEQ:
+                return _bad(f'Expected an integer between 0 and 9007199254740991\n  at ["{sid}"]', "Payload")
+        pieces: list[bytes] = []
+        for sid in self.ids.difference(asked):  # not named: whole, from seq 0
+            pieces.extend(self.by_id[sid].log)
+        for sid, cut in asked.items():
+            s = self.by_id.get(sid)
+            if s is not None and cut < s.seqs[-1]:
+                pieces.extend(s.log[bisect.bisect_right(s.seqs, cut):])
+        return web.Response(body=b"[" + b",".join(pieces) + b"]", content_type="application/json")
+
+    async def global_events(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        q: asyncio.Queue[bytes] = asyncio.Queue()
+        self._global.append(q)
+        first = f'data: {{"payload":{{"id":"evt_{time.time_ns():026d}","type":"server.connected",' \
+                '"properties":{}}}\n\n'
+        q.put_nowait(first.encode())
+        try:
+            while True:
+                chunk = await q.get()
+                await resp.write(chunk)
+                self._count(request["route"], resp=len(chunk))
+        finally:
+            self._global.remove(q)
+
+    async def legacy_events(self, request: web.Request) -> web.StreamResponse:
+        """`/api/event` (§5): `server.connected` and a heartbeat comment; this bench publishes nothing on it."""
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(b'data: {"id":"evt_connected","type":"server.connected","data":{}}\n\n: heartbeat\n\n')
+        await asyncio.Event().wait()
+        return resp
+
+    async def other(self, request: web.Request) -> web.Response:
+        return _json({"name": "NotFoundError", "data": {"message": f"no route {request.path}"}}, 404)
+
+    # -- control --------------------------------------------------------------------------------------
+    def _publish(self, chunk: bytes) -> None:
+        for q in self._global:
+            q.put_nowait(chunk)
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            self._publish(f'data: {{"payload":{{"id":"evt_{time.time_ns():026d}","type":"server.heartbeat",'
+                          '"properties":{}}}\n\n'.encode())
+
+    async def _run_burst(self) -> None:
+        for events in self._burst:
+            parts = []
+            for s, e in zip(self.sessions, events, strict=True):
+                s.add(e)
+                parts.append(e.globals)
+                self.published += 1
+            self._publish(b"".join(parts))
+            await asyncio.sleep(0)  # let the streams write this round
+        self._burst = []
+        self.burst_published_at = time.time()
+
+    async def start_burst(self, request: web.Request) -> web.Response:
+        if self.burst_started_at is not None:
+            return _json({"error": "the burst was started already"}, 409)
+        self.burst_started_at = time.time()
+        task = asyncio.create_task(self._run_burst())
+        request.app["tasks"].add(task)
+        return _json({"events": sum(len(r) for r in self._burst), "started_at": self.burst_started_at})
+
+    async def show_counters(self, request: web.Request) -> web.Response:
+        return _json({"routes": self.counters, "open_durable": self.open_durable, "published": self.published,
+                      "global_readers": len(self._global), "first_request_at": self.first_request_at,
+                      "burst_started_at": self.burst_started_at, "burst_published_at": self.burst_published_at,
+                      "log_events": sum(len(s.seqs) for s in self.sessions)})
+
+    async def expected(self, request: web.Request) -> web.Response:
+        return _json({s.id: [[q, i] for q, i in zip(s.seqs, s.ids, strict=True)] for s in self.sessions})
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._counted], client_max_size=256 * 1024 * 1024)
+        app["tasks"] = set()
+        r = app.router
+        for path in ("/api/health", "/global/health"):
+            r.add_get(path, self.health)
+        r.add_get("/api/session", self.listing)
+        r.add_get("/api/session/active", self.empty_data)
+        r.add_get("/api/session/{sid}", self.one)
+        r.add_get("/api/session/{sid}/history", self.history)
+        r.add_get("/api/session/{sid}/event", self.durable)
+        r.add_get("/api/session/{sid}/permission", self.empty_data)
+        r.add_get("/api/session/{sid}/question", self.empty_data)
+        for path in ("/question", "/permission", "/session/status"):
+            r.add_get(path, self.bare_empty)
+        r.add_get("/api/event", self.legacy_events)
+        r.add_get("/global/event", self.global_events)
+        r.add_post("/sync/history", self.sync_history)
+        r.add_post("/_bench/burst", self.start_burst)
+        r.add_get("/_bench/counters", self.show_counters)
+        r.add_get("/_bench/expected", self.expected)
+        r.add_route("*", "/{tail:.*}", self.other)
+        return app
+
+
+async def serve(a: argparse.Namespace) -> None:
+    fake = WireServe(a.sessions, a.events, a.burst, a.legacy_every)
+    runner = web.AppRunner(fake.app(), handle_signals=True, access_log=None, handler_cancellation=True)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", a.port, backlog=4096)
+    await site.start()
+    port = runner.addresses[0][1]
+    beats = asyncio.create_task(fake._heartbeats())
+    print(f"READY http://127.0.0.1:{port}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        beats.cancel()
+        await runner.cleanup()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sessions", type=int, default=1000)
+    ap.add_argument("--events", type=int, default=20, help="events per session before the start (seq 1..N)")
+    ap.add_argument("--burst", type=int, default=20, help="events per session of the burst")
+    ap.add_argument("--legacy-every", type=int, default=4, help="every Nth seq a legacy event (0: none)")
+    ap.add_argument("--port", type=int, default=0)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(ap.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
