@@ -16,6 +16,7 @@ Exits 1 unless every session's stored (seq, event_id) list equals the upstream's
 and no recorded gap.
 
 Usage: python -m bench.wire [--sessions 1000] [--events 20] [--burst 20] [--json FILE] | --quick
+(BRIDGE_DATABASE_URL: run in that database instead of an embedded PostgreSQL of its own.)
 """
 
 from __future__ import annotations
@@ -141,10 +142,15 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
                 return bool(got >= a.sessions)
             with contextlib.suppress(TimeoutError):  # reported below: the warm count is what it is
                 await _until("warm", warm_settled, 60, 0.5)
+            warm_at = time.time()
+            cpu0 = m.cpu_s(pid)
+            await asyncio.sleep(a.settle_seconds)  # the warm-up's tail (statuses, polls) is not idleness
             metrics = await m.daemon_metrics(http, bridge)
             counters = await m.get_json(http, fake + "/_bench/counters")
             out["warm_sessions"] = metrics.get("bridge_sessions_warm", 0)
             out["open_durable_streams"] = counters["open_durable"]
+            out["warm_s_after_catch_up"] = warm_at - done
+            out["settle_cpu_percent"] = (m.cpu_s(pid) - cpu0) / a.settle_seconds * 100
             cpu0, t0 = m.cpu_s(pid), time.monotonic()
             await asyncio.sleep(a.idle_seconds)
             idle_cpu = (m.cpu_s(pid) - cpu0) / (time.monotonic() - t0)
@@ -197,7 +203,7 @@ def summary(r: dict[str, Any]) -> str:
         f"{b['over_naive']:.1f}x naive, CPU {b['cpu_us_per_event']:.1f} us/event",
         f"  sync-log calls {b['sync_calls']}, {b['sync_request_bytes_per_event']:.0f} B/event; "
         f"other {b['other_calls']}: {b['calls']}",
-        f"idle: {i['cpu_percent_of_a_core']:.2f} % of a core with {r['warm_sessions']:.0f} warm "
+        f"idle: {i['cpu_percent_of_a_core']:.2f} % of a core (settling before: {r['settle_cpu_percent']:.1f} %) with {r['warm_sessions']:.0f} warm "
         f"= {i['cpu_percent_per_1000_warm']:.2f} % per 1,000",
         f"COPY {r['baselines']['copy_events_per_s']:.0f} ev/s, naive {r['baselines']['naive_events_per_s']:.0f} ev/s; "
         f"crashes {r['follower_crashes']:.0f}, log {r['daemon_log_problems']}; check {r['check']}",
@@ -211,6 +217,7 @@ def main() -> None:
     ap.add_argument("--burst", type=int, default=20)
     ap.add_argument("--legacy-every", type=int, default=4)
     ap.add_argument("--idle-seconds", type=float, default=20.0)
+    ap.add_argument("--settle-seconds", type=float, default=10.0, help="after warm-up, before the idle window")
     ap.add_argument("--naive-seconds", type=float, default=8.0)
     ap.add_argument("--timeout", type=float, default=900.0, help="per phase")
     ap.add_argument("--quick", action="store_true", help="20 sessions x 5 events, short idle and naive: a test")
@@ -218,13 +225,16 @@ def main() -> None:
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
     if a.quick:
-        a.sessions, a.events, a.burst, a.idle_seconds, a.naive_seconds, a.timeout = 20, 5, 5, 1.0, 0.5, 60.0
+        a.sessions, a.events, a.burst, a.timeout = 20, 5, 5, 60.0
+        a.idle_seconds, a.settle_seconds, a.naive_seconds = 1.0, 0.5, 0.5
     work = Path(tempfile.mkdtemp(prefix="bridge-wire-"))
-    pg = start_embedded(work / "pg")
+    url = os.environ.get("BRIDGE_DATABASE_URL")  # a database of one's own (a test's), else embedded
+    pg = None if url else start_embedded(work / "pg")
     try:
-        res = asyncio.run(measure(a, work, pg.url))
+        res = asyncio.run(measure(a, work, url or pg.url))  # type: ignore[union-attr]
     finally:
-        pg.stop()
+        if pg is not None:
+            pg.stop()
     res["machine"] = (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
                       f"PostgreSQL {res['baselines']['postgres']}, fsync {res['baselines']['fsync']}")
     res["work_dir"] = str(work)

@@ -49,8 +49,8 @@ def log_problems(path: Path) -> dict[str, int]:
     """warning, error and critical lines of the daemon's JSON log, counted by `level:event`."""
     counts: dict[str, int] = {}
     for line in path.read_text(errors="replace").splitlines():
-        if '"level": "info"' in line or '"level": "debug"' in line:
-            continue
+        if not line.startswith("{") or '"level": "info"' in line or '"level": "debug"' in line:
+            continue  # not a log record (the local-mode banner) or not a problem
         try:
             rec = json.loads(line)
             key = f"{rec.get('level', '?')}:{rec.get('event', '?')}"

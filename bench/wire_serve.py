@@ -36,6 +36,7 @@ from bench import wire_workload as w
 
 MAX_SEQ = 2**53 - 1
 HEARTBEAT_S = 10.0
+TASKS = web.AppKey("tasks", set[asyncio.Task[None]])
 
 
 @dataclass
@@ -62,6 +63,11 @@ class WireSession:
             if not f.done():
                 f.set_result(None)
         self.waiters.clear()
+
+
+def _route(request: web.Request) -> str:
+    resource = request.match_info.route.resource
+    return f"{request.method} {resource.canonical if resource is not None else request.path}"
 
 
 def _json(obj: Any, status: int = 200) -> web.Response:
@@ -106,12 +112,10 @@ class WireServe:
 
     @web.middleware
     async def _counted(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        route = request.match_info.route.resource
-        name = f"{request.method} {route.canonical if route is not None else request.path}"
+        name = _route(request)
         if not request.path.startswith("/_bench/"):
             self.first_request_at = self.first_request_at or time.time()
             self._count(name, calls=1, req=request.content_length or 0)
-        request["route"] = name
         response: web.StreamResponse = await handler(request)
         if isinstance(response, web.Response) and isinstance(response.body, bytes) \
                 and not request.path.startswith("/_bench/"):
@@ -165,7 +169,7 @@ class WireServe:
         after = self._after(request.query.get("after", ""))
         if after is None:
             return _bad('Expected an integer\n  at ["after"]', "Query")
-        route = request["route"]
+        route = _route(request)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Vary": "Origin"})
         pos = bisect.bisect_right(s.v2_seqs, after)
         self.open_durable += 1
@@ -186,7 +190,7 @@ class WireServe:
 
     async def sync_history(self, request: web.Request) -> web.Response:
         raw = await request.read()
-        self._count(request["route"], req=len(raw) - (request.content_length or 0))
+        self._count(_route(request), req=len(raw) - (request.content_length or 0))
         try:
             asked = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -194,8 +198,9 @@ class WireServe:
         if not isinstance(asked, dict):
             return _bad("Expected an object", "Payload")
         for sid, cut in asked.items():
-            if type(cut) is not int or not 0 <= cut <= MAX_SEQ:
-                return _bad(f'Expected an integer between 0 and 9007199254740991\n  at ["{sid}"]', "Payload")
+            if type(cut) is not int or not 0 <= cut <= MAX_SEQ:  # the real one's 400 (§14)
+                return _json({"name": "BadRequest", "data": {"message": f'Expected an integer\n  at ["{sid}"]',
+                                                             "kind": "Payload"}}, 400)
         pieces: list[bytes] = []
         for sid in self.ids.difference(asked):  # not named: whole, from seq 0
             pieces.extend(self.by_id[sid].log)
@@ -208,6 +213,7 @@ class WireServe:
     async def global_events(self, request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
+        route = _route(request)
         q: asyncio.Queue[bytes] = asyncio.Queue()
         self._global.append(q)
         first = f'data: {{"payload":{{"id":"evt_{time.time_ns():026d}","type":"server.connected",' \
@@ -217,7 +223,7 @@ class WireServe:
             while True:
                 chunk = await q.get()
                 await resp.write(chunk)
-                self._count(request["route"], resp=len(chunk))
+                self._count(route, resp=len(chunk))
         finally:
             self._global.remove(q)
 
@@ -260,7 +266,7 @@ class WireServe:
             return _json({"error": "the burst was started already"}, 409)
         self.burst_started_at = time.time()
         task = asyncio.create_task(self._run_burst())
-        request.app["tasks"].add(task)
+        request.app[TASKS].add(task)
         return _json({"events": sum(len(r) for r in self._burst), "started_at": self.burst_started_at})
 
     async def show_counters(self, request: web.Request) -> web.Response:
@@ -274,7 +280,7 @@ class WireServe:
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._counted], client_max_size=256 * 1024 * 1024)
-        app["tasks"] = set()
+        app[TASKS] = set()
         r = app.router
         for path in ("/api/health", "/global/health"):
             r.add_get(path, self.health)
