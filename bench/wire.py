@@ -203,7 +203,8 @@ def summary(r: dict[str, Any]) -> str:
         f"{b['over_naive']:.1f}x naive, CPU {b['cpu_us_per_event']:.1f} us/event",
         f"  sync-log calls {b['sync_calls']}, {b['sync_request_bytes_per_event']:.0f} B/event; "
         f"other {b['other_calls']}: {b['calls']}",
-        f"idle: {i['cpu_percent_of_a_core']:.2f} % of a core (settling before: {r['settle_cpu_percent']:.1f} %) with {r['warm_sessions']:.0f} warm "
+        f"idle: {i['cpu_percent_of_a_core']:.2f} % of a core (settling before: {r['settle_cpu_percent']:.1f} %) "
+        f"with {r['warm_sessions']:.0f} warm "
         f"= {i['cpu_percent_per_1000_warm']:.2f} % per 1,000",
         f"COPY {r['baselines']['copy_events_per_s']:.0f} ev/s, naive {r['baselines']['naive_events_per_s']:.0f} ev/s; "
         f"crashes {r['follower_crashes']:.0f}, log {r['daemon_log_problems']}; check {r['check']}",
