@@ -73,7 +73,11 @@ test-e2e: $(STAMP) $(OPENCODE_BIN) chromium
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra tests/e2e $(PYTEST_ARGS)
 
 # Benchmarks (not part of `make test`): numbers for BENCHMARKS.md.
+# First the whole daemon on the real wire (bench.wire: a fake serve process, the real `opencode-bridge run`),
+# at 1,000 and 10,000 sessions; each exits non-zero unless what was stored equals the upstream's log.
 bench: $(STAMP) $(OPENCODE_BIN)
+	$(BIN)/python -m bench.wire --sessions 1000 --events 20 --burst 20
+	$(BIN)/python -m bench.wire --sessions 10000 --events 2 --burst 2
 	$(BIN)/python -m bench.hotpath
 	$(BIN)/python -m bench.write_path --sessions 1000 --events 20
 	$(BIN)/pytest -q -s tests/integration/test_lifecycle_memory.py

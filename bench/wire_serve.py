@@ -12,11 +12,10 @@
   Anything else is answered 404 and counted under its own path (the driver reports it).
 
 Control: `POST /_bench/burst` appends `--burst` events to every session (round by round across all
-sessions) and answers at once; `GET /_bench/counters` — per route, calls and request/response body bytes,
-open durable streams, events published; `GET /_bench/expected` — every session's (seq, id) list.
+sessions); `GET /_bench/counters`: per route, calls and request/response body bytes, and more;
+`GET /_bench/expected`: every session's (seq, id) list. Prints `READY <url>` once listening.
 
 Usage: python -m bench.wire_serve --sessions 1000 --events 20 --burst 20 [--legacy-every 4] [--port 0]
-(prints `READY <url>` on stdout once listening).
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ import asyncio
 import bisect
 import contextlib
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -37,32 +35,6 @@ from bench import wire_workload as w
 MAX_SEQ = 2**53 - 1
 HEARTBEAT_S = 10.0
 TASKS = web.AppKey("tasks", set[asyncio.Task[None]])
-
-
-@dataclass
-class WireSession:
-    k: int
-    id: str
-    seqs: list[int] = field(default_factory=list)  # the log's seqs (gap-free from 0)
-    log: list[bytes] = field(default_factory=list)
-    ids: list[str] = field(default_factory=list)
-    v2_seqs: list[int] = field(default_factory=list)
-    durable: list[bytes] = field(default_factory=list)
-    history: list[bytes] = field(default_factory=list)
-    waiters: list[asyncio.Future[None]] = field(default_factory=list)
-
-    def add(self, e: w.WireEvent) -> None:
-        self.seqs.append(e.seq)
-        self.log.append(e.log)
-        self.ids.append(e.id)
-        if e.durable is not None and e.history is not None:
-            self.v2_seqs.append(e.seq)
-            self.durable.append(e.durable)
-            self.history.append(e.history)
-        for f in self.waiters:
-            if not f.done():
-                f.set_result(None)
-        self.waiters.clear()
 
 
 def _route(request: web.Request) -> str:
@@ -84,7 +56,7 @@ def _bad(message: str, kind: str) -> web.Response:
 
 class WireServe:
     def __init__(self, sessions: int, events: int, burst: int, legacy_every: int) -> None:
-        self.sessions = [WireSession(k, w.session_id(k)) for k in range(sessions)]
+        self.sessions = [w.WireSession(k, w.session_id(k)) for k in range(sessions)]
         self.by_id = {s.id: s for s in self.sessions}
         self.ids = frozenset(self.by_id)
         for s in self.sessions:
@@ -282,23 +254,17 @@ class WireServe:
         app = web.Application(middlewares=[self._counted], client_max_size=256 * 1024 * 1024)
         app[TASKS] = set()
         r = app.router
-        for path in ("/api/health", "/global/health"):
-            r.add_get(path, self.health)
-        r.add_get("/api/session", self.listing)
-        r.add_get("/api/session/active", self.empty_data)
-        r.add_get("/api/session/{sid}", self.one)
-        r.add_get("/api/session/{sid}/history", self.history)
-        r.add_get("/api/session/{sid}/event", self.durable)
-        r.add_get("/api/session/{sid}/permission", self.empty_data)
-        r.add_get("/api/session/{sid}/question", self.empty_data)
-        for path in ("/question", "/permission", "/session/status"):
-            r.add_get(path, self.bare_empty)
-        r.add_get("/api/event", self.legacy_events)
-        r.add_get("/global/event", self.global_events)
+        gets = {"/api/health": self.health, "/global/health": self.health, "/api/session": self.listing,
+                "/api/session/active": self.empty_data, "/api/session/{sid}": self.one,
+                "/api/session/{sid}/history": self.history, "/api/session/{sid}/event": self.durable,
+                "/api/session/{sid}/permission": self.empty_data, "/api/session/{sid}/question": self.empty_data,
+                "/question": self.bare_empty, "/permission": self.bare_empty, "/session/status": self.bare_empty,
+                "/api/event": self.legacy_events, "/global/event": self.global_events,
+                "/_bench/counters": self.show_counters, "/_bench/expected": self.expected}
+        for path, handler in gets.items():  # in this order: `/api/session/active` before `/api/session/{sid}`
+            r.add_get(path, handler)
         r.add_post("/sync/history", self.sync_history)
         r.add_post("/_bench/burst", self.start_burst)
-        r.add_get("/_bench/counters", self.show_counters)
-        r.add_get("/_bench/expected", self.expected)
         r.add_route("*", "/{tail:.*}", self.other)
         return app
 

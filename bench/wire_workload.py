@@ -15,8 +15,9 @@ once, as:
 
 from __future__ import annotations
 
+import asyncio
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -124,3 +125,31 @@ def session_item(k: int) -> dict[str, Any]:
             "tokens": {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}},
             "time": {"created": BASE_MS, "updated": BASE_MS}, "title": f"wirebench {k}",
             "location": {"directory": DIRECTORY}}
+
+
+@dataclass
+class WireSession:
+    """One session upstream: its log, its v2 subset, and the durable streams waiting for more."""
+
+    k: int
+    id: str
+    seqs: list[int] = field(default_factory=list)  # the log's seqs (gap-free from 0)
+    log: list[bytes] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    v2_seqs: list[int] = field(default_factory=list)
+    durable: list[bytes] = field(default_factory=list)
+    history: list[bytes] = field(default_factory=list)
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+    def add(self, e: WireEvent) -> None:
+        self.seqs.append(e.seq)
+        self.log.append(e.log)
+        self.ids.append(e.id)
+        if e.durable is not None and e.history is not None:
+            self.v2_seqs.append(e.seq)
+            self.durable.append(e.durable)
+            self.history.append(e.history)
+        for f in self.waiters:
+            if not f.done():
+                f.set_result(None)
+        self.waiters.clear()
