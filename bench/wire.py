@@ -99,6 +99,51 @@ def _daemon(work: Path, upstream_url: str, database_url: str, port: int) -> Chil
     return Child([str(Path(sys.executable).parent / "opencode-bridge"), "run"], work / "bridge.log", env)
 
 
+async def warm_idle_burst(a: argparse.Namespace, http: aiohttp.ClientSession, fake: str, bridge: str, pid: int,
+                          total: int, done: float, stored_is: Any) -> dict[str, Any]:
+    """After the catch-up: wait for every session to be warm, the idle window, then the burst."""
+    res: dict[str, Any] = {}
+
+    # warm: every session followed (or as many as the daemon keeps), then idle
+    async def warm_settled() -> bool:
+        got: float = (await m.daemon_metrics(http, bridge)).get("bridge_sessions_warm", 0.0)
+        return bool(got >= a.sessions)
+    with contextlib.suppress(TimeoutError):  # reported below: the warm count is what it is
+        await _until("warm", warm_settled, 60, 0.5)
+    warm_at = time.time()
+    cpu0 = m.cpu_s(pid)
+    await asyncio.sleep(a.settle_seconds)  # the warm-up's tail (statuses, polls) is not idleness
+    metrics = await m.daemon_metrics(http, bridge)
+    counters = await m.get_json(http, fake + "/_bench/counters")
+    res["warm_sessions"] = metrics.get("bridge_sessions_warm", 0)
+    res["open_durable_streams"] = counters["open_durable"]
+    res["warm_s_after_catch_up"] = warm_at - done
+    res["settle_cpu_percent"] = (m.cpu_s(pid) - cpu0) / a.settle_seconds * 100
+    cpu0, t0 = m.cpu_s(pid), time.monotonic()
+    await asyncio.sleep(a.idle_seconds)
+    idle_cpu = (m.cpu_s(pid) - cpu0) / (time.monotonic() - t0)
+    res["idle"] = {"seconds": a.idle_seconds, "cpu_percent_of_a_core": idle_cpu * 100,
+                   "cpu_percent_per_1000_warm": idle_cpu * 100 / max(res["warm_sessions"], 1) * 1000}
+
+    # (b) the burst, warm
+    before = await m.get_json(http, fake + "/_bench/counters")
+    cpu0 = m.cpu_s(pid)
+    async with http.post(fake + "/_bench/burst") as r:
+        started = (await r.json())["started_at"]
+    n = a.sessions * a.burst
+    with contextlib.suppress(TimeoutError):  # then reported incomplete, as it stands
+        await _until("burst", lambda: stored_is(total + n), a.timeout)
+    done = time.time()
+    burst_cpu = m.cpu_s(pid) - cpu0
+    after = await m.get_json(http, fake + "/_bench/counters")
+    complete = await stored_is(total + n)
+    res["burst"] = {"complete": complete, "events": n, "seconds": done - started, "events_per_s": n / (done - started),
+                    "published_s": (after["burst_published_at"] or done) - started,
+                    "cpu_us_per_event": burst_cpu / n * 1e6,
+                    **m.Phase.between(before, after).per_event(n)}
+    return res
+
+
 async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[str, Any]:
     out: dict[str, Any] = {"sessions": a.sessions, "events_per_session": a.events, "burst_per_session": a.burst,
                            "legacy_every": a.legacy_every, "load_average_start": os.getloadavg()}
@@ -132,52 +177,24 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
                 if not cpu_at_first and (await m.get_json(http, fake + "/_bench/counters"))["first_request_at"]:
                     cpu_at_first.append(m.cpu_s(pid))
                 return await stored_is(total)
-            done = await _until("catch-up", caught_up, a.timeout)
+            try:
+                done = await _until("catch-up", caught_up, a.timeout)
+            except TimeoutError:  # reported as it stands (stored so far, calls, crashes); no idle, no burst
+                done = time.time()
+            stored = await m.stored_count(con, UPSTREAM)
             cpu_catch_up = m.cpu_s(pid)
             after_catch_up = await m.get_json(http, fake + "/_bench/counters")
-            first = after_catch_up["first_request_at"]
-            catch_up_s = done - first
+            catch_up_s = done - after_catch_up["first_request_at"]
             out["catch_up"] = {
-                "events": total, "seconds": catch_up_s, "events_per_s": total / catch_up_s,
-                "ms_per_session": catch_up_s / a.sessions * 1000, "from_spawn_s": done - spawned,
-                "cpu_us_per_event_with_start": cpu_catch_up / total * 1e6,
-                "cpu_us_per_event": (cpu_catch_up - (cpu_at_first or [0.0])[0]) / total * 1e6,
-                **m.Phase.between({"routes": {}}, after_catch_up).per_event(total)}
-
-            # warm: every session followed (or as many as the daemon keeps), then idle
-            async def warm_settled() -> bool:
-                got: float = (await m.daemon_metrics(http, bridge)).get("bridge_sessions_warm", 0.0)
-                return bool(got >= a.sessions)
-            with contextlib.suppress(TimeoutError):  # reported below: the warm count is what it is
-                await _until("warm", warm_settled, 60, 0.5)
-            warm_at = time.time()
-            cpu0 = m.cpu_s(pid)
-            await asyncio.sleep(a.settle_seconds)  # the warm-up's tail (statuses, polls) is not idleness
-            metrics = await m.daemon_metrics(http, bridge)
-            counters = await m.get_json(http, fake + "/_bench/counters")
-            out["warm_sessions"] = metrics.get("bridge_sessions_warm", 0)
-            out["open_durable_streams"] = counters["open_durable"]
-            out["warm_s_after_catch_up"] = warm_at - done
-            out["settle_cpu_percent"] = (m.cpu_s(pid) - cpu0) / a.settle_seconds * 100
-            cpu0, t0 = m.cpu_s(pid), time.monotonic()
-            await asyncio.sleep(a.idle_seconds)
-            idle_cpu = (m.cpu_s(pid) - cpu0) / (time.monotonic() - t0)
-            out["idle"] = {"seconds": a.idle_seconds, "cpu_percent_of_a_core": idle_cpu * 100,
-                           "cpu_percent_per_1000_warm": idle_cpu * 100 / max(out["warm_sessions"], 1) * 1000}
-
-            # (b) the burst, warm
-            before = await m.get_json(http, fake + "/_bench/counters")
-            cpu0 = m.cpu_s(pid)
-            async with http.post(fake + "/_bench/burst") as r:
-                started = (await r.json())["started_at"]
-            done = await _until("burst", lambda: stored_is(total + a.sessions * a.burst), a.timeout)
-            burst_cpu = m.cpu_s(pid) - cpu0
-            after = await m.get_json(http, fake + "/_bench/counters")
-            n = a.sessions * a.burst
-            out["burst"] = {"events": n, "seconds": done - started, "events_per_s": n / (done - started),
-                            "published_s": (after["burst_published_at"] or done) - started,
-                            "cpu_us_per_event": burst_cpu / n * 1e6,
-                            **m.Phase.between(before, after).per_event(n)}
+                "complete": stored >= total, "events": stored, "upstream_events": total, "seconds": catch_up_s,
+                "events_per_s": stored / catch_up_s, "ms_per_session": catch_up_s / a.sessions * 1000,
+                "from_spawn_s": done - spawned, "cpu_us_per_event_with_start": cpu_catch_up / max(stored, 1) * 1e6,
+                "cpu_us_per_event": (cpu_catch_up - (cpu_at_first or [0.0])[0]) / max(stored, 1) * 1e6,
+                **m.Phase.between({"routes": {}}, after_catch_up).per_event(max(stored, 1))}
+            out["catch_up"]["follower_crashes"] = (await m.daemon_metrics(http, bridge)).get(
+                "bridge_follower_crashes_total", 0.0)
+            if out["catch_up"]["complete"]:
+                out.update(await warm_idle_burst(a, http, fake, bridge, pid, total, done, stored_is))
             metrics = await m.daemon_metrics(http, bridge)
             out["follower_crashes"] = metrics.get("bridge_follower_crashes_total", 0)
             out["rejects_metric"] = metrics.get("bridge_rejects_total", 0)
@@ -192,7 +209,7 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
         serve.stop()
     out["baselines"] = await m.baselines(database_url, UPSTREAM, a.naive_seconds)
     copy, naive = out["baselines"]["copy_events_per_s"], out["baselines"]["naive_events_per_s"]
-    for phase in ("catch_up", "burst"):
+    for phase in [p for p in ("catch_up", "burst") if p in out]:
         out[phase]["over_copy"] = out[phase]["events_per_s"] / copy
         out[phase]["over_naive"] = out[phase]["events_per_s"] / naive
     out["load_average_end"] = os.getloadavg()
@@ -200,24 +217,27 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
 
 
 def summary(r: dict[str, Any]) -> str:
-    c, b, i = r["catch_up"], r["burst"], r["idle"]
-    return "\n".join([
+    c = r["catch_up"]
+    lines = [
         f"{r['sessions']} sessions x {r['events_per_session']} events (+ seq 0), burst {r['burst_per_session']} each",
-        f"catch-up: {c['events']} ev in {c['seconds']:.2f} s = {c['events_per_s']:.0f} ev/s, "
-        f"{c['over_copy']:.3f}x COPY, {c['over_naive']:.1f}x naive, {c['ms_per_session']:.2f} ms/session, "
-        f"CPU {c['cpu_us_per_event']:.1f} us/event",
+        f"catch-up{'' if c['complete'] else ' INCOMPLETE'}: {c['events']} ev in {c['seconds']:.2f} s = "
+        f"{c['events_per_s']:.0f} ev/s, {c['over_copy']:.3f}x COPY, {c['over_naive']:.1f}x naive, "
+        f"{c['ms_per_session']:.2f} ms/session, CPU {c['cpu_us_per_event']:.1f} us/event",
         f"  sync-log calls {c['sync_calls']} ({c['sync_request_bytes'] / 1e6:.1f} MB sent), "
-        f"{c['sync_request_bytes_per_event']:.0f} B/event; other calls {c['other_calls']}: {c['calls']}",
-        f"burst: {b['events']} ev in {b['seconds']:.2f} s = {b['events_per_s']:.0f} ev/s, {b['over_copy']:.3f}x COPY, "
-        f"{b['over_naive']:.1f}x naive, CPU {b['cpu_us_per_event']:.1f} us/event",
-        f"  sync-log calls {b['sync_calls']}, {b['sync_request_bytes_per_event']:.0f} B/event; "
-        f"other {b['other_calls']}: {b['calls']}",
-        f"idle: {i['cpu_percent_of_a_core']:.2f} % of a core (settling before: {r['settle_cpu_percent']:.1f} %) "
-        f"with {r['warm_sessions']:.0f} warm "
-        f"= {i['cpu_percent_per_1000_warm']:.2f} % per 1,000",
+        f"{c['sync_request_bytes_per_event']:.0f} B/event; other calls {c['other_calls']}: {c['calls']}"]
+    if "burst" in r:
+        b, i = r["burst"], r["idle"]
+        lines += [
+            f"burst{'' if b['complete'] else ' INCOMPLETE'}: {b['events']} ev in {b['seconds']:.2f} s = "
+            f"{b['events_per_s']:.0f} ev/s, {b['over_copy']:.3f}x COPY, {b['over_naive']:.1f}x naive, "
+            f"CPU {b['cpu_us_per_event']:.1f} us/event",
+            f"  sync-log calls {b['sync_calls']}, {b['sync_request_bytes_per_event']:.0f} B/event; "
+            f"other {b['other_calls']}: {b['calls']}",
+            f"idle: {i['cpu_percent_of_a_core']:.2f} % of a core (settling before: {r['settle_cpu_percent']:.1f} %) "
+            f"with {r['warm_sessions']:.0f} warm = {i['cpu_percent_per_1000_warm']:.2f} % per 1,000"]
+    return "\n".join([*lines,
         f"COPY {r['baselines']['copy_events_per_s']:.0f} ev/s, naive {r['baselines']['naive_events_per_s']:.0f} ev/s; "
-        f"crashes {r['follower_crashes']:.0f}, log {r['daemon_log_problems']}; check {r['check']}",
-    ])
+        f"crashes {r['follower_crashes']:.0f}, log {r['daemon_log_problems']}; check {r['check']}"])
 
 
 def main() -> None:
@@ -234,6 +254,7 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, database)")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the children and the database too
     if a.quick:
         a.sessions, a.events, a.burst, a.timeout = 20, 5, 5, 60.0
         a.idle_seconds, a.settle_seconds, a.naive_seconds = 1.0, 0.5, 0.5
@@ -254,7 +275,7 @@ def main() -> None:
         Path(a.json).write_text(json.dumps(res, indent=2, default=str) + "\n")
     if res["check"]["equal"] and not a.keep:
         shutil.rmtree(work, ignore_errors=True)
-    sys.exit(0 if res["check"]["equal"] else 1)
+    sys.exit(0 if res["check"]["equal"] and res["catch_up"]["complete"] and res.get("burst", {}).get("complete") else 1)
 
 
 if __name__ == "__main__":
