@@ -195,6 +195,7 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
                 "bridge_follower_crashes_total", 0.0)
             if out["catch_up"]["complete"]:
                 out.update(await warm_idle_burst(a, http, fake, bridge, pid, total, done, stored_is))
+            out["burst_global_bytes"] = (await m.get_json(http, fake + "/_bench/counters"))["burst_global_bytes"]
             metrics = await m.daemon_metrics(http, bridge)
             out["follower_crashes"] = metrics.get("bridge_follower_crashes_total", 0)
             out["rejects_metric"] = metrics.get("bridge_rejects_total", 0)

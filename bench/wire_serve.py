@@ -1,15 +1,13 @@
 """A fast fake `opencode serve` in its own process, speaking the complete wire of the captures, for
 `bench.wire` (docs/upstream.md §2, §3, §6, §14, §15; events from bench.wire_workload, pre-encoded).
 
-- `GET /api/session/{id}/event?after=`: v2 events only; no status line or headers until the first event
-  to send (§3.3); never ends.
+- `GET /api/session/{id}/event?after=`: v2 events only; no headers until the first one (§3.3); never ends.
 - `GET /global/event`: `server.connected`, then for every persisted event its bus event and its `sync` twin
   (plus bus-only deltas), `server.heartbeat` every 10 s (§15). Live only: pre-existing events are not on it.
 - `POST /sync/history {sid: cutoff}`: every named session after its cutoff, every session the body does
   not name whole from seq 0 (§14); cutoffs validated like `after` (400 otherwise).
-- `GET /api/session` (one page), `/api/session/active` (`{}`), `/api/session/{id}`, `…/history`,
-  `…/permission`, `…/question`, the legacy `/question`, `/permission`, `/session/status`, the health routes.
-  Anything else is answered 404 and counted under its own path (the driver reports it).
+- `/api/session` (one page), `…/active` (`{}`), `…/{id}`, `…/history`, `…/permission`, `…/question`, the legacy
+  `/question`, `/permission`, `/session/status`, health; anything else 404, counted under its own path.
 
 Control: `POST /_bench/burst` appends `--burst` events to every session (round by round across all
 sessions); `GET /_bench/counters`: per route, calls and request/response body bytes, and more;
@@ -31,27 +29,11 @@ import orjson
 from aiohttp import web
 
 from bench import wire_workload as w
+from bench.wire_answers import bad_payload, bad_query, json_answer, not_found, route_name
 
 MAX_SEQ = 2**53 - 1
 HEARTBEAT_S = 10.0
 TASKS = web.AppKey("tasks", set[asyncio.Task[None]])
-
-
-def _route(request: web.Request) -> str:
-    resource = request.match_info.route.resource
-    return f"{request.method} {resource.canonical if resource is not None else request.path}"
-
-
-def _json(obj: Any, status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(obj), status=status, content_type="application/json")
-
-
-def _not_found(sid: str) -> web.Response:
-    return _json({"_tag": "SessionNotFoundError", "sessionID": sid, "message": f"Session not found: {sid}"}, 404)
-
-
-def _bad(message: str, kind: str) -> web.Response:
-    return _json({"_tag": "InvalidRequestError", "message": message, "kind": kind}, 400)
 
 
 class WireServe:
@@ -70,6 +52,7 @@ class WireServe:
         self.counters: dict[str, list[int]] = {}  # route -> [calls, request bytes, response bytes]
         self.open_durable = 0
         self.published = 0
+        self.burst_global_bytes = 0  # the burst's /global/event frames, per reader
         self.burst_started_at: float | None = None
         self.burst_published_at: float | None = None
         self.first_request_at: float | None = None
@@ -84,7 +67,7 @@ class WireServe:
 
     @web.middleware
     async def _counted(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        name = _route(request)
+        name = route_name(request)
         if not request.path.startswith("/_bench/"):
             self.first_request_at = self.first_request_at or time.time()
             self._count(name, calls=1, req=request.content_length or 0)
@@ -96,23 +79,23 @@ class WireServe:
 
     # -- the upstream's routes ------------------------------------------------------------------------
     async def health(self, request: web.Request) -> web.Response:
-        return _json({"healthy": True, "version": "1.18.33"})
+        return json_answer({"healthy": True, "version": "1.18.33"})
 
     async def listing(self, request: web.Request) -> web.Response:
         return web.Response(body=self._listing, content_type="application/json")
 
     async def one(self, request: web.Request) -> web.Response:
         s = self.by_id.get(request.match_info["sid"])
-        return _json({"data": w.session_item(s.k)}) if s else _not_found(request.match_info["sid"])
+        return json_answer({"data": w.session_item(s.k)}) if s else not_found(request.match_info["sid"])
 
     async def empty_data(self, request: web.Request) -> web.Response:
         sid = request.match_info.get("sid")
         if sid is not None and sid not in self.by_id:
-            return _not_found(sid)
-        return _json({"data": {} if request.path.endswith("/active") else []})
+            return not_found(sid)
+        return json_answer({"data": {} if request.path.endswith("/active") else []})
 
     async def bare_empty(self, request: web.Request) -> web.Response:
-        return _json({} if request.path.endswith("/status") else [])
+        return json_answer({} if request.path.endswith("/status") else [])
 
     @staticmethod
     def _after(raw: str) -> int | None:
@@ -123,11 +106,11 @@ class WireServe:
     async def history(self, request: web.Request) -> web.Response:
         s = self.by_id.get(request.match_info["sid"])
         if s is None:
-            return _not_found(request.match_info["sid"])
+            return not_found(request.match_info["sid"])
         after = self._after(request.query.get("after", ""))
         limit = self._after(request.query.get("limit", "100"))
         if after is None or limit is None:
-            return _bad("Expected an integer", "Query")
+            return bad_query("Expected an integer")
         i = bisect.bisect_right(s.v2_seqs, after)
         page = s.history[i : i + min(max(limit, 1), 100)]
         more = i + len(page) < len(s.history)
@@ -137,11 +120,11 @@ class WireServe:
     async def durable(self, request: web.Request) -> web.StreamResponse:
         s = self.by_id.get(request.match_info["sid"])
         if s is None:
-            return _not_found(request.match_info["sid"])
+            return not_found(request.match_info["sid"])
         after = self._after(request.query.get("after", ""))
         if after is None:
-            return _bad('Expected an integer\n  at ["after"]', "Query")
-        route = _route(request)
+            return bad_query('Expected an integer\n  at ["after"]')
+        route = route_name(request)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Vary": "Origin"})
         pos = bisect.bisect_right(s.v2_seqs, after)
         self.open_durable += 1
@@ -162,17 +145,16 @@ class WireServe:
 
     async def sync_history(self, request: web.Request) -> web.Response:
         raw = await request.read()
-        self._count(_route(request), req=len(raw) - (request.content_length or 0))
+        self._count(route_name(request), req=len(raw) - (request.content_length or 0))
         try:
             asked = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            return _bad("Invalid JSON", "Payload")
+            return bad_payload("Invalid JSON")
         if not isinstance(asked, dict):
-            return _bad("Expected an object", "Payload")
+            return bad_payload("Expected an object")
         for sid, cut in asked.items():
-            if type(cut) is not int or not 0 <= cut <= MAX_SEQ:  # the real one's 400 (§14)
-                return _json({"name": "BadRequest", "data": {"message": f'Expected an integer\n  at ["{sid}"]',
-                                                             "kind": "Payload"}}, 400)
+            if type(cut) is not int or not 0 <= cut <= MAX_SEQ:
+                return bad_payload(f'Expected an integer\n  at ["{sid}"]')
         pieces: list[bytes] = []
         for sid in self.ids.difference(asked):  # not named: whole, from seq 0
             pieces.extend(self.by_id[sid].log)
@@ -185,7 +167,7 @@ class WireServe:
     async def global_events(self, request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
-        route = _route(request)
+        route = route_name(request)
         q: asyncio.Queue[bytes] = asyncio.Queue()
         self._global.append(q)
         first = f'data: {{"payload":{{"id":"evt_{time.time_ns():026d}","type":"server.connected",' \
@@ -199,8 +181,7 @@ class WireServe:
         finally:
             self._global.remove(q)
 
-    async def legacy_events(self, request: web.Request) -> web.StreamResponse:
-        """`/api/event` (§5): `server.connected` and a heartbeat comment; this bench publishes nothing on it."""
+    async def legacy_events(self, request: web.Request) -> web.StreamResponse:  # `/api/event` (§5): unused here
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         await resp.write(b'data: {"id":"evt_connected","type":"server.connected","data":{}}\n\n: heartbeat\n\n')
@@ -208,7 +189,7 @@ class WireServe:
         return resp
 
     async def other(self, request: web.Request) -> web.Response:
-        return _json({"name": "NotFoundError", "data": {"message": f"no route {request.path}"}}, 404)
+        return json_answer({"name": "NotFoundError", "data": {"message": f"no route {request.path}"}}, 404)
 
     # -- control --------------------------------------------------------------------------------------
     def _publish(self, chunk: bytes) -> None:
@@ -228,27 +209,30 @@ class WireServe:
                 s.add(e)
                 parts.append(e.globals)
                 self.published += 1
-            self._publish(b"".join(parts))
+            chunk = b"".join(parts)
+            self.burst_global_bytes += len(chunk)
+            self._publish(chunk)
             await asyncio.sleep(0)  # let the streams write this round
         self._burst = []
         self.burst_published_at = time.time()
 
     async def start_burst(self, request: web.Request) -> web.Response:
         if self.burst_started_at is not None:
-            return _json({"error": "the burst was started already"}, 409)
+            return json_answer({"error": "the burst was started already"}, 409)
         self.burst_started_at = time.time()
         task = asyncio.create_task(self._run_burst())
         request.app[TASKS].add(task)
-        return _json({"events": sum(len(r) for r in self._burst), "started_at": self.burst_started_at})
+        return json_answer({"events": sum(len(r) for r in self._burst), "started_at": self.burst_started_at})
 
     async def show_counters(self, request: web.Request) -> web.Response:
-        return _json({"routes": self.counters, "open_durable": self.open_durable, "published": self.published,
+        return json_answer({"routes": self.counters, "open_durable": self.open_durable, "published": self.published,
+                      "burst_global_bytes": self.burst_global_bytes,
                       "global_readers": len(self._global), "first_request_at": self.first_request_at,
                       "burst_started_at": self.burst_started_at, "burst_published_at": self.burst_published_at,
                       "log_events": sum(len(s.seqs) for s in self.sessions)})
 
     async def expected(self, request: web.Request) -> web.Response:
-        return _json({s.id: [[q, i] for q, i in zip(s.seqs, s.ids, strict=True)] for s in self.sessions})
+        return json_answer({s.id: [[q, i] for q, i in zip(s.seqs, s.ids, strict=True)] for s in self.sessions})
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._counted], client_max_size=256 * 1024 * 1024)
