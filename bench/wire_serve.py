@@ -202,7 +202,7 @@ class WireServe:
             self._publish(f'data: {{"payload":{{"id":"evt_{time.time_ns():026d}","type":"server.heartbeat",'
                           '"properties":{}}}\n\n'.encode())
 
-    async def _run_burst(self) -> None:
+    async def publish_burst(self) -> None:
         for events in self._burst:
             parts = []
             for s, e in zip(self.sessions, events, strict=True):
@@ -220,7 +220,7 @@ class WireServe:
         if self.burst_started_at is not None:
             return json_answer({"error": "the burst was started already"}, 409)
         self.burst_started_at = time.time()
-        task = asyncio.create_task(self._run_burst())
+        task = asyncio.create_task(self.publish_burst())
         request.app[TASKS].add(task)
         return json_answer({"events": sum(len(r) for r in self._burst), "started_at": self.burst_started_at})
 

@@ -20,6 +20,7 @@ from bench.wire_serve import WireServe
 from bridge.errors import InvalidRequest
 from bridge.events import parse_frame
 from bridge.upstream.client import SYNC_CUTOFF_MAX, UpstreamClient
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,9 +58,10 @@ async def test_durable_stream_sends_nothing_before_its_first_event(serve: tuple[
     async with UpstreamClient(url) as client:
         stream = client.open_session_events(sid, 8)  # at the head: no status line until the burst
         opening = asyncio.create_task(stream.__aenter__())
-        await asyncio.sleep(0.2)
+        # the handler parked waiting for an event without writing anything (it prepares before it writes)
+        await wait_until(lambda: len(fake.by_id[sid].waiters) == 1, 10, 0.01)
         assert not opening.done() and fake.open_durable == 1
-        await fake._run_burst()
+        await fake.publish_burst()
         body = await opening
         text = ""
         while text.count("\n\n") < 2:
