@@ -73,7 +73,11 @@ test-e2e: $(STAMP) $(OPENCODE_BIN) chromium
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra tests/e2e $(PYTEST_ARGS)
 
 # Benchmarks (not part of `make test`): numbers for BENCHMARKS.md.
+# First and last the whole daemon on the real wire (bench.wire: a fake serve process, the real
+# `opencode-bridge run`), at 1,000 and at 10,000 sessions (several minutes); each exits non-zero unless
+# what was stored equals the upstream's log.
 bench: $(STAMP) $(OPENCODE_BIN)
+	$(BIN)/python -m bench.wire --sessions 1000 --events 20 --burst 20
 	$(BIN)/python -m bench.hotpath
 	$(BIN)/python -m bench.write_path --sessions 1000 --events 20
 	$(BIN)/pytest -q -s tests/integration/test_lifecycle_memory.py
@@ -81,6 +85,7 @@ bench: $(STAMP) $(OPENCODE_BIN)
 	$(BIN)/pytest -q -s tests/integration/test_fanout_latency.py
 	$(BIN)/pytest -q -s tests/hostile/test_load.py
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.commands --prompts 20
+	$(BIN)/python -m bench.wire --sessions 10000 --events 2 --burst 2
 
 # Long fault soak against the real opencode serve (not part of `make test`): SOAK_MINUTES=10 by default,
 # on a primary and a streaming standby with a failover fault (SOAK_ARGS= for one embedded PostgreSQL).
