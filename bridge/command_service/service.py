@@ -26,12 +26,14 @@ from bridge.commands.model import (
     scope_allows,
     upstream_message_id,
     upstream_session_id,
+    v2_prompt_message_id,
 )
 from bridge.commands.ratelimit import RateLimiter
 from bridge.commands.session_ops import SESSION_OP_SCOPES, result_body, route
 from bridge.directories import DirectoryRefused, check_directory
 from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
 from bridge.log import correlation_id
+from bridge.store.command_ids import replace_upstream_id
 from bridge.store.commands import CommandKey, CommandRow, CommandStore
 from bridge.store.prompt_queue import PromptQueueStore
 from bridge.upstream.commands import UpstreamCommands
@@ -153,7 +155,9 @@ class CommandService:
     def _derive_id(self, cmd: Command, subject: str) -> str | None:
         """Two subjects' equal command ids derive different upstream ids (docs/security.md)."""
         upstream = self.store.upstream
-        if cmd.name in ("prompt", "slash_command") and cmd.session_id is not None:
+        if cmd.name == "prompt" and cmd.session_id is not None:  # time-stamped if it goes legacy: _prompt
+            return v2_prompt_message_id(upstream, cmd.session_id, cmd.command_id, subject)
+        if cmd.name == "slash_command" and cmd.session_id is not None:
             return upstream_message_id(upstream, cmd.session_id, cmd.command_id, self._now_ms(), subject)
         if cmd.name == "create_session":
             return upstream_session_id(upstream, cmd.command_id, self._now_ms(), subject)
@@ -222,7 +226,9 @@ class CommandService:
         choice, resolved = await self.prompts.prepare(cmd, key, t.sid, t.directory)
         await self._check_model(t)
         if choice.runtime == "legacy":
-            status, body = await self.prompts.legacy(cmd, key, t.sid, t.directory, t.info, row.upstream_id,
+            stamped = await self._legacy_stamped(cmd, row)
+            assert stamped.upstream_id is not None
+            status, body = await self.prompts.legacy(cmd, key, t.sid, t.directory, t.info, stamped.upstream_id,
                                                      choice)
             return _Done(status, body)
         text, files = self.prompts.v2_prompt(cmd, resolved)
@@ -234,6 +240,20 @@ class CommandService:
         return _Done(200, {"command_id": cmd.command_id, "message_id": data.get("id", row.upstream_id),
                            "admitted_seq": seq, "delivery": cmd.args["delivery"],
                            **self.prompts.choice_fields(choice)}, status, seq)
+
+    async def _legacy_stamped(self, cmd: Command, row: CommandRow) -> CommandRow:
+        """A legacy prompt's message id must sort after the session's messages (the legacy loop compares
+        ids, docs/commands.md "Exactly once"): the row's pure v2 id becomes a time-stamped one with the same
+        digest, stored before anything is sent; a row that already holds another id keeps it."""
+        assert cmd.session_id is not None
+        if row.upstream_id != v2_prompt_message_id(self.store.upstream, cmd.session_id, cmd.command_id,
+                                                   row.subject):
+            return row
+        stamped = upstream_message_id(self.store.upstream, cmd.session_id, cmd.command_id, self._now_ms(),
+                                      row.subject)
+        held = await replace_upstream_id(self.store.engine, self.store.upstream, CommandKey.of(cmd, row.subject),
+                                         row.upstream_id, stamped)
+        return dataclasses.replace(row, upstream_id=held)
 
     async def _check_model(self, t: _Target) -> None:
         """Refuse before sending: the serve admits a prompt for a model without credentials and then
