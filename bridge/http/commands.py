@@ -119,6 +119,19 @@ def _authorized(request: web.Request, ctx: CommandsContext) -> Claims:
         raise
 
 
+json_response = _json  # the routes' JSON answer (datetimes as ISO text), for the neighbouring route modules
+
+
+async def session_claims(request: web.Request, ctx: CommandsContext, session_id: str) -> Claims:
+    """The request's token, checked to grant `session_id`; a token limited to a parent session grants its
+    subagents' sessions too (bridge.store.tree.widen, docs/security.md). Raises AuthError (auth_refusal)."""
+    claims = _authorized(request, ctx)
+    if ctx.service.widen is not None and not claims.allows(session_id):
+        claims = await ctx.service.widen(claims, session_id)
+    claims.require(session_id)
+    return claims
+
+
 def _route(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handler(request: web.Request) -> web.Response:
         ctx = request.app[COMMANDS_KEY]
@@ -145,8 +158,7 @@ async def list_commands(request: web.Request) -> web.Response:
     if not valid_session_id(sid):
         return _json({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
     try:
-        claims = _authorized(request, ctx)
-        claims.require(sid)
+        await session_claims(request, ctx, sid)
     except AuthError as e:
         return auth_refusal(e)
     raw = request.query.get("limit", "100")
@@ -165,11 +177,11 @@ async def list_slash_commands(request: web.Request) -> web.Response:
     ctx = request.app[COMMANDS_KEY]
     sid = request.query.get("session")
     try:
-        claims = _authorized(request, ctx)
+        _authorized(request, ctx)
         if sid is not None:
             if not valid_session_id(sid):
                 return _json({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
-            claims.require(sid)
+            await session_claims(request, ctx, sid)
     except AuthError as e:
         return auth_refusal(e)
     try:
