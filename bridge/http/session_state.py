@@ -22,7 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from bridge.errors import AuthError, SessionNotFound, UpstreamError
 from bridge.events.content import diff_items, todo_items
 from bridge.fanout.live_state import LiveSessionState
-from bridge.http.commands import COMMANDS_KEY, auth_refusal, json_response, session_claims
+from bridge.http.commands import COMMANDS_KEY, auth_refusal, json_response, session_claims, session_directory
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.store.session_errors import SessionErrorStore
 
@@ -53,8 +53,7 @@ def _state_route(what: str) -> Callable[[web.Request], Awaitable[web.Response]]:
         if items is not None:
             return json_response({"data": items}, 200)
         try:
-            mirrored = await ctx.service.store.session(sid)
-            directory = mirrored.directory if mirrored is not None else None
+            directory = await session_directory(ctx, sid)
             _, got = await ctx.service.upstream.session_op(sid, directory or "", "GET", what, None)
         except SessionNotFound:
             return json_response({"error": "not_found", "message": "no such session upstream"}, 404)
