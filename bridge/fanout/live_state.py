@@ -28,13 +28,26 @@ def state_frame(session_id: str, what: str, items: Items) -> dict[str, Any]:
     return {"type": what, "session": session_id, FRAME_FIELD[what]: items}
 
 
+def should_push(told: Items | None, read: Items, new_subscriber: bool) -> bool:
+    """Whether a re-read list goes to the session's pages: it differs from what they were told (nothing told
+    counts as empty: a first empty read is no news), or a new page subscribed and there is something."""
+    return read != (told or []) or (new_subscriber and bool(read))
+
+
 class LiveSessionState:
     def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
         self._max = max_sessions
         self._kept: OrderedDict[str, dict[str, Items]] = OrderedDict()
+        self._stale: set[tuple[str, str]] = set()  # kept, but possibly changed while the stream was away
 
     def get(self, session_id: str, what: str) -> Items | None:
-        """The kept list, or None when this process knows nothing of it (ask the serve)."""
+        """The kept list, or None when this process knows nothing sure of it (ask the serve)."""
+        if (session_id, what) in self._stale:
+            return None
+        return self.last_told(session_id, what)
+
+    def last_told(self, session_id: str, what: str) -> Items | None:
+        """The list the session's pages were last given (stale or not); None if none."""
         kept = self._kept.get(session_id)
         if kept is None or what not in kept:
             return None
@@ -47,10 +60,12 @@ class LiveSessionState:
             raise ValueError(f"not a session state: {what}")
         kept = self._kept.setdefault(session_id, {})
         self._kept.move_to_end(session_id)
+        self._stale.discard((session_id, what))
         changed = kept.get(what) != items
         kept[what] = list(items)
         while len(self._kept) > self._max:
-            self._kept.popitem(last=False)
+            gone, _ = self._kept.popitem(last=False)
+            self._stale -= {(gone, w) for w in STATE_KINDS}
         return changed
 
     def apply(self, frame: dict[str, Any]) -> bool:
@@ -60,9 +75,11 @@ class LiveSessionState:
             return False
         return self.put(str(frame["session"]), str(what), list(frame[FRAME_FIELD[str(what)]]))
 
-    def forget_all(self) -> None:
-        """After a live reconnect: anything may have changed while the stream was away."""
-        self._kept.clear()
+    def mark_stale(self) -> set[str]:
+        """After a live reconnect: anything may have changed while the stream was away. Every kept list is
+        stale (not served) until read again; the sessions to read again."""
+        self._stale = {(sid, w) for sid, kept in self._kept.items() for w in kept}
+        return set(self._kept)
 
     def __len__(self) -> int:
         return len(self._kept)

@@ -90,12 +90,14 @@ class RequestResync:
             full, sessions = self._all, self._sessions
             self._all, self._sessions = False, set()
             try:
-                if full and self.state is not None:
-                    self.state.state.forget_all()  # anything may have changed while the stream was away
+                # todo lists / diffs: anything may have changed while the stream was away; what was kept and
+                # what pages watch is read again (the rest is asked of the serve when read)
+                kept = self.state.state.mark_stale() if full and self.state is not None else set()
                 scope = await self._scope() if full else sessions
                 await self.sync_many(scope | sessions)
                 if self.state is not None:
-                    await self.state.sync(scope | sessions, subscribed=sessions)
+                    watched = set(self._hub.sessions()) if full else set()
+                    await self.state.sync(kept | watched | sessions, subscribed=sessions)
             except Exception as e:
                 self._log.error("request_resync_failed", error=f"{type(e).__name__}: {e}")
             self.passes += 1

@@ -16,7 +16,7 @@ import structlog
 from bridge.errors import SessionNotFound
 from bridge.events.content import diff_items, todo_items
 from bridge.fanout.hub import Hub
-from bridge.fanout.live_state import STATE_KINDS, LiveSessionState, state_frame
+from bridge.fanout.live_state import STATE_KINDS, LiveSessionState, should_push, state_frame
 from bridge.upstream.client import UpstreamClient
 
 VIEWS: dict[str, Callable[[object], list[dict[str, Any]]]] = {"todo": todo_items, "diff": diff_items}
@@ -40,9 +40,12 @@ class StateResync:
         self._log = structlog.get_logger("bridge.relay")
 
     async def sync(self, sessions: set[str], subscribed: AbstractSet[str] = frozenset()) -> None:
+        """Read each session's state; push it when it differs from what its pages were last told, and a
+        non-empty one to a new subscriber. A first read of an empty list tells nobody anything."""
         for directory, members in (await self._directories(sessions)).items():
             for sid in sorted(members):
                 for what in STATE_KINDS:
+                    told = self.state.last_told(sid, what)
                     try:
                         items = await read_session_state(self._client, sid, directory, what)
                     except SessionNotFound:
@@ -51,5 +54,8 @@ class StateResync:
                         self._log.warning("state_resync_failed", session_id=sid, what=what,
                                           error=f"{type(e).__name__}: {e}")
                         continue
-                    if self.state.put(sid, what, items) or (sid in subscribed and items):
+                    if self.state.last_told(sid, what) != told:
+                        continue  # a live event came during the read: it is newer than what was read
+                    self.state.put(sid, what, items)
+                    if should_push(told, items, sid in subscribed):
                         self._hub.publish_state(sid, state_frame(sid, what, items))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.fanout.live_state import LiveSessionState, state_frame
+from bridge.fanout.live_state import LiveSessionState, should_push, state_frame
 
 A, B, C = "ses_a", "ses_b", "ses_c"
 TODO = [{"content": "x", "status": "pending", "priority": "low"}]
@@ -27,15 +27,17 @@ def test_live_frames_are_kept_and_other_frames_ignored() -> None:
     assert kept.get(A, "todo") == TODO and len(kept.get(A, "diff") or []) == 1
 
 
-def test_bounded_least_recently_touched_first_and_forgotten_after_a_reconnect() -> None:
+def test_bounded_least_recently_touched_first_and_stale_after_a_reconnect() -> None:
     kept = LiveSessionState(max_sessions=2)
     kept.put(A, "todo", TODO)
     kept.put(B, "todo", TODO)
     kept.get(A, "todo")  # A touched: B is the oldest
     kept.put(C, "todo", TODO)
     assert kept.get(B, "todo") is None and kept.get(A, "todo") == TODO and len(kept) == 2
-    kept.forget_all()
-    assert kept.get(A, "todo") is None and len(kept) == 0
+    assert kept.mark_stale() == {A, C}
+    assert kept.get(A, "todo") is None and kept.last_told(A, "todo") == TODO  # not served, still known
+    kept.put(A, "todo", [])
+    assert kept.get(A, "todo") == [] and kept.get(C, "todo") is None and len(kept) == 2
 
 
 def test_a_returned_list_is_a_copy_and_other_states_are_refused() -> None:
@@ -47,3 +49,10 @@ def test_a_returned_list_is_a_copy_and_other_states_are_refused() -> None:
     assert kept.get(A, "todo") == TODO
     with pytest.raises(ValueError):
         kept.put(A, "status", [])
+
+
+def test_a_re_read_list_is_pushed_when_it_is_news_or_a_page_just_came() -> None:
+    assert should_push(None, TODO, False) and should_push([], TODO, False)
+    assert not should_push(None, [], False) and not should_push(None, [], True)  # a first empty read: no news
+    assert should_push(TODO, [], False)  # cleared while the stream was away
+    assert not should_push(TODO, list(TODO), False) and should_push(TODO, list(TODO), True)
