@@ -154,7 +154,8 @@ class Daemon:
             # of ours goes idle upstream.
             queue_sender = QueueSender(commands.service.prompts, sessions)
             sessions.activity.on_idle = queue_sender.wake
-            add_session_state_routes(app)  # todo list and diff summary (docs/commands.md "Session state")
+            # todo list and diff summary kept by the fan-out, session errors (docs/commands.md "Session state")
+            add_session_state_routes(app, fanout.relay.state, fanout.relay.errors)
 
             await stack.enter_async_context(serving(app, s.http_host, s.http_port,
                                                     max_connections=s.http_max_connections))

@@ -17,6 +17,7 @@ import structlog
 
 from bridge import metrics
 from bridge.auth import Claims
+from bridge.command_service.message_ids import MessageIds
 from bridge.command_service.model_check import ModelCheck
 from bridge.command_service.permission_reply import reply_where_pending
 from bridge.command_service.prompt_router import PromptRouter
@@ -26,8 +27,6 @@ from bridge.commands.model import (
     CommandError,
     approval_problem,
     scope_allows,
-    upstream_message_id,
-    upstream_session_id,
 )
 from bridge.commands.ratelimit import RateLimiter
 from bridge.commands.session_ops import SESSION_OP_SCOPES, result_body, route
@@ -94,7 +93,7 @@ class CommandService:
         self._resolve = resolve
         self.upstream = upstream
         self.limiter = limiter or RateLimiter(clock=clock)
-        self._now_ms = now_ms
+        self._ids = MessageIds(store, now_ms)
         self._exit_after = exit_after_upstream if exit_after_upstream is not None \
             else os.environ.get(EXIT_AFTER_UPSTREAM_ENV) or None
         self._model_check = ModelCheck(upstream, clock)
@@ -133,7 +132,7 @@ class CommandService:
         wait = self.limiter.take(rate_key(claims))
         if wait > 0:
             raise CommandError("rate_limited", f"too many commands, retry in {wait:.1f} s")
-        upstream_id = self._derive_id(cmd, claims.subject)
+        upstream_id = self._ids.derive(cmd, claims.subject)
         sid = cmd.session_id if cmd.name != "create_session" else upstream_id
         row, fresh = await self.store.claim(cmd, claims.subject, claims.scope, upstream_id, sid)
         if fresh and cmd.name == "prompt" and upstream_id is not None and cmd.session_id is not None:
@@ -148,15 +147,6 @@ class CommandService:
             if row.state != "pending" and row.http_status is not None and row.result is not None:
                 return Outcome(row.http_status, row.result)
         return await self._run_and_store(claims, cmd, row)
-
-    def _derive_id(self, cmd: Command, subject: str) -> str | None:
-        """Two subjects' equal command ids derive different upstream ids (docs/security.md)."""
-        upstream = self.store.upstream
-        if cmd.name in ("prompt", "slash_command") and cmd.session_id is not None:
-            return upstream_message_id(upstream, cmd.session_id, cmd.command_id, self._now_ms(), subject)
-        if cmd.name == "create_session":
-            return upstream_session_id(upstream, cmd.command_id, self._now_ms(), subject)
-        return None
 
     async def _run_and_store(self, claims: Claims, cmd: Command, row: CommandRow) -> Outcome:
         log = _log.bind(command=cmd.name, command_id=cmd.command_id, session_id=row.session_id,
@@ -221,7 +211,9 @@ class CommandService:
         choice, resolved = await self.prompts.prepare(cmd, key, t.sid, t.directory)
         await self._model_check.check(t.info, t.directory)
         if choice.runtime == "legacy":
-            status, body = await self.prompts.legacy(cmd, key, t.sid, t.directory, t.info, row.upstream_id,
+            stamped = await self._ids.legacy_stamped(cmd, row)
+            assert stamped.upstream_id is not None
+            status, body = await self.prompts.legacy(cmd, key, t.sid, t.directory, t.info, stamped.upstream_id,
                                                      choice)
             return _Done(status, body)
         text, files = self.prompts.v2_prompt(cmd, resolved)

@@ -255,6 +255,18 @@ def upstream_message_id(upstream: str, session_id: str, command_id: str, now_ms:
                                                                           command_id)
 
 
+def v2_prompt_message_id(upstream: str, session_id: str, command_id: str, subject: str) -> str:
+    """The message id of a v2 prompt: a pure function of what a retry repeats (upstream, target session,
+    subject, command_id), so the serve's own check (same id, same body: the same admission, docs/upstream.md
+    §17) refuses a duplicate even when our `chat_commands` row was lost and the mirror has not re-read the
+    admission yet (docs/commands.md, "Exactly once"). Same shape as `upstream_message_id` and the same
+    digest at the end; the 12 hex where the time would be are hashed too. The v2 runtime orders a session's
+    prompts and messages by admission seq, never by id (docs/upstream.md §17), so they need no time."""
+    digest = _digest62(upstream, f"{session_id}\x00{subject}", command_id)
+    stamp = hashlib.sha256(f"{upstream}\x00{session_id}\x00{subject}\x00{command_id}\x00v2".encode()).hexdigest()
+    return "msg_" + stamp[:12] + digest
+
+
 def upstream_session_id(upstream: str, command_id: str, now_ms: int, subject: str) -> str:
     """`ses_` + opencode's descending time stamp (newest sorts first) + a hash of the command and its subject."""
     return "ses_" + format(~(now_ms * 0x1000) % 2**48, "012x") + _digest62(upstream, f"session\x00{subject}",

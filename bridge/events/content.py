@@ -168,6 +168,9 @@ _CONTENT: dict[Kind, Callable[[ChatEvent], Fields]] = {
 }
 
 
+CONTENT_KINDS: frozenset[Kind] = frozenset(_CONTENT)  # the kinds with content fields
+
+
 def content_fields(ev: ChatEvent) -> Fields:
     """The content fields of `ev` (empty for kinds without any); see the module docstring."""
     extract = _CONTENT.get(ev.kind)

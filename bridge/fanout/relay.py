@@ -20,16 +20,22 @@ from bridge.events import ChatEvent, PermissionUpdate, is_delta, permission_upda
 from bridge.events.pending import PENDING, PERMISSION, QUESTION, RequestChange, permission_state
 from bridge.events.question import QuestionUpdate, question_update
 from bridge.fanout.hub import Hub
+from bridge.fanout.live_state import LiveSessionState
 from bridge.fanout.protocol import permission_message
 from bridge.fanout.question_frames import live_question_message
 from bridge.fanout.state_frames import live_state_message
 from bridge.store.commands_pending import PendingStore
 from bridge.store.reads import FanoutStore
+from bridge.store.session_errors import SessionErrorStore
 
 
 class LiveRelay:
-    def __init__(self, hub: Hub, store: FanoutStore, pending: PendingStore | None = None) -> None:
+    def __init__(self, hub: Hub, store: FanoutStore, pending: PendingStore | None = None,
+                 state: LiveSessionState | None = None, errors: SessionErrorStore | None = None) -> None:
         self._hub = hub
+        # the latest todo list / diff summary of each session (bridge.fanout.live_state)
+        self.state = state or LiveSessionState()
+        self.errors = errors  # session-level errors recorded for the audit (bridge.store.session_errors)
         self._store = store
         self.pending = pending or store.pending_store()
         self.on_request: list[Callable[[RequestChange], None]] = []
@@ -52,7 +58,19 @@ class LiveRelay:
             return
         state = live_state_message(ev)  # todo list, diff summary, session error (bridge.fanout.state_frames)
         if state is not None:
+            self.state.apply(state)
+            if state["type"] == "session_error":
+                await self._record_error(ev)
             self._hub.publish_state(sid, state)
+
+    async def _record_error(self, ev: ChatEvent) -> None:
+        if self.errors is None or ev.session_id is None:
+            return
+        try:
+            await self.errors.record(ev.session_id, ev.event_id, ev.error_type, ev.error_message,
+                                     ev.envelope.raw, datetime.now(UTC))
+        except Exception as e:  # the live subscribers still get it
+            self._log.error("session_error_store_failed", session_id=ev.session_id, error=f"{type(e).__name__}: {e}")
 
     async def permission(self, update: PermissionUpdate) -> None:
         """Store a permission request's new state, then push it to the session's subscribers."""

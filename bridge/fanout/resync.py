@@ -30,6 +30,7 @@ from bridge.events.question import pending_question, settled_while_away
 from bridge.events.stored import stored_permission
 from bridge.fanout.hub import Hub
 from bridge.fanout.relay import LiveRelay
+from bridge.fanout.state_resync import StateResync
 from bridge.store.reads import FanoutStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.requests import UpstreamRequests
@@ -52,8 +53,9 @@ def legacy_permission(item: dict[str, Any]) -> PermissionUpdate | None:
 class RequestResync:
     def __init__(self, hub: Hub, store: FanoutStore, relay: LiveRelay, client: UpstreamClient,
                  warm: Callable[[], Iterable[str]] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, state: StateResync | None = None) -> None:
         self._hub = hub
+        self.state = state  # todo lists and diff summaries, re-read in the same passes (bridge.fanout.state_resync)
         self._store = store
         self._relay = relay
         self._client = client
@@ -88,8 +90,14 @@ class RequestResync:
             full, sessions = self._all, self._sessions
             self._all, self._sessions = False, set()
             try:
+                # todo lists / diffs: anything may have changed while the stream was away; what was kept and
+                # what pages watch is read again (the rest is asked of the serve when read)
+                kept = self.state.state.mark_stale() if full and self.state is not None else set()
                 scope = await self._scope() if full else sessions
                 await self.sync_many(scope | sessions)
+                if self.state is not None:
+                    watched = set(self._hub.sessions()) if full else set()
+                    await self.state.sync(kept | watched | sessions, subscribed=sessions)
             except Exception as e:
                 self._log.error("request_resync_failed", error=f"{type(e).__name__}: {e}")
             self.passes += 1

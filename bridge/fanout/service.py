@@ -30,10 +30,12 @@ from bridge.fanout.limits import HEALTH_RESERVE, ConnectionSlots
 from bridge.fanout.queue import QueueLimits
 from bridge.fanout.relay import LiveRelay
 from bridge.fanout.resync import RequestResync
+from bridge.fanout.state_resync import StateResync
 from bridge.hosts import trusted_hosts
 from bridge.revocation import never_revoked
 from bridge.store.notices import command_message
 from bridge.store.reads import FanoutStore
+from bridge.store.session_errors import SessionErrorStore
 from bridge.upstream.client import UpstreamClient
 
 CONFIRM_TIMEOUT_S = 5.0
@@ -125,12 +127,15 @@ class Fanout:
         self.hub = Hub(on_subscribers=None if sessions is None else sessions.set_subscriber_count)
         self.store = FanoutStore(engine, settings.upstream_name, read_engine, standby_engine)
         self.feed = DurableFeed(self.hub, self.store)
-        self.relay = LiveRelay(self.hub, self.store)
+        # session-level errors recorded for the audit (docs/audit.md "Session errors")
+        self.relay = LiveRelay(self.hub, self.store,
+                               errors=SessionErrorStore(engine, settings.upstream_name, read_engine))
         # Without a client (unit tests) pending permissions are not re-synced after a live reconnect.
         if on_request is not None:  # the sessions part's status machines (`waiting`, docs/lifecycle.md)
             self.relay.on_request.append(on_request)
-        self.resync = None if client is None else RequestResync(self.hub, self.store, self.relay, client,
-                                                                 warm=warm_sessions)
+        self.resync = None if client is None else RequestResync(
+            self.hub, self.store, self.relay, client, warm=warm_sessions,
+            state=StateResync(self.relay.state, self.hub, client, self.relay.pending.directories))
         self.listener = CommitListener(database_url, settings.upstream_name, self.feed.committed, self.feed.wake_all,
                                        on_status=self.feed.status, on_reconnected=on_database_back)
         self.listener.on_command = lambda n: self.hub.publish_state(n.session_id, command_message(n))

@@ -25,7 +25,7 @@ from bridge.command_service.questions import QuestionCommands
 from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, CommandError, parse_command
 from bridge.config import Settings
 from bridge.directories import realpath
-from bridge.errors import AuthError, UpstreamError
+from bridge.errors import AuthError, SessionNotFound, UpstreamError
 from bridge.fanout.connection import FanoutService
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.log import correlation_id
@@ -118,6 +118,30 @@ def _authorized(request: web.Request, ctx: CommandsContext) -> Claims:
         raise
 
 
+json_response = _json  # the routes' JSON answer (datetimes as ISO text), for the neighbouring route modules
+
+
+async def session_claims(request: web.Request, ctx: CommandsContext, session_id: str) -> Claims:
+    """The request's token, checked to grant `session_id`; a token limited to a parent session grants its
+    subagents' sessions too (bridge.store.tree.widen, docs/security.md). Raises AuthError (auth_refusal)."""
+    claims = _authorized(request, ctx)
+    if ctx.service.widen is not None and not claims.allows(session_id):
+        claims = await ctx.service.widen(claims, session_id)
+    claims.require(session_id)
+    return claims
+
+
+async def session_directory(ctx: CommandsContext, session_id: str) -> str | None:
+    """Where the session lives: the mirror's directory, else the serve's (`GET /api/session/{id}`
+    `location.directory`: a session the mirror has not stored yet). SessionNotFound when the serve has none."""
+    mirrored = await ctx.service.store.session(session_id)
+    if mirrored is not None and mirrored.directory:
+        return mirrored.directory
+    loc = (await ctx.service.upstream.session(session_id)).get("location")
+    directory = loc.get("directory") if isinstance(loc, dict) else None
+    return directory if isinstance(directory, str) and directory else None
+
+
 def _route(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handler(request: web.Request) -> web.Response:
         ctx = request.app[COMMANDS_KEY]
@@ -144,8 +168,7 @@ async def list_commands(request: web.Request) -> web.Response:
     if not valid_session_id(sid):
         return _json({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
     try:
-        claims = _authorized(request, ctx)
-        claims.require(sid)
+        await session_claims(request, ctx, sid)
     except AuthError as e:
         return auth_refusal(e)
     raw = request.query.get("limit", "100")
@@ -164,19 +187,18 @@ async def list_slash_commands(request: web.Request) -> web.Response:
     ctx = request.app[COMMANDS_KEY]
     sid = request.query.get("session")
     try:
-        claims = _authorized(request, ctx)
+        _authorized(request, ctx)
         if sid is not None:
             if not valid_session_id(sid):
                 return _json({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
-            claims.require(sid)
+            await session_claims(request, ctx, sid)
     except AuthError as e:
         return auth_refusal(e)
     try:
-        directory = None
-        if sid is not None:
-            mirrored = await ctx.service.store.session(sid)
-            directory = mirrored.directory if mirrored is not None else None
+        directory = None if sid is None else await session_directory(ctx, sid)
         listed = await ctx.service.upstream.slash_commands(directory)
+    except SessionNotFound:
+        return _json({"error": "not_found", "message": "no such session upstream"}, 404)
     except (SQLAlchemyError, OSError, UpstreamError):
         return _json({"error": "upstream_unavailable", "message": "the upstream did not answer, retry"}, 503)
     keys = ("name", "description", "agent", "model", "source", "subtask")

@@ -1,15 +1,19 @@
-"""`GET /v1/sessions/{id}/todo` and `…/diff`: the session's todo list and files-changed summary, state the
-upstream keeps but never persists in its log (docs/upstream.md §20, docs/commands.md "Session state").
+"""`GET /v1/sessions/{id}/todo`, `…/diff` and `…/errors`: the session's todo list and files-changed summary,
+state the upstream keeps but never persists in its log (docs/upstream.md §20, docs/commands.md "Session
+state"), and the session-level errors the bridge recorded (docs/audit.md "Session errors").
 
-Read through the upstream (`GET /session/{id}/todo|diff`, in the session's directory) on each request, so
-the answer is the serve's current state after any reconnect; the shapes are the mapping layer's
-(`bridge.events.content`): todos `{content, status, priority}`, files `{file, additions, deletions, status}`
-— never a file's contents. Any token that grants the session may read them.
+Todo and diff are answered from what the bridge keeps (bridge.fanout.live_state: the live events, re-read
+after each `/global/event` reconnect and at subscribe); a session this process knows nothing of is asked
+of the serve (`GET /session/{id}/todo|diff`, in the session's directory) and the answer kept. The shapes
+are the mapping layer's (`bridge.events.content`): todos `{content, status, priority}`, files `{file,
+additions, deletions, status}` — never a file's contents. Any token that grants the session may read them
+(a token limited to a parent session grants its subagents': bridge.http.commands.session_claims).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -17,36 +21,76 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bridge.errors import AuthError, SessionNotFound, UpstreamError
 from bridge.events.content import diff_items, todo_items
-from bridge.http.commands import COMMANDS_KEY, _authorized, _json, auth_refusal
+from bridge.fanout.live_state import LiveSessionState
+from bridge.http.commands import COMMANDS_KEY, auth_refusal, json_response, session_claims, session_directory
 from bridge.ids import SESSION_ID_RULE, valid_session_id
+from bridge.store.session_errors import SessionErrorStore
 
 VIEWS: dict[str, Callable[[object], list[dict[str, Any]]]] = {"todo": todo_items, "diff": diff_items}
+
+
+@dataclass(frozen=True)
+class SessionStateContext:
+    state: LiveSessionState | None = None  # None: ask the serve on every request
+    errors: SessionErrorStore | None = None
+
+
+STATE_KEY: web.AppKey[SessionStateContext] = web.AppKey("session_state", SessionStateContext)
 
 
 def _state_route(what: str) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handler(request: web.Request) -> web.Response:
         ctx = request.app[COMMANDS_KEY]
+        kept = request.app[STATE_KEY].state
         sid = request.match_info["session_id"]
         if not valid_session_id(sid):
-            return _json({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
+            return json_response({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
         try:
-            claims = _authorized(request, ctx)
-            claims.require(sid)
+            await session_claims(request, ctx, sid)
         except AuthError as e:
             return auth_refusal(e)
+        items = None if kept is None else kept.get(sid, what)
+        if items is not None:
+            return json_response({"data": items}, 200)
         try:
-            mirrored = await ctx.service.store.session(sid)
-            directory = mirrored.directory if mirrored is not None else None
+            directory = await session_directory(ctx, sid)
             _, got = await ctx.service.upstream.session_op(sid, directory or "", "GET", what, None)
         except SessionNotFound:
-            return _json({"error": "not_found", "message": "no such session upstream"}, 404)
+            return json_response({"error": "not_found", "message": "no such session upstream"}, 404)
         except (SQLAlchemyError, OSError, UpstreamError):
-            return _json({"error": "upstream_unavailable", "message": "the upstream did not answer, retry"}, 503)
-        return _json({"data": VIEWS[what](got)}, 200)
+            return json_response({"error": "upstream_unavailable", "message": "the upstream did not answer, retry"},
+                                 503)
+        items = VIEWS[what](got)
+        if kept is not None:
+            kept.put(sid, what, items)
+        return json_response({"data": items}, 200)
 
     return handler
 
 
-def add_session_state_routes(app: web.Application) -> None:
+async def session_errors(request: web.Request) -> web.Response:
+    ctx = request.app[COMMANDS_KEY]
+    store = request.app[STATE_KEY].errors
+    sid = request.match_info["session_id"]
+    if not valid_session_id(sid):
+        return json_response({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
+    try:
+        await session_claims(request, ctx, sid)
+    except AuthError as e:
+        return auth_refusal(e)
+    if store is None:
+        return json_response({"data": []}, 200)
+    try:
+        rows = await store.for_session(sid)
+    except (SQLAlchemyError, OSError):
+        return json_response({"error": "upstream_unavailable", "message": "the database did not answer, retry"},
+                             503)
+    return json_response({"data": rows}, 200)
+
+
+def add_session_state_routes(app: web.Application, state: LiveSessionState | None = None,
+                             errors: SessionErrorStore | None = None) -> None:
+    app[STATE_KEY] = SessionStateContext(state, errors)
     app.router.add_get("/v1/sessions/{session_id}/todo", _state_route("todo"))
     app.router.add_get("/v1/sessions/{session_id}/diff", _state_route("diff"))
+    app.router.add_get("/v1/sessions/{session_id}/errors", session_errors)

@@ -13,6 +13,7 @@
                        PendingStore
     notices.py         the NOTIFY channels (commits, status, commands): payloads and statements
     revoked.py         `bridge_revoked_tokens`
+    session_errors.py  `chat_session_errors`: the upstream's `session.error` events (live only upstream)
     codecs.py          rows <-> Python (pure): SessionRow, the one view of a chat_sessions row
     payload.py, jsonb_text.py, hash_chain.py   text PostgreSQL can hold, PostgreSQL's text of a jsonb value,
                        the tamper-evident chain (pure)

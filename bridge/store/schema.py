@@ -224,6 +224,23 @@ chat_permission_requests = Table(
 )
 
 
+# Session-level errors (`session.error`, live only upstream, docs/upstream.md §20), for the audit
+# (docs/audit.md, "Session errors"; migration 0015): one row per error event, whichever replica saw it first.
+chat_session_errors = Table(
+    "chat_session_errors",
+    metadata,
+    Column("upstream", Text, nullable=False),
+    Column("event_id", Text, nullable=False),
+    Column("session_id", Text, nullable=False),
+    Column("error_type", Text, nullable=True),
+    Column("error_message", Text, nullable=True),
+    Column("payload", JSONB, nullable=False),  # the live envelope as received
+    Column("received_at", TIMESTAMPTZ, nullable=False),
+    PrimaryKeyConstraint("upstream", "event_id", name="pk_chat_session_errors"),
+    Index("ix_chat_session_errors_session", "upstream", "session_id", "received_at"),
+)
+
+
 # --- commands (docs/commands.md) ------------------------------------------------------------------------
 
 # One row per command sent through the bridge, written before the upstream is called (`state = 'pending'`)

@@ -156,7 +156,7 @@ class UpstreamCommands:
 
     async def legacy_newest_message(self, session_id: str, directory: str) -> dict[str, Any] | None:
         """The newest message of the legacy store (`GET /session/{id}/message?limit=1`), its `info`."""
-        query = urlencode({"limit": "1", "location[directory]": directory})
+        query = urlencode({"limit": "1", "directory": directory})  # a legacy route (docs/upstream.md §6)
         _, got = await self._call("GET", f"/session/{_q(session_id)}/message?{query}", None)
         item = got[-1] if isinstance(got, list) and got else None
         info = item.get("info") if isinstance(item, dict) else None

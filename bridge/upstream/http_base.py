@@ -30,6 +30,15 @@ from bridge.url_credentials import split_credentials
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
+
+def location_query(path: str, directory: str | None) -> dict[str, str] | None:
+    """The query naming a route's location (docs/upstream.md §6): v2 routes (`/api/…`) read
+    `location[directory]`, legacy routes `directory` (checked on 1.18.33: a legacy route given only
+    `location[directory]` answers for the serve's own directory)."""
+    if not directory:
+        return None
+    return {"location[directory]": directory} if path.startswith("/api/") else {"directory": directory}
+
 class UpstreamHttp:
     def __init__(
         self,
@@ -131,10 +140,10 @@ class UpstreamHttp:
     async def send_json(self, method: str, path: str, body: Any = None, *, directory: str | None = None,
                         ok: tuple[int, ...] = (200, 201, 204)) -> tuple[int, Any]:
         """One command call: `path` already encoded, `body` sent as JSON, `directory` as the location
-        (`?location[directory]=`, docs/upstream.md §6: legacy and location-scoped routes need it). The
-        status and the decoded answer (None when empty)."""
-        request = self._request(method, path, {"location[directory]": directory} if directory else None,
-                                stream=False)
+        (docs/upstream.md §6: legacy and location-scoped routes need it) — `?location[directory]=` on a v2
+        route (`/api/…`), `?directory=` on a legacy one (which ignores the other form). The status and the
+        decoded answer (None when empty)."""
+        request = self._request(method, path, location_query(path, directory), stream=False)
         if body is not None:
             request = replace(request, headers={**request.headers, "Content-Type": "application/json"},
                               body=json.dumps(body).encode())

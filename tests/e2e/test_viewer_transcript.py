@@ -158,6 +158,21 @@ async def test_the_viewer_lists_filters_deep_links_and_shows_a_transcript_worth_
             " && document.querySelectorAll('.msg.text.ended').length === 1"), 30, 0.1, message="other selected")
         assert await browser.js("document.querySelectorAll('.tool-card').length") == 0
         assert [r["id"] for r in await _list(browser) if r["selected"]] == [other]
+
+        # Subagent sessions nest under their parent, each level by activity; an orphan stands on its own.
+        order = await browser.js("""nestedOrder([{session_id: 'ses_c1', parent_id: 'ses_p'}, {session_id: 'ses_q'},
+            {session_id: 'ses_p'}, {session_id: 'ses_g', parent_id: 'ses_c1'},
+            {session_id: 'ses_o', parent_id: 'ses_gone'}]).map(([r, d]) => r.session_id + ':' + d)""")
+        assert order == ["ses_q:0", "ses_p:0", "ses_c1:1", "ses_g:2", "ses_o:0"]
+        child = "ses_zzsubagent0001"  # a listed session whose parent_id names the conversation (as the API gives)
+        listed = await browser.js(f"""(() => {{ state.sessions.set({json.dumps(child)}, {{
+            session_id: {json.dumps(child)}, parent_id: {json.dumps(sid)}, fromWs: true,
+            last_event_at: new Date().toISOString()}}); renderSessions();
+            return [...document.querySelectorAll('#sessions li')].map(li => [li.dataset.session, li.dataset.depth,
+                li.classList.contains('child')]) }})()""")
+        at = [r[0] for r in listed].index(sid)
+        assert listed[at] == [sid, "0", False] and listed[at + 1] == [child, "1", True], listed
+        assert [r for r in listed if r[0] == other] == [[other, "0", False]]
     finally:
         bridge.stop()
 

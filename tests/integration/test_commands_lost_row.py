@@ -1,7 +1,8 @@
 """A prompt whose `chat_commands` row was lost (a failover to a standby that lacked it: docs/scaling.md)
-is retried with the same `command_id`: the bridge finds the first attempt's message id in the mirror (its
-`prompt.admitted`, re-read from the sync log) and re-sends that id, so the serve admits it once
-(docs/upstream.md §17) although the derived id's time part would differ now."""
+is retried with the same `command_id`: a v2 prompt's message id is a pure function of the command, so the
+retry re-sends it and the serve admits it once (docs/upstream.md §17) whether or not the mirror has re-read
+the admission; an id the mirror holds with the command's digest (a first attempt's time-stamped id) is
+re-sent as it was."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.command_service import CommandService
+from bridge.commands.model import upstream_message_id
 from bridge.commands.ratelimit import RateLimiter
 from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.store.commands_pending import CommandStore
@@ -52,29 +54,30 @@ async def mirror_admission(engine: AsyncEngine, mid: str) -> None:
     await store.write_batch(SID, epoch, [admitted], datetime.now(UTC))
 
 
-async def test_a_lost_row_is_retried_with_the_first_attempt_s_message_id(
+async def test_a_lost_row_re_sends_the_time_stamped_id_the_mirror_holds(
         engine: AsyncEngine, served: tuple[TestClient[Any, Any], TwinUpstream, Clock]) -> None:
+    """A first attempt made with a time-stamped id (a legacy prompt, or a bridge before pure v2 ids): the
+    mirror's message with the command's digest gives its id back, and that id is re-sent."""
+    http, twin, _ = served
+    stamped = upstream_message_id(UPSTREAM, SID, PROMPT["command_id"], 1796005680438, "alice")
+    await mirror_admission(engine, stamped)
+    again = await http.post(f"/v1/sessions/{SID}/prompt", json=PROMPT, headers=auth())
+    assert again.status == 200 and (await again.json())["message_id"] == stamped
+    sent = [args[2] for name, args in twin.calls if name == "prompt"]
+    assert sent == [stamped] and list(twin.admitted) == [stamped]
+
+
+async def test_without_the_mirror_s_row_the_retry_sends_the_same_id_and_the_serve_admits_it_once(
+        engine: AsyncEngine, served: tuple[TestClient[Any, Any], TwinUpstream, Clock]) -> None:
+    """The row lost and the mirror not repaired yet: the v2 id is a pure function of the command, so the
+    retry re-sends the same id and the serve's own check keeps one admission (docs/upstream.md §17)."""
     http, twin, clock = served
     first = await http.post(f"/v1/sessions/{SID}/prompt", json=PROMPT, headers=auth())
     assert first.status == 200
     mid = (await first.json())["message_id"]
-    await mirror_admission(engine, mid)
-    await lose_command_rows(engine)
-    clock.t += 5.0  # a later attempt would derive another time part
-
-    again = await http.post(f"/v1/sessions/{SID}/prompt", json=PROMPT, headers=auth())
-    assert again.status == 200 and (await again.json())["message_id"] == mid
-    sent = [args[2] for name, args in twin.calls if name == "prompt"]
-    assert sent == [mid, mid] and len(twin.admitted) == 1  # the serve admitted it once
-
-
-async def test_without_the_mirror_s_row_the_retry_derives_a_new_id(
-        engine: AsyncEngine, served: tuple[TestClient[Any, Any], TwinUpstream, Clock]) -> None:
-    """The limit, stated: before the follower re-read the admission, nothing tells the retry the old id."""
-    http, twin, clock = served
-    first = await http.post(f"/v1/sessions/{SID}/prompt", json=PROMPT, headers=auth())
     await lose_command_rows(engine)
     clock.t += 5.0
     again = await http.post(f"/v1/sessions/{SID}/prompt", json=PROMPT, headers=auth())
-    assert (await again.json())["message_id"] != (await first.json())["message_id"]
-    assert len(twin.admitted) == 2
+    assert again.status == 200 and (await again.json())["message_id"] == mid
+    sent = [args[2] for name, args in twin.calls if name == "prompt"]
+    assert sent == [mid, mid] and list(twin.admitted) == [mid]  # nothing admitted twice

@@ -86,6 +86,7 @@ class FakeUpstream:
         self.permissions: dict[str, list[dict[str, Any]]] = {}  # pending requests per session
         self.questions: dict[str, list[dict[str, Any]]] = {}  # pending v2 questions per session
         self.legacy_questions: list[dict[str, Any]] = []  # `GET /question` (every session)
+        self.todos: dict[str, list[dict[str, Any]]] = {}  # `GET /session/{id}/todo` per session
         self._hung: set[int] = set()  # ids of durable requests that went silent (hang_durable_streams)
         self.fail_status: dict[str, int] = {}  # route name -> status to answer with
         self._changed = asyncio.Condition()
@@ -261,6 +262,8 @@ class FakeUpstream:
         app.router.add_get("/api/session/{sid}/question", self._questions)
         app.router.add_get("/question", self._legacy_questions)
         app.router.add_get("/permission", self._legacy_permissions)
+        app.router.add_get("/session/{sid}/todo", self._todo)
+        app.router.add_get("/session/{sid}/diff", self._diff)
         app.router.add_get("/api/event", self._live)
         app.router.add_get("/global/event", self._global)
         app.router.add_post("/sync/history", self._sync_history)
@@ -364,6 +367,14 @@ class FakeUpstream:
         return web.json_response(self.legacy_questions)
 
     async def _legacy_permissions(self, request: web.Request) -> web.Response:
+        return web.json_response([])
+
+    async def _todo(self, request: web.Request) -> web.Response:
+        self._session_or_404(request.match_info["sid"])
+        return web.json_response(self.todos.get(request.match_info["sid"], []))
+
+    async def _diff(self, request: web.Request) -> web.Response:
+        self._session_or_404(request.match_info["sid"])
         return web.json_response([])
 
     async def _durable(self, request: web.Request) -> web.StreamResponse:

@@ -9,7 +9,7 @@ import pytest
 
 from bridge.auth import mint_token, verify_token
 from bridge.commands import CommandError, RateLimiter, parse_command, scope_allows
-from bridge.commands.model import upstream_message_id, upstream_session_id
+from bridge.commands.model import upstream_message_id, upstream_session_id, v2_prompt_message_id
 from bridge.errors import AuthError
 from bridge.ids import valid_session_id
 
@@ -25,6 +25,19 @@ def test_message_id_has_the_serves_shape_and_depends_on_the_command() -> None:
     assert mid[16:] != upstream_message_id("u2", SID, "c-1", 1796005680438, "alice")[16:]
     # Command ids are per subject: two subjects' equal ids never meet upstream.
     assert mid[16:] != upstream_message_id("u", SID, "c-1", 1796005680438, "bob")[16:]
+
+
+def test_v2_prompt_id_is_a_pure_function_of_what_a_retry_repeats() -> None:
+    """No clock in it: a retry whose row was lost derives the very same id (docs/commands.md)."""
+    mid = v2_prompt_message_id("u", SID, "c-1", "alice")
+    assert mid == v2_prompt_message_id("u", SID, "c-1", "alice")
+    assert mid.startswith("msg_") and len(mid) == len("msg_22a47d535001o65INCu84jsLQJ")
+    assert all(c in "0123456789abcdef" for c in mid[4:16])
+    others = {v2_prompt_message_id(*a) for a in (("u2", SID, "c-1", "alice"), ("u", SID, "c-2", "alice"),
+                                                 ("u", SID, "c-1", "bob"), ("u", SID[:-1] + "X", "c-1", "alice"))}
+    assert mid not in others and len(others) == 4
+    # the same digest as the time-stamped (legacy) id: the mirror's look-up by digest finds either
+    assert mid[16:] == upstream_message_id("u", SID, "c-1", 1796005680438, "alice")[16:]
 
 
 def test_session_id_sorts_newest_first_and_passes_the_id_rule() -> None:

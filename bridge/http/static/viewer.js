@@ -228,6 +228,7 @@ function mergeWsSessions(list) {
     row.cursor_seq = s.head;
     row.title = s.title || row.title;
     row.last_event_at = s.last_event_at || row.last_event_at;
+    row.parent_id = s.parent_id || row.parent_id;
     state.sessions.set(s.session, row);
   }
   renderSessions();
@@ -239,6 +240,32 @@ function matches(row, q) {
   return q.split(/\s+/).every((w) => hay.includes(w));
 }
 
+// Subagent sessions under their parent (`parent_id`, docs/upstream.md §20), each level by activity: rows
+// in, [row, depth] out. A child whose parent is not listed (filtered out, not readable) stands on its own.
+function nestedOrder(rows) {
+  const ids = new Set(rows.map((r) => r.session_id));
+  const kids = new Map();
+  const roots = [];
+  for (const r of rows) {
+    const p = r.parent_id;
+    if (p && p !== r.session_id && ids.has(p)) {
+      if (!kids.has(p)) kids.set(p, []);
+      kids.get(p).push(r);
+    } else roots.push(r);
+  }
+  const out = [];
+  const seen = new Set();
+  const walk = (r, depth) => {
+    if (seen.has(r.session_id)) return;
+    seen.add(r.session_id);
+    out.push([r, depth]);
+    for (const k of kids.get(r.session_id) || []) walk(k, Math.min(depth + 1, 6));
+  };
+  for (const r of roots) walk(r, 0);
+  for (const r of rows) walk(r, 0); // parents in a loop (never from opencode): shown, not lost
+  return out;
+}
+
 function renderSessions() {
   const q = $("filter").value.trim().toLowerCase();
   const rows = [...state.sessions.values()].sort((a, b) =>
@@ -246,9 +273,14 @@ function renderSessions() {
   const shown = rows.filter((r) => matches(r, q));
   const ul = $("sessions");
   ul.textContent = "";
-  for (const row of shown) {
-    const li = el("li", row.session_id === state.selected ? "session selected" : "session");
+  for (const [row, depth] of nestedOrder(shown)) {
+    const li = el("li", (row.session_id === state.selected ? "session selected" : "session") + (depth ? " child" : ""));
     li.dataset.session = row.session_id;
+    li.dataset.depth = String(depth);
+    if (depth) {
+      li.style.marginLeft = depth * 16 + "px";
+      li.title = "subagent of " + row.parent_id;
+    }
     li.dataset.status = statusOf(row);
     const top = el("div", "s-row");
     const title = el("span", "s-title", titleOf(row));

@@ -18,12 +18,23 @@ from typing import Any
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.events import TYPE_KINDS
+from bridge.events import TYPE_KINDS, Kind
+from bridge.events.content import CONTENT_KINDS
 
 # (seq, frame text | None, payload | None, kind column): a frame for a v2 row, the payload for a legacy one.
 StoredFrame = tuple[int, str | None, Any, str | None]
 
 _LEGACY = "(e.payload ? 'aggregate_id' AND NOT e.payload ? 'durable')"
+# Framed by Python too: a legacy row, and a v2 row of a kind whose fields are read from the payload by the
+# content mapping (bridge.events.content: attachments, synthetic text, compaction, retry, shell, undo …; rare
+# rows), so replay and live frames stay equal as kinds gain fields. A tool's `child_session_id` is built here.
+_TOOL_KINDS = (Kind.TOOL_START, Kind.TOOL_SUCCESS, Kind.TOOL_FAIL)
+_PYTHON_KINDS = json.dumps(sorted(str(k) for k in (CONTENT_KINDS - set(_TOOL_KINDS))
+                                  | {Kind.PROMPT_SYNTHETIC, Kind.SESSION_CREATED}))
+_BY_PYTHON = f"({_LEGACY} OR CAST(:python_kinds AS jsonb) ? k.kind)"
+_CHILD = """CASE WHEN k.kind IN ('tool:start', 'tool:success', 'tool:fail')
+                   AND jsonb_typeof(e.payload->'data'->'state'->'metadata'->'sessionId') = 'string'
+                  THEN e.payload->'data'->'state'->'metadata'->>'sessionId' END"""
 
 # fields.text: what bridge.events puts there for a stored kind (deltas are never stored).
 _TEXT = """CASE
@@ -75,16 +86,16 @@ _FIELDS = f"""jsonb_strip_nulls(jsonb_build_object(
         'tokens_input', e.tokens_input, 'tokens_output', e.tokens_output, 'tokens_reasoning', e.tokens_reasoning,
         'tokens_cache_read', e.tokens_cache_read, 'tokens_cache_write', e.tokens_cache_write,
         'cost', e.cost, 'text', x.text, 'delivery', e.delivery, 'agent', e.agent, 'model_id', e.model_id,
-        'provider_id', e.provider_id))
+        'provider_id', e.provider_id, 'child_session_id', {_CHILD}))
     || CASE WHEN x.input IS NULL THEN '{{}}'::jsonb ELSE jsonb_build_object('input', x.input) END
     || CASE WHEN x.output_text IS NULL THEN '{{}}'::jsonb ELSE jsonb_build_object('output_text', x.output_text) END"""
 
 FRAMES_AFTER = text(f"""
 SELECT e.seq,
-       CASE WHEN NOT {_LEGACY} THEN json_build_object(
+       CASE WHEN NOT {_BY_PYTHON} THEN json_build_object(
            'type', 'event', 'session', e.session_id, 'seq', e.seq, 'event_id', e.event_id, 'event_type', e.type,
            'kind', k.kind, 'fields', {_FIELDS}, 'data', {_DATA})::text END AS frame,
-       CASE WHEN {_LEGACY} THEN e.payload END AS payload,
+       CASE WHEN {_BY_PYTHON} THEN e.payload END AS payload,
        e.kind
 FROM chat_session_events e
 CROSS JOIN LATERAL (SELECT coalesce(CAST(:kinds AS jsonb) ->> e.type, 'unknown') AS kind) k
@@ -93,7 +104,8 @@ CROSS JOIN LATERAL (SELECT {_TEXT} AS text, {_INPUT} AS input, {_OUTPUT_TEXT} AS
 WHERE e.upstream = :u AND e.session_id = :s AND e.seq > :after
 ORDER BY e.seq
 LIMIT :limit
-""").bindparams(bindparam("u"), bindparam("s"), bindparam("after"), bindparam("limit"), bindparam("kinds"))
+""").bindparams(bindparam("u"), bindparam("s"), bindparam("after"), bindparam("limit"), bindparam("kinds"),
+            bindparam("python_kinds"))
 
 # The kind is the type's kind under today's table (bridge.events.TYPE_KINDS), as a Python replay computes
 # it, not the one stored: a type mapped after its events were stored replays with its new kind.
@@ -105,5 +117,5 @@ async def frames_after(engine: AsyncEngine, upstream: str, session_id: str, afte
     """The stored events with seq > after, in seq order, at most `limit`, as `StoredFrame`s."""
     async with engine.connect() as conn:
         rows = await conn.execute(FRAMES_AFTER, {"u": upstream, "s": session_id, "after": after, "limit": limit,
-                                                 "kinds": _KINDS})
+                                                 "kinds": _KINDS, "python_kinds": _PYTHON_KINDS})
         return [(int(r[0]), r[1], r[2], r[3]) for r in rows]
