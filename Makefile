@@ -81,6 +81,7 @@ bench: $(STAMP) $(OPENCODE_BIN)
 	$(BIN)/pytest -q -s tests/integration/test_fanout_latency.py
 	$(BIN)/pytest -q -s tests/hostile/test_load.py
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.commands --prompts 20
+	$(BIN)/python -m bench.storm --clients 10000 --sessions 1000
 
 # Long fault soak against the real opencode serve (not part of `make test`): SOAK_MINUTES=10 by default,
 # on a primary and a streaming standby with a failover fault (SOAK_ARGS= for one embedded PostgreSQL).
