@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge import metrics
 from bridge.store import reads, tree
 from bridge.store.codecs import SessionRow, parse_session_cursor, session_cursor, session_list_entry, session_row
+from bridge.store.feed_reads import frames_after_many
 from bridge.store.payload import storable_json
 from bridge.store.pending import PendingStore
 from bridge.store.replay import StoredFrame, frames_after
@@ -177,6 +178,10 @@ class FanoutStore:
     async def frames_after(self, session_id: str, after: int, limit: int) -> list[StoredFrame]:
         """`events_after` for the WebSocket: a v2 row as its frame, built by PostgreSQL (bridge.store.replay)."""
         return await frames_after(self._read, self.upstream, session_id, after, limit)
+
+    async def frames_after_many(self, wanted: list[tuple[str, int]], limit: int) -> dict[str, list[StoredFrame]]:
+        """`frames_after` of many (session, after) in one statement, for the live feed (bridge.store.feed_reads)."""
+        return await frames_after_many(self._read, self.upstream, wanted, limit)
 
     async def head(self, session_id: str) -> SessionRow | None:
         """The session's cursor, status (and its version), `incomplete` and `deleted`; None: not stored."""
