@@ -4,7 +4,7 @@ Wake-ups come from every process's writer, this one's included, through PostgreS
 (`CommitListener`; the NOTIFY is sent in the writing transaction). The feed reads the committed rows back by seq
 (`seq > last published`), so what it publishes is exactly what is stored, in seq order, whichever process
 wrote it. Wake-ups coalesce: one read covers any number of notifications, and the sessions woken meanwhile
-are read together, `BATCH` per statement (bridge.store.feed_reads).
+are read together, `BATCH` per statement (bridge.store.batch_reads).
 
 Session statuses arrive on their own channel (`bridge_status`), from every process including this one,
 each with its `status_version`: the hub never sends a subscriber an older status after a newer one.
@@ -94,7 +94,7 @@ class DurableFeed:
                 self._event.set()
 
     async def _read_woken(self, backoff: Backoff) -> None:
-        """Every woken session's new events, `BATCH` sessions per read (bridge.store.feed_reads); a session
+        """Every woken session's new events, `BATCH` sessions per read (bridge.store.batch_reads); a session
         that got a full page, or whose read failed (database away), stays woken."""
         todo = sorted(self._dirty)
         self._dirty.clear()
@@ -110,7 +110,7 @@ class DurableFeed:
                 self._event.set()
                 continue
             metrics.FEED_READS.inc()
-            for sid, rows in found.items():
+            for (sid, _top), rows in zip(wanted, found, strict=True):
                 self._hub.publish_durable(sid, replay_frames(sid, rows))
                 if len(rows) >= self._page:
                     self.wake(sid)  # more than a page committed: read on from what was just published

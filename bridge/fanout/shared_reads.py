@@ -32,6 +32,8 @@ from bridge.store.pending import StoredRequest
 
 T = TypeVar("T")
 POOL_ATTEMPTS = 3  # an admitted read that finds the pool taken by other readers (audit API) runs again
+HEADS_PER_READ = 200  # sessions' heads read by one statement
+PAGES_PER_READ = 20  # (session, after) pages read by one statement: at most 20 pages of rows
 
 
 @dataclass(frozen=True)
@@ -48,9 +50,11 @@ class Requests:
 
 @dataclass
 class _Read(Generic[T]):
-    key: tuple[str, str, int]
-    result: asyncio.Future[T]
-    after: int = -1  # pages: the lowest `after` that joined
+    """One read gathering joiners: `wanted` maps what each asks (an entry) to the `after` to read from."""
+
+    key: tuple[str, str]
+    result: asyncio.Future[dict[Any, T]]
+    wanted: dict[Any, int] = field(default_factory=dict)
     started: bool = False
     joined: int = 0  # subscribers waiting on it
     tickets: list[Ticket] = field(default_factory=list)
@@ -61,48 +65,79 @@ def _consume(fut: asyncio.Future[Any]) -> None:
         fut.exception()  # retrieved: nobody may be left to await a failed read
 
 
+ReadMany = Callable[["_Read[T]"], Awaitable[dict[Any, T]]]
+
+
 class SharedReads:
-    def __init__(self, store: FanoutStore, queue: ReadQueue, page: int) -> None:
+    def __init__(self, store: FanoutStore, queue: ReadQueue, page: int, *, heads_per_read: int = HEADS_PER_READ,
+                 pages_per_read: int = PAGES_PER_READ) -> None:
         self._store = store
         self.queue = queue
         self.page_size = page
         self._window = max(1, page // 2)
-        self._gathering: dict[tuple[str, str, int], _Read[Any]] = {}
+        self._heads_per_read = heads_per_read
+        self._pages_per_read = pages_per_read
+        self._gathering: dict[tuple[str, str], _Read[Any]] = {}  # per kind, the read taking new entries
+        self._open: dict[tuple[tuple[str, str], Any], _Read[Any]] = {}  # (kind, entry) → its read not started yet
         self._running: set[asyncio.Task[None]] = set()
 
     async def head(self, owner: str, session_id: str) -> SessionRow | None:
-        return await self._shared(owner, ("head", session_id, 0), lambda _r: self._store.head(session_id))
+        """The session's head, read with the heads of the other sessions gathered (None: not stored)."""
+        found: SessionRow | None = await self._shared(owner, ("head", ""), session_id, 0, self._heads,
+                                                      self._heads_per_read)
+        return found
 
     async def page(self, owner: str, session_id: str, after: int) -> Page:
-        """The stored events with seq > (at most) `after`: frames of one read shared with nearby subscribers."""
-        key = ("page", session_id, (after + 1) // self._window)
-        return await self._shared(owner, key, lambda r: self._page(session_id, r.after), after)
+        """The stored events with seq > (at most) `after`: one read for the nearby subscribers of the session
+        and for the other sessions gathered (a standby reads per session: `replay_frames_after`)."""
+        entry = (session_id, (after + 1) // self._window)
+        if self._store.has_standby:
+            return await self._shared(owner, ("page", session_id), entry, after, self._pages_alone, 1)
+        return await self._shared(owner, ("page", ""), entry, after, self._pages, self._pages_per_read)
 
     async def requests(self, owner: str, session_id: str) -> Requests:
-        return await self._shared(owner, ("requests", session_id, 0), lambda _r: self._requests(session_id))
+        return await self._shared(owner, ("requests", session_id), session_id, 0, self._requests, 1)
 
-    async def _page(self, session_id: str, after: int) -> Page:
-        rows = await self._store.replay_frames_after(session_id, after, self.page_size)
-        return Page(replay_frames(session_id, rows), len(rows) >= self.page_size)
+    async def _heads(self, r: _Read[SessionRow | None]) -> dict[Any, SessionRow | None]:
+        found = await self._store.heads(list(r.wanted))
+        return {sid: found.get(sid) for sid in r.wanted}
 
-    async def _requests(self, session_id: str) -> Requests:
-        return Requests(await self._store.pending_permissions(session_id),
-                        await self._store.pending_store().questions(session_id))
+    async def _pages(self, r: _Read[Page]) -> dict[Any, Page]:
+        entries = list(r.wanted.items())
+        found = await self._store.frames_after_many([(sid, after) for (sid, _w), after in entries], self.page_size)
+        return {entry: Page(replay_frames(entry[0], rows), len(rows) >= self.page_size)
+                for (entry, _after), rows in zip(entries, found, strict=True)}
 
-    async def _shared(self, owner: str, key: tuple[str, str, int], read: Callable[[_Read[T]], Awaitable[T]],
-                      after: int | None = None) -> T:
-        found: _Read[T] | None = self._gathering.get(key)
-        if found is None:
-            r: _Read[T] = _Read(key, asyncio.get_running_loop().create_future())
-            r.result.add_done_callback(_consume)
-            if after is not None:
-                r.after = after
-            self._gathering[key] = r
-        else:
+    async def _pages_alone(self, r: _Read[Page]) -> dict[Any, Page]:
+        out: dict[Any, Page] = {}
+        for (sid, w), after in r.wanted.items():
+            rows = await self._store.replay_frames_after(sid, after, self.page_size)
+            out[(sid, w)] = Page(replay_frames(sid, rows), len(rows) >= self.page_size)
+        return out
+
+    async def _requests(self, r: _Read[Requests]) -> dict[Any, Requests]:
+        (sid,) = r.wanted
+        return {sid: Requests(await self._store.pending_permissions(sid),
+                              await self._store.pending_store().questions(sid))}
+
+    async def _shared(self, owner: str, key: tuple[str, str], entry: Any, after: int, read: ReadMany[T],
+                      most: int) -> T:
+        """Join the gathering read of `key` (or start gathering one) for `entry`, wait for it, and return
+        its value for `entry`. A read takes at most `most` entries; a full one goes on waiting for its turn
+        while the next one gathers."""
+        found: _Read[T] | None = self._open.get((key, entry))
+        if found is not None:  # a read not started yet already has this entry: one read serves both
             r = found
             metrics.SHARED_READ_HITS.labels(read=key[0]).inc()
-            if after is not None:
-                r.after = min(r.after, after)
+        else:
+            gathering: _Read[T] | None = self._gathering.get(key)
+            if gathering is None or len(gathering.wanted) >= most:  # a full one runs for those it has
+                gathering = _Read(key, asyncio.get_running_loop().create_future())
+                gathering.result.add_done_callback(_consume)
+                self._gathering[key] = gathering
+            r = gathering
+            self._open[(key, entry)] = r
+        r.wanted[entry] = min(r.wanted.get(entry, after), after)
         r.joined += 1
         try:
             if not r.started:
@@ -115,18 +150,25 @@ class SharedReads:
                     ticket.withdraw()  # another joiner's turn came first: ours goes to the next in line
                 else:
                     self._start(r, ticket, read)
-            return await asyncio.shield(r.result)
+            return (await asyncio.shield(r.result))[entry]
         finally:
             r.joined -= 1
-            if not r.started and r.joined == 0 and self._gathering.get(key) is r:
-                del self._gathering[key]  # everyone left before it ran: nothing to read
+            if not r.started and r.joined == 0:  # everyone left before it ran: nothing to read
+                self._close(r)
                 for t in r.tickets:
                     t.withdraw()
 
-    def _start(self, r: _Read[T], ticket: Ticket, read: Callable[[_Read[T]], Awaitable[T]]) -> None:
-        r.started = True
+    def _close(self, r: _Read[Any]) -> None:
+        """No joiner more: the read is started or abandoned."""
         if self._gathering.get(r.key) is r:
-            del self._gathering[r.key]  # from now on, a new subscriber gathers the next read
+            del self._gathering[r.key]
+        for entry in r.wanted:
+            if self._open.get((r.key, entry)) is r:
+                del self._open[(r.key, entry)]
+
+    def _start(self, r: _Read[T], ticket: Ticket, read: ReadMany[T]) -> None:
+        r.started = True
+        self._close(r)  # from now on, a new subscriber gathers the next read
         for t in r.tickets:
             if t is not ticket:
                 t.withdraw()
@@ -135,7 +177,7 @@ class SharedReads:
         self._running.add(task)
         task.add_done_callback(self._running.discard)
 
-    async def _run(self, r: _Read[T], ticket: Ticket, read: Callable[[_Read[T]], Awaitable[T]]) -> None:
+    async def _run(self, r: _Read[T], ticket: Ticket, read: ReadMany[T]) -> None:
         """Runs as its own task: a joiner that goes away does not take the read from the others."""
         try:
             for attempt in range(1, POOL_ATTEMPTS + 1):

@@ -20,9 +20,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
-from bridge.store import reads, tree
+from bridge.store import batch_reads, reads, tree
 from bridge.store.codecs import SessionRow, parse_session_cursor, session_cursor, session_list_entry, session_row
-from bridge.store.feed_reads import frames_after_many
 from bridge.store.payload import storable_json
 from bridge.store.pending import PendingStore
 from bridge.store.replay import StoredFrame, frames_after
@@ -144,6 +143,10 @@ class FanoutStore:
         self._standby = standby_engine
         self.upstream = upstream
 
+    @property
+    def has_standby(self) -> bool:
+        return self._standby is not None
+
     def pending_store(self) -> PendingStore:
         """The pending-requests table's other reads and writes (questions, who answered), same engines."""
         return PendingStore(self._engine, self.upstream, self._read)
@@ -179,9 +182,13 @@ class FanoutStore:
         """`events_after` for the WebSocket: a v2 row as its frame, built by PostgreSQL (bridge.store.replay)."""
         return await frames_after(self._read, self.upstream, session_id, after, limit)
 
-    async def frames_after_many(self, wanted: list[tuple[str, int]], limit: int) -> dict[str, list[StoredFrame]]:
-        """`frames_after` of many (session, after) in one statement, for the live feed (bridge.store.feed_reads)."""
-        return await frames_after_many(self._read, self.upstream, wanted, limit)
+    async def frames_after_many(self, wanted: list[tuple[str, int]], limit: int) -> list[list[StoredFrame]]:
+        """`frames_after` of many (session, after) in one statement, in order (bridge.store.batch_reads)."""
+        return await batch_reads.frames_after_many(self._read, self.upstream, wanted, limit)
+
+    async def heads(self, session_ids: list[str]) -> dict[str, SessionRow]:
+        """`head` of many sessions in one statement; one not stored is absent."""
+        return await batch_reads.heads(self._read, self.upstream, session_ids)
 
     async def head(self, session_id: str) -> SessionRow | None:
         """The session's cursor, status (and its version), `incomplete` and `deleted`; None: not stored."""

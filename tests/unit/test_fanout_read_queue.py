@@ -85,23 +85,24 @@ async def test_a_cancelled_waiter_leaves_the_queue_and_a_granted_turn_given_back
 async def test_a_shared_read_serves_the_joiners_gathered_before_it_started_and_not_a_later_one() -> None:
     reads = SharedReads(None, ReadQueue(1), 10)  # type: ignore[arg-type]  # no store: the reads are given
     blocker = await reads.queue.enqueue("other")  # the only turn is taken: joiners gather
-    started: list[int] = []
+    started: list[list[str]] = []
     gate = asyncio.Event()
 
-    async def read(_r: Any) -> int:
-        started.append(len(started) + 1)
+    async def read(r: Any) -> dict[Any, int]:
+        started.append(sorted(r.wanted))
         await gate.wait()
-        return len(started)
+        return {e: len(started) for e in r.wanted}
 
-    key = ("head", "ses_A", 0)
-    early = [asyncio.create_task(reads._shared(o, key, read)) for o in ("a", "b", "c")]
-    await asyncio.sleep(0)
+    key = ("head", "")
+    early = [asyncio.create_task(reads._shared(o, key, sid, 0, read, 2))
+             for o, sid in (("a", "ses_A"), ("b", "ses_A"), ("c", "ses_B"), ("d", "ses_C"), ("e", "ses_A"))]
+    await wait_until(lambda: reads.queue.waiting == 5, 5, 0.001, message="the joiners queued")
     blocker.release()
-    await wait_until(lambda: started == [1], 5, 0.001, message="the read started")  # one read for the three
-    late = asyncio.create_task(reads._shared("d", key, read))  # arrives while it runs: gathers the next one
-    await wait_until(lambda: reads.queue.waiting == 1, 5, 0.001, message="the late joiner queued")
-    assert started == [1]
+    # One read for ses_A's three subscribers and ses_B (two entries at most per read); ses_C gathers the next.
+    await wait_until(lambda: started == [["ses_A", "ses_B"]], 5, 0.001, message="the first read started")
+    late = asyncio.create_task(reads._shared("f", key, "ses_A", 0, read, 2))  # arrives while it runs
+    await asyncio.sleep(0)
     gate.set()
-    assert await asyncio.gather(*early) == [1, 1, 1]
-    assert await late == 2 and started == [1, 2]
+    assert await asyncio.gather(*early) == [1, 1, 1, 2, 1]
+    assert await late == 2 and started == [["ses_A", "ses_B"], ["ses_A", "ses_C"]]
     assert reads.queue.busy == 0 and reads.queue.waiting == 0
