@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import signal
 import sys
@@ -70,9 +71,16 @@ def main() -> None:
     ap.add_argument("--database-url", required=True)
     ap.add_argument("--read-pool", type=int, default=4)
     ap.add_argument("--max-clients", type=int, default=20_000)
+    ap.add_argument("--profile", help="write cProfile stats of the whole run here (slows the server down)")
     a = ap.parse_args()
     configure_logging("console", "warning")
+    prof = cProfile.Profile() if a.profile else None
+    if prof is not None:
+        prof.enable()
     asyncio.run(serve(a.database_url, a.read_pool, a.max_clients))
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(a.profile)
     sys.exit(0)
 
 
