@@ -102,6 +102,7 @@ async def storm(url: str, server_pid: int, writer: Writer, sids: list[str], clie
     cmds = [asyncio.create_subprocess_exec(
         sys.executable, "-m", "bench.storm_clients", "--url", url, "--first", str(i * per),
         "--count", str(min(per, clients - i * per)), "--sessions", str(len(sids)), "--prefix", PREFIX,
+        "--deadline", "300",
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 30)
         for i in range(procs) if i * per < clients]
     ps = await asyncio.gather(*cmds)
