@@ -32,7 +32,7 @@ from bridge.store.pending import StoredRequest
 
 T = TypeVar("T")
 POOL_ATTEMPTS = 3  # an admitted read that finds the pool taken by other readers (audit API) runs again
-HEADS_PER_READ = 200  # sessions' heads read by one statement
+HEADS_PER_READ = 200  # sessions' heads (or pending requests) read by one statement
 PAGES_PER_READ = 20  # (session, after) pages read by one statement: at most 20 pages of rows
 
 
@@ -96,7 +96,7 @@ class SharedReads:
         return await self._shared(owner, ("page", ""), entry, after, self._pages, self._pages_per_read)
 
     async def requests(self, owner: str, session_id: str) -> Requests:
-        return await self._shared(owner, ("requests", session_id), session_id, 0, self._requests, 1)
+        return await self._shared(owner, ("requests", ""), session_id, 0, self._requests, self._heads_per_read)
 
     async def _heads(self, r: _Read[SessionRow | None]) -> dict[Any, SessionRow | None]:
         found = await self._store.heads(list(r.wanted))
@@ -116,9 +116,8 @@ class SharedReads:
         return out
 
     async def _requests(self, r: _Read[Requests]) -> dict[Any, Requests]:
-        (sid,) = r.wanted
-        return {sid: Requests(await self._store.pending_permissions(sid),
-                              await self._store.pending_store().questions(sid))}
+        found = await self._store.requests(list(r.wanted))
+        return {sid: Requests(*found[sid]) for sid in r.wanted}
 
     async def _shared(self, owner: str, key: tuple[str, str], entry: Any, after: int, read: ReadMany[T],
                       most: int) -> T:

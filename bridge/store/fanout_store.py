@@ -23,7 +23,7 @@ from bridge import metrics
 from bridge.store import batch_reads, reads, tree
 from bridge.store.codecs import SessionRow, parse_session_cursor, session_cursor, session_list_entry, session_row
 from bridge.store.payload import storable_json
-from bridge.store.pending import PendingStore
+from bridge.store.pending import PendingStore, StoredRequest
 from bridge.store.replay import StoredFrame, frames_after
 from bridge.store.schema import chat_permission_requests
 
@@ -185,6 +185,10 @@ class FanoutStore:
     async def frames_after_many(self, wanted: list[tuple[str, int]], limit: int) -> list[list[StoredFrame]]:
         """`frames_after` of many (session, after) in one statement, in order (bridge.store.batch_reads)."""
         return await batch_reads.frames_after_many(self._read, self.upstream, wanted, limit)
+
+    async def requests(self, session_ids: list[str]) -> dict[str, tuple[list[dict[str, Any]], list[StoredRequest]]]:
+        """`pending_permissions` and the questions of many sessions in one statement."""
+        return await batch_reads.requests(self._read, self.upstream, session_ids)
 
     async def heads(self, session_ids: list[str]) -> dict[str, SessionRow]:
         """`head` of many sessions in one statement; one not stored is absent."""
