@@ -248,7 +248,14 @@ class Connection:
         """Stored here already, or confirmed by the upstream (docs/websocket.md, `unknown_session`)."""
         if self._svc.confirm is None or await self._svc.reads.head(self._owner, sid) is not None:
             return True
-        return await self._svc.confirm(sid)
+        try:
+            return await self._svc.confirm(sid)
+        except Exception:
+            # No answer in time (a serve bootstrapping the session's directory can take longer than the
+            # confirm's timeout): stored meanwhile by its follower (`session.created`) is known too.
+            if await self._svc.reads.head(self._owner, sid) is not None:
+                return True
+            raise
 
     async def _replay(self, sub: Subscription, head: int) -> bool:
         """Stored events with seq > sub.sent_seq, then live; False if the subscription ended meanwhile."""
