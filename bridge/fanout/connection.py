@@ -21,6 +21,8 @@ from bridge.fanout.hub import Client, Hub, Subscription
 from bridge.fanout.limits import ConnectionSlots, OpLimits
 from bridge.fanout.question_frames import stored_question_message
 from bridge.fanout.queue import QueueLimits
+from bridge.fanout.read_queue import DEFAULT_MAX_WAITING, DEFAULT_PER_OWNER, ReadQueue, ReadQueueFull, busy_message
+from bridge.fanout.shared_reads import SharedReads
 from bridge.hosts import LOOPBACK_TRUSTED
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
@@ -60,6 +62,20 @@ class FanoutService:
     # WebSocket bounds (docs/security.md, "Floods"): ops per connection, connections per token and address.
     op_limits: OpLimits = field(default_factory=OpLimits)
     slots: ConnectionSlots = field(default_factory=ConnectionSlots)
+    # Turns on the read pool for subscribes and `sessions` (bridge.fanout.read_queue): the pool's size less
+    # one, which stays for the live feed; reads beyond wait their turn, fairly per token.
+    read_slots: int = 3
+    read_queue_max: int = DEFAULT_MAX_WAITING
+    read_queue_per_owner: int = DEFAULT_PER_OWNER
+    _reads: SharedReads | None = field(default=None, init=False, repr=False)
+
+    @property
+    def reads(self) -> SharedReads:
+        """The shared catch-up reads and their queue, made on first use (inside the running loop)."""
+        if self._reads is None:
+            queue = ReadQueue(self.read_slots, max_waiting=self.read_queue_max, per_owner=self.read_queue_per_owner)
+            self._reads = SharedReads(self.store, queue, self.replay_page)
+        return self._reads
 
     def authenticate(self, token: str | None) -> Claims:
         return verify_token(token, self.secret, self.upstream, now=self.now(), revoked=self.revoked)
@@ -71,6 +87,7 @@ class Connection:
         self.claims = claims
         self.client = client
         self._ops = service.op_limits.bucket()
+        self._owner = claims.jti  # whose turn a read waits for (bridge.fanout.read_queue): every socket of a token
         self._log = structlog.get_logger("bridge.ws").bind(client=client.id, subject=claims.subject)
 
     def _send(self, message: dict[str, object]) -> None:
@@ -114,7 +131,11 @@ class Connection:
                         self.claims = await self._svc.widen(self.claims, op.parent)
                     self.claims.require(op.parent)
                     scope = await self._svc.store.children(op.parent)
-                listed, nxt = await self._svc.store.session_list(op.limit, op.cursor, scope)
+                listed, nxt = await self._svc.reads.run_alone(
+                    self._owner, lambda: self._svc.store.session_list(op.limit, op.cursor, scope))
+            except ReadQueueFull as e:
+                self._send(busy_message(e.retry_after_s, op.ref))
+                return
             except ValueError:
                 self._send(p.error_message(p.ERR_BAD_MESSAGE, "next is not a cursor of a sessions reply", op.ref))
                 return
@@ -139,6 +160,9 @@ class Connection:
         else:
             try:
                 await self.subscribe(op)
+            except ReadQueueFull as e:  # the only refusal of a storm: the queue of reads itself is full
+                self._svc.hub.unregister(self.client, op.session)
+                self._send(busy_message(e.retry_after_s, op.ref, op.session))
             except Exception as e:  # the database is away: say so, keep the connection
                 ref = correlation_id()
                 self._log.error("ws_subscribe_failed", session_id=op.session, correlation_id=ref,
@@ -172,7 +196,7 @@ class Connection:
         # Registered before the head is read: a status committed meanwhile is held for this subscription
         # and sent after `subscribed` if it is newer than the head's (Subscription.status_version).
         sub = self._svc.hub.register(self.client, sid, after)
-        head = await self._svc.store.head(sid)
+        head = await self._svc.reads.head(self._owner, sid)
         if self.client.subscriptions.get(sid) is not sub:
             return
         # A session not stored yet: head -1, no status, nothing known missing.
@@ -188,14 +212,15 @@ class Connection:
         if not await self._replay(sub, cursor):
             return
         self._send(p.caught_up_message(sid, sub.sent_seq))
-        for record in await self._svc.store.pending_permissions(sid):
+        requests = await self._svc.reads.requests(self._owner, sid)
+        for record in requests.permissions:
             if self.client.subscriptions.get(sid) is not sub:
                 return
             update = stored_permission(sid, record)
             if update is not None:
                 self._send(p.permission_message(sid, update))
         # Every question of the session: pending ones to answer, settled ones with their outcome.
-        for row in await self._svc.store.pending_store().questions(sid):
+        for row in requests.questions:
             if self.client.subscriptions.get(sid) is not sub:
                 return
             self._send(stored_question_message(row))
@@ -221,18 +246,26 @@ class Connection:
 
     async def _exists(self, sid: str) -> bool:
         """Stored here already, or confirmed by the upstream (docs/websocket.md, `unknown_session`)."""
-        if self._svc.confirm is None or await self._svc.store.head(sid) is not None:
+        if self._svc.confirm is None or await self._svc.reads.head(self._owner, sid) is not None:
             return True
-        return await self._svc.confirm(sid)
+        try:
+            return await self._svc.confirm(sid)
+        except Exception:
+            # No answer in time (a serve bootstrapping the session's directory can take longer than the
+            # confirm's timeout): stored meanwhile by its follower (`session.created`) is known too.
+            if await self._svc.reads.head(self._owner, sid) is not None:
+                return True
+            raise
 
     async def _replay(self, sub: Subscription, head: int) -> bool:
         """Stored events with seq > sub.sent_seq, then live; False if the subscription ended meanwhile."""
         queue = self.client.queue
         read_any = False
         while True:
+            # One read per page, shared with the session's other new subscribers (bridge.fanout.shared_reads);
             # v2 rows come framed by PostgreSQL from the normalized columns (bridge.store.reads.replay).
-            rows = await self._svc.store.replay_frames_after(sub.session_id, sub.sent_seq, self._svc.replay_page)
-            for seq, frame in p.replay_frames(sub.session_id, rows):
+            page = await self._svc.reads.page(self._owner, sub.session_id, sub.sent_seq)
+            for seq, frame in page.frames:
                 await queue.wait_room()
                 if queue.closed or self.client.subscriptions.get(sub.session_id) is not sub:
                     return False
@@ -242,7 +275,7 @@ class Connection:
                     self.client._durable(frame, (sub.session_id, seq))
             if queue.closed or self.client.subscriptions.get(sub.session_id) is not sub:
                 return False
-            if len(rows) < self._svc.replay_page:
+            if not page.full:
                 replayed_to = sub.sent_seq if read_any else min(sub.sent_seq, head)
                 if self._svc.hub.go_live(sub, replayed_to):
                     return True

@@ -3,7 +3,8 @@
 Wake-ups come from every process's writer, this one's included, through PostgreSQL `LISTEN/NOTIFY`
 (`CommitListener`; the NOTIFY is sent in the writing transaction). The feed reads the committed rows back by seq
 (`seq > last published`), so what it publishes is exactly what is stored, in seq order, whichever process
-wrote it. Wake-ups coalesce: one read per session covers any number of notifications.
+wrote it. Wake-ups coalesce: one read covers any number of notifications, and the sessions woken meanwhile
+are read together, `BATCH` per statement (bridge.store.reads.batch).
 
 Session statuses arrive on their own channel (`bridge_status`), from every process including this one,
 each with its `status_version`: the hub never sends a subscriber an older status after a newer one.
@@ -32,6 +33,9 @@ from bridge.store.notices import (
     parse_status_notice,
 )
 from bridge.store.reads import FanoutStore
+
+# Woken sessions read per statement: a burst across a thousand sessions is a few reads, not a thousand.
+BATCH = 200
 
 
 class DurableFeed:
@@ -73,7 +77,7 @@ class DurableFeed:
         while True:
             await self._event.wait()
             self._event.clear()
-            await self._drain(self._dirty, self._catch_up, "feed_read_failed", backoff)
+            await self._read_woken(backoff)
             await self._drain(self._status_dirty, self._refresh_status, "feed_status_read_failed", backoff)
 
     async def _drain(self, dirty: set[str], read: Callable[[str], Awaitable[None]], failed: str,
@@ -91,24 +95,34 @@ class DurableFeed:
                 await asyncio.sleep(backoff.next_delay())
                 self._event.set()
 
+    async def _read_woken(self, backoff: Backoff) -> None:
+        """Every woken session's new events, `BATCH` sessions per read (bridge.store.reads.batch); a session
+        that got a full page, or whose read failed (database away), stays woken."""
+        todo = sorted(self._dirty)
+        self._dirty.clear()
+        for i in range(0, len(todo), BATCH):
+            wanted = [(sid, top) for sid in todo[i:i + BATCH] if (top := self._hub.published_seq(sid)) is not None]
+            try:
+                found = await self._store.frames_after_many(wanted, self._page)
+                backoff.reset()
+            except Exception as e:
+                self._log.warning("feed_read_failed", sessions=len(wanted), error=f"{type(e).__name__}: {e}")
+                self._dirty.update(sid for sid, _ in wanted)
+                await asyncio.sleep(backoff.next_delay())
+                self._event.set()
+                continue
+            metrics.FEED_READS.inc()
+            for (sid, _top), rows in zip(wanted, found, strict=True):
+                self._hub.publish_durable(sid, replay_frames(sid, rows))
+                if len(rows) >= self._page:
+                    self.wake(sid)  # more than a page committed: read on from what was just published
+
     async def _refresh_status(self, session_id: str) -> None:
         if not self._hub.has_subscribers(session_id):
             return
         head = await self._store.head(session_id)
         if head is not None:
             self._hub.publish_status(session_id, head.status, head.status_reason, head.status_version)
-
-    async def _catch_up(self, session_id: str) -> None:
-        while True:
-            top = self._hub.published_seq(session_id)
-            if top is None:  # nobody live on it here (yet): the replay's go_live wakes us
-                return
-            # v2 rows come framed by PostgreSQL from the normalized columns (bridge.store.reads.replay).
-            rows = await self._store.frames_after(session_id, top, self._page)
-            metrics.FEED_READS.inc()
-            self._hub.publish_durable(session_id, replay_frames(session_id, rows))
-            if len(rows) < self._page:
-                return
 
 
 class CommitListener:

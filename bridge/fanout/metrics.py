@@ -30,3 +30,21 @@ DELTA_QUEUE_SECONDS = Histogram(
     "bridge_ws_delta_queue_seconds", "From a delta reaching the hub to its write on a client socket",
     registry=REGISTRY, buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
 )
+READ_QUEUE_DEPTH = Gauge("bridge_ws_read_queue_depth",
+                         "WebSocket reads waiting for a turn on the read pool (bridge.fanout.read_queue)",
+                         registry=REGISTRY)
+READ_QUEUE_WAIT_SECONDS = Histogram(
+    "bridge_ws_read_queue_wait_seconds", "From a WebSocket read joining the queue to its turn", registry=REGISTRY,
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+READ_QUEUE_THROTTLED = Counter("bridge_ws_read_queue_throttled_total",
+                               "Reads held back because their client already had its share waiting",
+                               registry=REGISTRY)
+SHARED_READS = Counter("bridge_ws_shared_reads_total", "Catch-up reads run for subscribers, by what they read",
+                       ["read"], registry=REGISTRY)
+SHARED_READ_HITS = Counter("bridge_ws_shared_read_hits_total",
+                           "Subscribers served by a read another subscriber's turn ran (no read of their own)",
+                           ["read"], registry=REGISTRY)
+READ_RETRIES = Counter("bridge_ws_read_pool_retries_total",
+                       "Admitted reads that found the read pool taken by other readers and ran again",
+                       registry=REGISTRY)

@@ -42,6 +42,7 @@ ERR_NOT_SUBSCRIBED = "not_subscribed"
 ERR_SLOW_CONSUMER = "slow_consumer"  # sent just before CLOSE_SLOW_CONSUMER, with `resume`
 ERR_TOKEN_EXPIRED = "token_expired"  # sent just before CLOSE_TOKEN_EXPIRED
 ERR_INTERNAL = "internal"
+ERR_BUSY = "busy"  # the queue of reads is full (bridge.fanout.read_queue): retry after `retry_after` seconds
 ERR_RATE_LIMITED = "rate_limited"  # the connection sends ops too fast: they are held back (docs/security.md)
 ERR_TOKEN_REVOKED = "token_revoked"  # sent just before CLOSE_UNAUTHORIZED when the token is revoked
 ERR_TOO_MANY_CONNECTIONS = "too_many_connections"  # sent just before CLOSE_TRY_AGAIN
@@ -255,3 +256,4 @@ def error_message(code: str, message: str, ref: object = None, session: str | No
         msg["session"] = session
     msg.update(extra)
     return _with_ref(msg, ref)
+

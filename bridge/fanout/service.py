@@ -154,6 +154,8 @@ class Fanout:
             warm=_no_warming if sessions is None else sessions.warm_for_subscriber,
             confirm=None if client is None else upstream_confirms(client),
             resync_session=None if self.resync is None else self.resync.request_session,
+            # Subscribes' reads take turns on the read pool, one connection left for the live feed.
+            read_slots=max(1, settings.read_pool_size - 1),
         )
 
     async def run(self) -> None:

@@ -31,17 +31,19 @@ UPSTREAM = "it-upstream"
 class Node:
     def __init__(self, engine: AsyncEngine, database_url: str, *, limits: QueueLimits | None = None,
                  allowed_origins: frozenset[str] = frozenset(),
-                 confirm: Callable[[str], Awaitable[bool]] | None = None) -> None:
+                 confirm: Callable[[str], Awaitable[bool]] | None = None,
+                 read_engine: AsyncEngine | None = None, read_slots: int = 3) -> None:
         self.engine = engine
         self.hub = Hub()
-        self.store = FanoutStore(engine, UPSTREAM)
+        self.store = FanoutStore(engine, UPSTREAM, read_engine)
         self.feed = DurableFeed(self.hub, self.store)
         self.listener = CommitListener(database_url, UPSTREAM, self.feed.committed, self.feed.wake_all,
                                        on_status=self.feed.status)
         self.warmed: list[str] = []
         self.service = FanoutService(hub=self.hub, store=self.store, upstream=UPSTREAM, secret=SECRET,
                                      allowed_origins=allowed_origins,
-                                     limits=limits or QueueLimits(), warm=self.warmed.append, confirm=confirm)
+                                     limits=limits or QueueLimits(), warm=self.warmed.append, confirm=confirm,
+                                     read_slots=read_slots)
         self.writer = EventStore(engine, UPSTREAM)
         self._epochs: dict[str, int] = {}
         self._server: TestServer | None = None

@@ -16,8 +16,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge import metrics
 from bridge.store.chat_sessions import reader, tree
 from bridge.store.codecs import SessionRow, parse_session_cursor, session_cursor, session_list_entry, session_row
-from bridge.store.commands_pending.pending import PendingStore, upsert_permission_asked, upsert_permission_replied
+from bridge.store.commands_pending.pending import (
+    PendingStore,
+    StoredRequest,
+    upsert_permission_asked,
+    upsert_permission_replied,
+)
 from bridge.store.payload import storable_json
+from bridge.store.reads import batch
 from bridge.store.reads import queries as reads
 from bridge.store.reads.replay import StoredFrame, frames_after
 
@@ -36,6 +42,10 @@ class FanoutStore:
         # heads and the end of every replay read the primary (docs/scaling.md, "Reads on a standby").
         self._standby = standby_engine
         self.upstream = upstream
+
+    @property
+    def has_standby(self) -> bool:
+        return self._standby is not None
 
     def pending_store(self) -> PendingStore:
         """The pending-requests table's other reads and writes (questions, who answered), same engines."""
@@ -71,6 +81,18 @@ class FanoutStore:
     async def frames_after(self, session_id: str, after: int, limit: int) -> list[StoredFrame]:
         """`events_after` for the WebSocket: a v2 row as its frame, built by PostgreSQL (bridge.store.reads.replay)."""
         return await frames_after(self._read, self.upstream, session_id, after, limit)
+
+    async def frames_after_many(self, wanted: list[tuple[str, int]], limit: int) -> list[list[StoredFrame]]:
+        """`frames_after` of many (session, after) in one statement, in order (bridge.store.reads.batch)."""
+        return await batch.frames_after_many(self._read, self.upstream, wanted, limit)
+
+    async def requests(self, session_ids: list[str]) -> dict[str, tuple[list[dict[str, Any]], list[StoredRequest]]]:
+        """`pending_permissions` and the questions of many sessions in one statement."""
+        return await batch.requests(self._read, self.upstream, session_ids)
+
+    async def heads(self, session_ids: list[str]) -> dict[str, SessionRow]:
+        """`head` of many sessions in one statement; one not stored is absent."""
+        return await batch.heads(self._read, self.upstream, session_ids)
 
     async def head(self, session_id: str) -> SessionRow | None:
         """The session's cursor, status (and its version), `incomplete` and `deleted`; None: not stored."""

@@ -1,0 +1,263 @@
+"""Subscribe storm: N WebSocket clients subscribing at once to S sessions (docs/websocket.md §3, §5).
+
+`python -m bench.storm --clients 10000 --sessions 1000` runs, in one run and database (embedded PostgreSQL,
+fsync on, unless BRIDGE_DATABASE_URL is set): S sessions with `--stored` events each; the fan-out in its
+own process (bench.storm_server: the daemon's read pool of 4, 2 s acquire timeout); then a storm at 1,000
+clients and one at `--clients`, each from `--procs` client processes (bench.storm_clients). Clients connect
+first; then all subscribe at once, while this process writes one live event to every session each
+`--interval` s (stamped with its write time) until every client has caught up, then `--steady` rounds more.
+Per storm: clients complete (every seq 1..last, in order, none twice), refused, events delivered vs
+expected, subscribe → caught_up and live delivery latency (write → receipt) p50/p99, shared reads. And the
+replay of one 20,000-event session: through the shared page reads (store + frames, as write_path's) and
+through the socket to one client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.storm_server import SECRET, UPSTREAM
+from bench.write_path import replay
+from bridge.auth import mint_token
+from bridge.events import ChatEvent, normalize, parse_envelope
+from bridge.fanout.read_queue import ReadQueue
+from bridge.fanout.shared_reads import SharedReads
+from bridge.log import configure_logging
+from bridge.store.db import make_engine, upgrade_to_head
+from bridge.store.reads import FanoutStore
+from bridge.store.writes.event_store import EventStore
+
+PREFIX = "ses_storm"
+LONG = "ses_stormlong"
+
+
+def event(sid: str, seq: int, written: float | None = None) -> ChatEvent:
+    data: dict[str, Any] = {"timestamp": 1_796_000_000_000 + seq, "sessionID": sid, "assistantMessageID": "msg_b",
+                            "textID": "text-0", "text": f"event {seq} of {sid}: " + "x" * 200}
+    if written is not None:
+        data["t_w"] = written
+    return normalize(parse_envelope({"id": f"evt_{sid}_{seq:08d}", "type": "session.next.text.ended", "data": data,
+                                     "durable": {"aggregateID": sid, "seq": seq, "version": 1}}))
+
+
+class Writer:
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+        self.epochs: dict[str, int] = {}
+        self.top: dict[str, int] = {}
+
+    async def write(self, sid: str, events: list[ChatEvent]) -> None:
+        if sid not in self.epochs:
+            self.epochs[sid] = (await self.store.claim(sid, "storm-bench"))[0]
+        await self.store.write_batch(sid, self.epochs[sid], events, datetime.now(UTC))
+        self.top[sid] = events[-1].envelope.seq or 0
+
+    async def round(self, sids: list[str], width: int = 8) -> None:
+        """One live event to every session, `width` writes at a time, each stamped just before its write."""
+        async def one(sid: str) -> None:
+            await self.write(sid, [event(sid, self.top[sid] + 1, time.time() * 1000)])
+
+        for i in range(0, len(sids), width):
+            await asyncio.gather(*(one(s) for s in sids[i:i + width]))
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    v = sorted(values)
+    return round(v[min(len(v) - 1, int(len(v) * q))], 1)
+
+
+def _metric(url: str, name: str, labels: str = "") -> float:
+    text = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+    key = f"{name}{{{labels}}}" if labels else name
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(key + " "))
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def storm(url: str, server_pid: int, writer: Writer, sids: list[str], clients: int, procs: int, interval: float,
+                steady: int) -> dict[str, Any]:
+    per = -(-clients // procs)
+    cpu0 = _cpu_s(server_pid)
+    pre = {k: _metric(url, f"bridge_ws_{k}_total", f'read="{r}"') for k, r in
+           (("shared_reads", "page"), ("shared_read_hits", "page"))}
+    cmds = [asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.storm_clients", "--url", url, "--first", str(i * per),
+        "--count", str(min(per, clients - i * per)), "--sessions", str(len(sids)), "--prefix", PREFIX,
+        "--deadline", "300",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 30)
+        for i in range(procs) if i * per < clients]
+    ps = await asyncio.gather(*cmds)
+    connect_s = 0.0
+    for p in ps:
+        assert p.stdout is not None
+        word, _, took = (await p.stdout.readline()).decode().partition(" ")
+        assert word == "connected", word
+        connect_s = max(connect_s, float(took))
+    start = time.time()
+    for p in ps:
+        assert p.stdin is not None
+        p.stdin.write(b"go\n")
+        await p.stdin.drain()
+    caught = [asyncio.create_task(p.stdout.readline()) for p in ps if p.stdout is not None]
+    rounds = 0
+    while not all(c.done() for c in caught):
+        await writer.round(sids)
+        rounds += 1
+        await asyncio.wait(caught, timeout=interval)
+    all_caught = time.time()
+    for _ in range(steady):
+        await asyncio.sleep(interval)
+        await writer.round(sids)
+        rounds += 1
+    last = writer.top[sids[0]]
+    results: list[dict[str, Any]] = []
+    for p in ps:
+        assert p.stdin is not None and p.stdout is not None
+        p.stdin.write(f"last {last}\n".encode())
+        await p.stdin.drain()
+        results += json.loads(await p.stdout.readline())["clients"]
+        await p.wait()
+    # Live events of this storm only (a later storm's clients replay the earlier storms' live events too).
+    lat_all = [lat for r in results for w, lat in r["latencies"] if w >= start * 1000]
+    lat_steady = [lat for r in results for w, lat in r["latencies"] if w >= all_caught * 1000]
+    catch = [r["catch_up_s"] for r in results if r["catch_up_s"] is not None]
+    errors: dict[str, int] = {}
+    for r in results:
+        for e in r["errors"]:
+            errors[e] = errors.get(e, 0) + 1
+    return {
+        "clients": clients, "sessions": len(sids), "client_processes": len(ps), "connect_s": round(connect_s, 1),
+        "completed": sum(r["ok"] for r in results), "refused": sum(bool(r["errors"]) for r in results),
+        "errors": errors, "events_delivered": sum(r["events"] for r in results), "events_expected": clients * last,
+        "in_order": sum(r["in_order"] for r in results),
+        "all_caught_up_s": round(all_caught - start, 2), "live_rounds": rounds,
+        "catch_up_ms_p50": _pct([c * 1000 for c in catch], 0.5),
+        "catch_up_ms_p99": _pct([c * 1000 for c in catch], 0.99),
+        "live_latency_ms_p50": _pct(lat_all, 0.5), "live_latency_ms_p99": _pct(lat_all, 0.99),
+        "steady_latency_ms_p50": _pct(lat_steady, 0.5), "steady_latency_ms_p99": _pct(lat_steady, 0.99),
+        "server_cpu_s": round(_cpu_s(server_pid) - cpu0, 1),
+        "page_reads": _metric(url, "bridge_ws_shared_reads_total", 'read="page"') - pre["shared_reads"],
+        "page_read_hits": _metric(url, "bridge_ws_shared_read_hits_total", 'read="page"') - pre["shared_read_hits"],
+    }
+
+
+async def replay_store(engine: Any, n: int) -> float:
+    """The long session through the shared page reads, frames included, no socket (ev/s)."""
+    reads = SharedReads(FanoutStore(engine, UPSTREAM), ReadQueue(3), 1000)
+    sent, after, t0 = 0, -1, time.perf_counter()
+    while True:
+        page = await reads.page("bench", LONG, after)
+        for seq, _frame in page.frames:
+            sent, after = sent + 1, seq
+        if not page.full:
+            break
+    assert sent == n, (sent, n)
+    return n / (time.perf_counter() - t0)
+
+
+async def replay_socket(url: str, n: int) -> float:
+    """The long session through `/v1/ws` to one client, subscribe → caught_up (ev/s)."""
+    async with aiohttp.ClientSession() as http, http.ws_connect(
+            f"{url}/v1/ws?token={mint_token(SECRET, UPSTREAM, None, 600)}", max_msg_size=0) as ws:
+        await ws.receive()
+        t0 = time.perf_counter()
+        await ws.send_str(json.dumps({"op": "subscribe", "session": LONG}))
+        got = 0
+        async for msg in ws:
+            m = json.loads(msg.data)
+            got += m["type"] == "event"
+            if m["type"] == "caught_up":
+                break
+        assert got == n, (got, n)
+        return n / (time.perf_counter() - t0)
+
+
+async def run(db_url: str, a: argparse.Namespace) -> dict[str, Any]:
+    engine = make_engine(db_url, pool_size=10)
+    await upgrade_to_head(engine)
+    writer = Writer(EventStore(engine, UPSTREAM))
+    sids = [f"{PREFIX}{i:05d}" for i in range(a.sessions)]
+    t0 = time.perf_counter()
+    for i in range(0, len(sids), 8):
+        await asyncio.gather(*(writer.write(s, [event(s, q) for q in range(1, a.stored + 1)]) for s in sids[i:i + 8]))
+    for start in range(1, a.long + 1, 1000):
+        await writer.write(LONG, [event(LONG, q) for q in range(start, min(start + 1000, a.long + 1))])
+    out: dict[str, Any] = {"populate_s": round(time.perf_counter() - t0, 1)}
+    extra = ["--profile", a.profile] if a.profile else []
+    server = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.storm_server", "--database-url", db_url,
+                                                  *extra, stdout=asyncio.subprocess.PIPE)
+    try:
+        assert server.stdout is not None
+        url = f"http://127.0.0.1:{json.loads(await server.stdout.readline())['port']}"
+        # The same replay on main's path (bench.write_path: one read per page, no queue), same run and load.
+        # Alternated, twice each: the first read of the session also warms PostgreSQL's cache.
+        for _ in range(2):
+            out.setdefault("replay_direct_ev_s", []).append(
+                round((await replay(engine, UPSTREAM, LONG, a.long))["events_per_s"]))
+            out.setdefault("replay_shared_reads_ev_s", []).append(round(await replay_store(engine, a.long)))
+        out["replay_socket_ev_s"] = round(await replay_socket(url, a.long))
+        out["storms"] = []
+        for n in [a.only] if a.only else sorted({min(1000, a.clients), a.clients}):
+            out["storms"].append(await storm(url, server.pid, writer, sids, n, a.procs, a.interval, a.steady))
+            print(json.dumps(out["storms"][-1]), flush=True)
+    finally:
+        server.terminate()
+        await server.wait()
+        await engine.dispose()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--clients", type=int, default=10_000)
+    ap.add_argument("--sessions", type=int, default=1000)
+    ap.add_argument("--stored", type=int, default=20, help="events stored per session before the storms")
+    ap.add_argument("--long", type=int, default=20_000, help="events of the replayed session")
+    ap.add_argument("--procs", type=int, default=4, help="client processes")
+    ap.add_argument("--interval", type=float, default=1.0, help="seconds between live rounds")
+    ap.add_argument("--steady", type=int, default=3, help="live rounds after every client caught up")
+    ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--profile", help="cProfile the fan-out process into this file (slows it down)")
+    ap.add_argument("--only", type=int, help="one storm of this many clients (default: 1,000 and --clients)")
+    a = ap.parse_args()
+    configure_logging("console", "warning")
+    url = os.environ.get("BRIDGE_DATABASE_URL")
+    pg = None
+    if not url:
+        from bridge.store.embedded import start_embedded
+
+        pg = start_embedded(Path(tempfile.mkdtemp(prefix="bridge-storm-")))
+        url = pg.url
+    try:
+        res = asyncio.run(run(url, a))
+    finally:
+        if pg is not None:
+            pg.stop()
+    res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    res["load_average"] = os.getloadavg()
+    print(json.dumps(res, indent=2))
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""The fan-out side of `bench.storm`, in its own process: hub, feed, LISTEN connection, the shared reads and
+`/v1/ws` (bridge.fanout), with the daemon's read pool (4 connections, 2 s acquire timeout) and its GC
+tuning, against the bench's PostgreSQL; `/metrics` for the orchestrator. Prints `{"port": N}` when ready
+and serves until SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import signal
+import sys
+
+from aiohttp import web
+from prometheus_client import generate_latest
+
+from bridge.fanout.connection import FanoutService
+from bridge.fanout.feed import CommitListener, DurableFeed
+from bridge.fanout.hub import Hub
+from bridge.fanout.limits import ConnectionSlots
+from bridge.http.ws import add_websocket
+from bridge.log import configure_logging
+from bridge.metrics import REGISTRY
+from bridge.perf.runtime import tune_gc
+from bridge.store.db import make_engine, make_read_engine
+from bridge.store.reads import FanoutStore
+
+SECRET = "storm-bench-secret-" + "x" * 32
+UPSTREAM = "storm-bench"
+
+
+async def _metrics(_request: web.Request) -> web.Response:
+    return web.Response(body=generate_latest(REGISTRY), content_type="text/plain")
+
+
+async def serve(url: str, read_pool: int, max_clients: int) -> None:
+    tune_gc()
+    engine = make_engine(url)
+    read_engine = make_read_engine(url, pool_size=read_pool)
+    hub = Hub()
+    store = FanoutStore(engine, UPSTREAM, read_engine)
+    feed = DurableFeed(hub, store)
+    listener = CommitListener(url, UPSTREAM, feed.committed, feed.wake_all, on_status=feed.status)
+    service = FanoutService(hub=hub, store=store, upstream=UPSTREAM, secret=SECRET,
+                            slots=ConnectionSlots(per_token=32, per_address=max_clients, total=max_clients),
+                            read_slots=max(1, read_pool - 1))  # as bridge.fanout.service.Fanout sets it
+    app = web.Application()
+    add_websocket(app, service)
+    app.router.add_get("/metrics", _metrics)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
+    await site.start()
+    tasks = [asyncio.create_task(feed.run()), asyncio.create_task(listener.run())]
+    await listener.connected.wait()
+    port = runner.addresses[0][1]
+    print(json.dumps({"port": port}), flush=True)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    for t in tasks:
+        t.cancel()
+    await runner.cleanup()
+    await read_engine.dispose()
+    await engine.dispose()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--database-url", required=True)
+    ap.add_argument("--read-pool", type=int, default=4)
+    ap.add_argument("--max-clients", type=int, default=20_000)
+    ap.add_argument("--profile", help="write cProfile stats of the whole run here (slows the server down)")
+    a = ap.parse_args()
+    configure_logging("console", "warning")
+    prof = cProfile.Profile() if a.profile else None
+    if prof is not None:
+        prof.enable()
+    asyncio.run(serve(a.database_url, a.read_pool, a.max_clients))
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(a.profile)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
