@@ -9,7 +9,7 @@ percent-encoded, so no id can point a request at another route. A JSON body is r
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -25,7 +25,7 @@ from bridge.upstream.transport import Request, Transport
 
 # The cursor of a follower that has not stored seq 0 yet (a cursor is exclusive): reads start at seq 0.
 FROM_START = -1
-MAX_KNOWN_AGGREGATES = 50_000  # ~2 MiB of request body at most
+MAX_KNOWN_AGGREGATES = 50_000  # remembered; a body names at most 960 of them (bridge.upstream.sync_plan)
 # `/history` pages fetched at once by the whole process (one client per upstream): a warm-up of 1,000
 # sessions pages at this pace instead of 1,000 requests at once. A slot is held only while one page is
 # fetched and decoded, never across a write or the durable stream (docs/mirror.md "Catch-up").
@@ -82,11 +82,13 @@ class UpstreamClient(UpstreamHttp):
     ) -> None:
         super().__init__(base_url, username, password, connect_timeout_s, request_timeout_s,
                          transport=transport, max_body_bytes=max_body_bytes)
-        self._known_aggregates: set[str] = set()  # left out of sync-log answers (sync_history)
+        # Sessions seen (listed, stored, in an answer) → the highest seq seen of each: the largest are left
+        # out of sync-log answers by name (sync_history; at most `MAX_NAMED` names per body).
+        self._known_aggregates: dict[str, int] = {}
         self.history_slots = Slots(history_pages_in_flight)
         self.sync_slots = Slots(sync_logs_in_flight)
         # Many sessions' sync logs in one request (docs/mirror.md "Sync-log repair, batched").
-        self.sync_batcher = SyncBatcher(self._post_sync, lambda: self._known_aggregates, self.learn_aggregates,
+        self.sync_batcher = SyncBatcher(self._post_sync, lambda: self._known_aggregates, self.note_sizes,
                                         self.sync_slots.acquire, self.sync_slots.release, **(sync_batch or {}))
 
     # -- routes ---------------------------------------------------------------------------------------
@@ -225,12 +227,19 @@ class UpstreamClient(UpstreamHttp):
         return data
 
     def learn_aggregates(self, ids: Iterable[object]) -> None:
-        """Session ids to leave out of every later sync-log answer (at most `MAX_KNOWN_AGGREGATES`)."""
-        for sid in ids:
-            if len(self._known_aggregates) >= MAX_KNOWN_AGGREGATES:
-                return
-            if isinstance(sid, str) and valid_session_id(sid):
-                self._known_aggregates.add(sid)
+        """Session ids to leave out of later sync-log answers (at most `MAX_KNOWN_AGGREGATES`)."""
+        self.note_sizes({sid: 0 for sid in ids if isinstance(sid, str)})
+
+    def note_sizes(self, sizes: Mapping[str, int]) -> None:
+        """Sessions and the highest seq known of each (stored cursors, answers): a body leaves out the
+        largest logs first (bridge.upstream.sync_plan)."""
+        known = self._known_aggregates
+        for sid, seq in sizes.items():
+            if sid in known:
+                if seq > known[sid]:
+                    known[sid] = seq
+            elif len(known) < MAX_KNOWN_AGGREGATES and valid_session_id(sid):
+                known[sid] = seq
 
     def open_global_events(self) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
         """`GET /global/event`: every directory, both runtimes, persisted events with their sync twins

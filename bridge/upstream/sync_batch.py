@@ -22,7 +22,7 @@ cancelled while waiting is left out (or its part of the answer is dropped).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,7 @@ Post = Callable[[dict[str, int]], Awaitable[list[Any]]]
 WINDOW_S = 0.005
 GATHER_MAX_S = 0.1
 MAX_SESSIONS_PER_CALL = 2000
-MAX_REQUEST_BYTES = 4 << 20  # 4 MiB; the serve took 3,000 named ids at once (docs/upstream.md §14)
+MAX_REQUEST_BYTES = 1 << 20  # 1 MiB; a body names at most 960 sessions (~45 KiB, docs/upstream.md §14)
 
 
 RETRIES = 3
@@ -54,7 +54,7 @@ class _Ask:
 
 
 class SyncBatcher:
-    def __init__(self, post: Post, known: Callable[[], Collection[str]], learn: Callable[[set[str]], None],
+    def __init__(self, post: Post, known: Callable[[], Mapping[str, int]], learn: Callable[[Mapping[str, int]], None],
                  acquire: Callable[[], Awaitable[None]], release: Callable[[], None], *,
                  window_s: float = WINDOW_S, gather_max_s: float = GATHER_MAX_S,
                  max_sessions: int = MAX_SESSIONS_PER_CALL, max_request_bytes: int = MAX_REQUEST_BYTES,
@@ -163,8 +163,8 @@ class SyncBatcher:
             return []
         self._backoff.reset()
         split = split_answer(items, wanted)
-        if split.foreign:
-            self._learn(split.foreign)
+        if split.seen:
+            self._learn(split.seen)
         if split.unattributed:  # kept by one session of the call, which rejects them (docs/mirror.md)
             split.items[0].extend(split.unattributed)
         for a, mine in zip(call, split.items, strict=True):
