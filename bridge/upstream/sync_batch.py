@@ -30,8 +30,8 @@ import structlog
 
 from bridge import metrics
 from bridge.backoff import Backoff
-from bridge.errors import BodyTooLarge, UpstreamUnavailable
-from bridge.upstream.sync_plan import Wanted, body, halves, plan_call, split_answer
+from bridge.errors import BodyTooLarge, InvalidRequest, UpstreamUnavailable
+from bridge.upstream.sync_plan import MAX_NAMED, Wanted, body, halves, plan_call, split_answer
 
 Post = Callable[[dict[str, int]], Awaitable[list[Any]]]
 
@@ -55,10 +55,10 @@ class _Ask:
 
 class SyncBatcher:
     def __init__(self, post: Post, known: Callable[[], Mapping[str, int]], learn: Callable[[Mapping[str, int]], None],
-                 acquire: Callable[[], Awaitable[None]], release: Callable[[], None], *,
+                 acquire: Callable[[], Awaitable[object]], release: Callable[[], None], *,
                  window_s: float = WINDOW_S, gather_max_s: float = GATHER_MAX_S,
                  max_sessions: int = MAX_SESSIONS_PER_CALL, max_request_bytes: int = MAX_REQUEST_BYTES,
-                 retries: int = RETRIES,
+                 retries: int = RETRIES, max_named: int = MAX_NAMED, riders: bool = True,
                  backoff: Backoff | None = None) -> None:
         self._post = post
         self._known = known
@@ -70,6 +70,8 @@ class SyncBatcher:
         self._max_sessions = max_sessions
         self._max_bytes = max_request_bytes
         self._retries = retries
+        self._max_named = max_named
+        self._riders = riders  # False: every session asked in a call of its own (bench: the old way)
         self._backoff = backoff or Backoff(0.2, 2.0)
         self._queue: list[_Ask] = []
         self._drainer: asyncio.Task[None] | None = None
@@ -109,47 +111,62 @@ class SyncBatcher:
             if not self._queue:
                 self._release()
                 return
-            call = self._take()
-            task = asyncio.create_task(self._call(call), name="sync-call")
+            call, riders = self._take()
+            task = asyncio.create_task(self._call(call, riders), name="sync-call")
             self._calls.add(task)
             task.add_done_callback(self._calls.discard)
 
-    def _take(self) -> list[_Ask]:
+    def _take(self) -> tuple[list[_Ask], list[_Ask]]:
+        """The next call, and its riders: every other waiting session that the body will not name. An
+        aggregate the body does not name comes back whole (docs/upstream.md §14), so the answer holds their
+        logs anyway, complete as of a moment after they asked: they are answered from it, no call of their
+        own. Only a session asked twice (another cursor) waits for a later call."""
         by_wanted = {id(a.wanted): a for a in self._queue}
         taken, later = plan_call([a.wanted for a in self._queue], self._known(), max_sessions=self._max_sessions,
-                                 max_request_bytes=self._max_bytes)
-        left = {id(w) for w in later}
-        self._queue = [a for a in self._queue if id(a.wanted) in left]
-        return [by_wanted[id(w)] for w in taken]
+                                 max_request_bytes=self._max_bytes, max_named=self._max_named)
+        call = [by_wanted[id(w)] for w in taken]
+        in_call = {w.session_id for w in taken}
+        rest = [by_wanted[id(w)] for w in later]
+        if not self._riders:
+            self._queue = rest
+            return call, []
+        self._queue = [a for a in rest if a.wanted.session_id in in_call]
+        return call, [a for a in rest if a.wanted.session_id not in in_call]
 
-    async def _call(self, call: list[_Ask]) -> None:
+    async def _call(self, call: list[_Ask], riders: list[_Ask]) -> None:
         try:
-            again = await self._ask(call)
+            again = await self._ask(call, riders)
         finally:
             self._release()
         if again:  # outside the slot: the others' calls go on meanwhile
             await asyncio.sleep(self._backoff.next_delay())
             self._enqueue(again)
 
-    async def _ask(self, call: list[_Ask]) -> list[_Ask]:
+    async def _ask(self, call: list[_Ask], riders: list[_Ask]) -> list[_Ask]:
         """Post one call and hand out its answer; returns the asks to queue again (after a backoff)."""
         call = [a for a in call if not a.answer.done()]
+        riders = [a for a in riders if not a.answer.done()]
         if not call:
+            self._enqueue(riders)
             return []
         wanted = [a.wanted for a in call]
         self.calls += 1
-        self.sessions_asked += len(call)
+        self.sessions_asked += len(call) + len(riders)
         metrics.SYNC_CALLS.inc()
-        metrics.SYNC_CALL_SESSIONS.observe(len(call))
+        metrics.SYNC_CALL_SESSIONS.observe(len(call) + len(riders))
+        unnamed = {a.wanted.session_id for a in riders}
         try:
-            items = await self._post(body(wanted, self._known()))
-        except BodyTooLarge as e:
-            if len(call) == 1:
+            items = await self._post(body(wanted, self._known(), self._max_named, unnamed))
+        except (BodyTooLarge, InvalidRequest) as e:
+            if riders:  # without riders the body names the largest logs: a smaller answer
+                self._enqueue(riders)
+                return await self._ask(call, [])
+            if len(call) == 1:  # this session's own answer: its `BodyTooLarge` or bad cursor
                 _fail(call, e)
                 return []
-            first, second = halves(call)
-            self._log.info("sync_call_split", sessions=len(call))
-            return await self._ask(first) + await self._ask(second)
+            first, second = halves(call)  # the others of the call are not held up by one session
+            self._log.info("sync_call_split", sessions=len(call), error=type(e).__name__)
+            return await self._ask(first, []) + await self._ask(second, [])
         except UpstreamUnavailable as e:
             metrics.SYNC_CALL_FAILURES.inc()
             for a in call:
@@ -157,17 +174,20 @@ class SyncBatcher:
             again = [a for a in call if a.attempts <= self._retries]
             _fail([a for a in call if a.attempts > self._retries], e)
             self._log.warning("sync_call_failed", sessions=len(call), again=len(again), error=str(e))
+            self._enqueue(riders)
             return again
         except Exception as e:  # every session of the call retries on its own (module doc)
             _fail(call, e)
+            self._enqueue(riders)
             return []
         self._backoff.reset()
-        split = split_answer(items, wanted)
+        asked = call + riders
+        split = split_answer(items, [a.wanted for a in asked])
         if split.seen:
             self._learn(split.seen)
         if split.unattributed:  # kept by one session of the call, which rejects them (docs/mirror.md)
             split.items[0].extend(split.unattributed)
-        for a, mine in zip(call, split.items, strict=True):
+        for a, mine in zip(asked, split.items, strict=True):
             if not a.answer.done():
                 a.answer.set_result(mine)
         return []

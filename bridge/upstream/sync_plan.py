@@ -74,10 +74,12 @@ def plan_call(wanted: Sequence[Wanted], known: Mapping[str, int], *, max_session
     return taken, later
 
 
-def body(call: Sequence[Wanted], known: Mapping[str, int], max_named: int = MAX_NAMED) -> dict[str, int]:
+def body(call: Sequence[Wanted], known: Mapping[str, int], max_named: int = MAX_NAMED,
+         unnamed: Collection[str] = ()) -> dict[str, int]:
     """The request body of one planned call (each session of `call` at most once): the wanted sessions
-    with their cursor, then as many known others as `max_named` allows, largest logs first."""
-    asked = {w.session_id for w in call}
+    with their cursor, then as many known others as `max_named` allows, largest logs first, except those
+    that must stay `unnamed` (their whole log is wanted: the riders of bridge.upstream.sync_batch)."""
+    asked = {w.session_id for w in call} | set(unnamed)
     out = {w.session_id: w.after for w in call if w.after >= 0}
     for k in leave_out(known, asked, max_named - len(out)):
         out[k] = SYNC_CUTOFF_MAX
