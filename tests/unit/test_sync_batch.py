@@ -15,7 +15,8 @@ from bridge.upstream.sync_batch import SyncBatcher
 from bridge.upstream.sync_plan import SYNC_CUTOFF_MAX
 from tests.support.waiting import wait_until
 
-LOGS: dict[str, list[dict[str, Any]]] = {f"ses_{c}": [{"id": f"e{c}{s}", "aggregate_id": f"ses_{c}", "seq": s} for s in range(4)] for c in "ABCDEF"}
+LOGS: dict[str, list[dict[str, Any]]] = {
+    f"ses_{c}": [{"id": f"e{c}{s}", "aggregate_id": f"ses_{c}", "seq": s} for s in range(4)] for c in "ABCDEF"}
 
 
 class Serve:
