@@ -24,6 +24,7 @@ from bridge.store.db import make_engine, upgrade_to_head
 from bridge.store.events_store import EventStore
 from bridge.upstream.client import UpstreamClient
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.waiting import wait_until
 
 
 def _cpu() -> float:
@@ -49,9 +50,13 @@ async def run(url: str, n: int, seconds: float, profile: bool) -> None:
                 t0 = time.perf_counter()
                 for sid in sids:
                     sup.warm(sid, reason="listed")
-                while sum(1 for f in map(sup.follower, sids) if f is not None and f.connected.is_set()
-                          or (f is not None and fake.durable_requests(f.session_id))) < n:
-                    await asyncio.sleep(0.2)
+
+                def streaming() -> bool:  # every follower caught up and on its durable stream
+                    followers = [f for f in map(sup.follower, sids) if f is not None]
+                    return len(followers) == n and all(f.connected.is_set() or fake.durable_requests(f.session_id)
+                                                       for f in followers)
+
+                await wait_until(streaming, 3600, 0.2, message="every session warm")
                 warm_s = time.perf_counter() - t0
                 await asyncio.sleep(2.0)  # let the last commits and status writes settle
                 prof = cProfile.Profile() if profile else None

@@ -36,7 +36,7 @@ T = TypeVar("T")
 # cursor, release) runs at most this many at once for the whole process, below the write pool (5 + 10
 # overflow; the rest for the group commits, heartbeat, sweep, status writer, commands): 10,000 sessions
 # warming at once queue here, in order, instead of failing on the pool's acquire timeout (docs/lifecycle.md
-# "Warm-up"). 8 made a warm-up of 200 sessions 2.5x slower than unbounded here; 10–12 as fast.
+# "Warm-up"). 8 made a warm-up of 200 sessions 2.5x slower than unbounded here; 10 to 12 as fast.
 SESSION_DB_AT_ONCE = 10
 
 # Triggers that try a claim even when a peer refused it moments ago.
