@@ -58,7 +58,9 @@ async def run(url: str, n: int, seconds: float, profile: bool) -> None:
 
                 await wait_until(streaming, 3600, 0.2, message="every session warm")
                 warm_s = time.perf_counter() - t0
-                await asyncio.sleep(2.0)  # let the last commits and status writes settle
+                # the status writes of the warm-up (one transaction each) done, then a moment of quiet
+                await wait_until(lambda: sup.activity._writes.empty(), 3600, 0.2, message="status writes done")
+                await asyncio.sleep(5.0)
                 prof = cProfile.Profile() if profile else None
                 c0, w0 = _cpu(), time.perf_counter()
                 if prof is not None:

@@ -167,6 +167,10 @@ SYNC_CALLS = Counter(
     "bridge_sync_calls_total", "POST /sync/history calls (each asks for the logs of many sessions at once)",
     registry=REGISTRY,
 )
+LIVE_FRAMES_PEEKED = Counter(
+    "bridge_live_frames_peeked_total", "/global/event frames handled from their first bytes, not decoded: bus "
+    "copies of persisted v2 events skipped, v2 sync twins read", ["what"], registry=REGISTRY,
+)
 SYNC_CALL_FAILURES = Counter(
     "bridge_sync_call_failures_total", "POST /sync/history calls the upstream could not answer (asked again)",
     registry=REGISTRY,
