@@ -12,7 +12,11 @@ log's seq). Twins feed the store through the session's follower; bus events are 
 | `session.deleted` | the sessions part: stop following, record the deletion |
 | any other event of a session | the sessions part: warm it (the event type is the reason) |
 | twin of a legacy event (exact: the sync log's payload) | its follower: stored when next in line, else repair |
-| twin of a v2 event (not exact: ISO timestamp) | its follower: the stall watchdog expects that seq |
+| twin of a v2 event (not exact: ISO timestamp) | its follower: the stall watchdog expects that seq (*) |
+| bus copy of a persisted v2 event (`session.next.*`, no delta) | nobody: skipped, not decoded (*) |
+
+(*) read from the frame's first bytes, not decoded (`on_durable_twin`, docs/mirror.md "Each event parsed
+once").
 
 Parts a test does not wire are None.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from bridge.events import ChatEvent, Envelope
+from bridge.events.global_peek import DurableTwin
 from bridge.events.legacy_shapes import SessionStatus, session_status
 from bridge.events.syncframes import DURABLE_PREFIX
 from bridge.fanout.relay import LiveRelay
@@ -63,6 +68,14 @@ class LiveDispatch:
             self._resync.request()  # runs in the fan-out's task: the live reader is never blocked
         if self._discovery is not None:
             self._discovery.request()
+
+    async def on_durable_twin(self, twin: DurableTwin) -> None:
+        """The sync twin of a v2 event, not decoded (bridge.events.global_peek): warm its session, and the
+        durable stream delivers that seq (the stall watchdog expects it); its bus copy was not decoded."""
+        if self._sessions is None:
+            return
+        self._sessions.warm(twin.session_id, twin.directory, reason=twin.type)
+        self._sessions.notify_seen(twin.session_id, twin.seq)
 
     async def on_live_event(self, ev: ChatEvent, directory: str | None = None) -> None:
         sid = ev.envelope.session_id

@@ -163,6 +163,25 @@ SYNC_REPAIRS = Counter(
 SYNC_REPAIRED_EVENTS = Counter(
     "bridge_sync_repaired_events_total", "Events stored from the sync log by repairs", registry=REGISTRY,
 )
+SYNC_CALLS = Counter(
+    "bridge_sync_calls_total", "POST /sync/history calls (each asks for the logs of many sessions at once)",
+    registry=REGISTRY,
+)
+LIVE_FRAMES_PEEKED = Counter(
+    "bridge_live_frames_peeked_total", "/global/event frames handled from their first bytes, not decoded: bus "
+    "copies of persisted v2 events skipped, v2 sync twins read", ["what"], registry=REGISTRY,
+)
+SYNC_CALL_FAILURES = Counter(
+    "bridge_sync_call_failures_total", "POST /sync/history calls the upstream could not answer (asked again)",
+    registry=REGISTRY,
+)
+SYNC_REQUEST_BYTES = Counter(
+    "bridge_sync_request_bytes_total", "Request body bytes of POST /sync/history", registry=REGISTRY,
+)
+SYNC_CALL_SESSIONS = Histogram(
+    "bridge_sync_call_sessions", "Sessions whose sync log one POST /sync/history asked for", registry=REGISTRY,
+    buckets=(1, 2, 5, 10, 50, 100, 500, 1000, 2000),
+)
 TWINS_WRITTEN = Counter(
     "bridge_twin_events_total", "Exact sync twins from /global/event stored directly (no REST call)",
     registry=REGISTRY,

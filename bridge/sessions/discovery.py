@@ -63,14 +63,16 @@ async def sessions_to_warm(client: UpstreamClient, store: EventStore, *, concurr
                 return WarmCandidate(sid, directory, "gone_upstream") if row and row.cursor_seq > 0 else None
             except UpstreamError:
                 return WarmCandidate(sid, directory, "new_events")  # cannot tell: follow to be safe
-            if not page.events:
-                try:
-                    logged = await client.sync_history(sid, row.cursor_seq if row else 0)
-                    page_events = [i for i in logged if isinstance(i, dict) and i.get("aggregate_id") == sid]
-                except UpstreamError:
-                    page_events = [{}]  # cannot tell (e.g. over the body bound): follow to be safe
-                if not page_events:
-                    return None
+        if not page.events:
+            # Outside the gate: the probes waiting here are asked together, in one or a few requests
+            # (bridge.upstream.sync_batch).
+            try:
+                logged = await client.sync_history(sid, row.cursor_seq if row else 0)
+                page_events = [i for i in logged if isinstance(i, dict) and i.get("aggregate_id") == sid]
+            except UpstreamError:
+                page_events = [{}]  # cannot tell (e.g. over the body bound): follow to be safe
+            if not page_events:
+                return None
         return WarmCandidate(sid, directory, "new_events")
 
     found = await asyncio.gather(*(probe(sid) for sid in sorted(candidates)))

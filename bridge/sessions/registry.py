@@ -73,7 +73,7 @@ class WarmRegistry:
         """Deleted sessions are never warmed again; parked ones stay parked across restarts. Every known
         session is left out of other sessions' sync-log reads from the start (docs/upstream.md §14)."""
         rows = await self._store.sessions(include_deleted=True)
-        self._client.learn_aggregates(r.session_id for r in rows)
+        self._client.note_sizes({r.session_id: r.cursor_seq for r in rows})
         for row in rows:
             if row.deleted:
                 self._marks.deleted.add(row.session_id)

@@ -77,7 +77,10 @@ class Sweep:
 
     async def release_idle(self) -> None:
         now = self._clock()
+        recent = now - self._idle_ttl_s
         for sid, w in self._registry.owned():
+            if w.last_activity > recent:
+                continue  # not idle long enough: never released (gc.release_reason), whatever else holds
             status = self._activity.status(sid)
             if status is None:
                 continue  # claimed, status machine not resumed yet

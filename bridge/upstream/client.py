@@ -9,8 +9,7 @@ percent-encoded, so no id can point a request at another route. A JSON body is r
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -20,14 +19,13 @@ from bridge.errors import SessionNotFound, UpstreamError
 from bridge.ids import valid_session_id
 from bridge.upstream.http_base import DEFAULT_MAX_BODY_BYTES, UpstreamHttp
 from bridge.upstream.responses import HistoryPage, ServerHealth, decode_json, error_body, error_for, read_bounded
+from bridge.upstream.sync_batch import SyncBatcher
+from bridge.upstream.sync_plan import body_bytes
 from bridge.upstream.transport import Request, Transport
 
-# `/sync/history` cutoffs are validated like `after` (integer 0..2^53-1); the largest names an aggregate
-# whose events we do not want (docs/upstream.md §14).
-SYNC_CUTOFF_MAX = 2**53 - 1
 # The cursor of a follower that has not stored seq 0 yet (a cursor is exclusive): reads start at seq 0.
 FROM_START = -1
-MAX_KNOWN_AGGREGATES = 50_000  # ~2 MiB of request body at most
+MAX_KNOWN_AGGREGATES = 50_000  # remembered; a body names at most 960 of them (bridge.upstream.sync_plan)
 # `/history` pages fetched at once by the whole process (one client per upstream): a warm-up of 1,000
 # sessions pages at this pace instead of 1,000 requests at once. A slot is held only while one page is
 # fetched and decoded, never across a write or the durable stream (docs/mirror.md "Catch-up").
@@ -56,6 +54,16 @@ class Slots:
         finally:
             self._semaphore.release()
 
+    async def acquire(self) -> None:
+        self.waiting += 1
+        try:
+            await self._semaphore.acquire()
+        finally:
+            self.waiting -= 1
+
+    def release(self) -> None:
+        self._semaphore.release()
+
 
 class UpstreamClient(UpstreamHttp):
     def __init__(
@@ -70,12 +78,18 @@ class UpstreamClient(UpstreamHttp):
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         history_pages_in_flight: int = HISTORY_PAGES_IN_FLIGHT,
         sync_logs_in_flight: int = SYNC_LOGS_IN_FLIGHT,
+        sync_batch: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(base_url, username, password, connect_timeout_s, request_timeout_s,
                          transport=transport, max_body_bytes=max_body_bytes)
-        self._known_aggregates: set[str] = set()  # left out of sync-log answers (sync_history)
+        # Sessions seen (listed, stored, in an answer) → the highest seq seen of each: the largest are left
+        # out of sync-log answers by name (sync_history; at most `MAX_NAMED` names per body).
+        self._known_aggregates: dict[str, int] = {}
         self.history_slots = Slots(history_pages_in_flight)
         self.sync_slots = Slots(sync_logs_in_flight)
+        # Many sessions' sync logs in one request (docs/mirror.md "Sync-log repair, batched").
+        self.sync_batcher = SyncBatcher(self._post_sync, lambda: self._known_aggregates, self.note_sizes,
+                                        self.sync_slots.acquire, self.sync_slots.release, **(sync_batch or {}))
 
     # -- routes ---------------------------------------------------------------------------------------
 
@@ -185,41 +199,47 @@ class UpstreamClient(UpstreamHttp):
     # -- the sync protocol (docs/upstream.md §14, §15) ------------------------------------------------
 
     async def sync_history(self, session_id: str, after: int) -> list[Any]:
-        """The session's persisted log after `after` (exclusive), legacy and v2 events in one gap-free
-        seq order: `POST /sync/history {"<sid>": after}` (a JSON array of sync items, docs/upstream.md
-        §14). The body is bounded like every JSON body (`BodyTooLarge`).
-
-        The answer also holds the *whole* log of every aggregate the body does not name (§14), so every
-        other session this client has seen (listed, or in an earlier answer) is named with the largest
-        cutoff the upstream accepts; the caller still drops items of other aggregates."""
+        """The session's persisted log after `after` (exclusive; `FROM_START`: from seq 0), legacy and v2
+        events in one gap-free seq order (docs/upstream.md §14), as sync items (decoded JSON). Asked
+        together with the other sessions waiting for theirs (`SyncBatcher`): one `POST /sync/history`
+        names every session this client has seen, the asked ones with their cursor, the others with the
+        largest cutoff (left out). An answer over the body bound is `BodyTooLarge` for one session alone.
+        The items are this session's, plus (rarely) malformed items of its call, which it rejects."""
         self.session_path(session_id)  # the id check; the id goes into the body, not the URL
+        return await self.sync_batcher.fetch(session_id, after)
+
+    async def _post_sync(self, cutoffs: dict[str, int]) -> list[Any]:
+        """One `POST /sync/history` (the caller holds a sync slot); the answer is read within the body
+        bound and decoded once."""
         what = "POST /sync/history"
         req = self._request("POST", "/sync/history", None, stream=False)
-        cutoffs = dict.fromkeys(self._known_aggregates - {session_id}, SYNC_CUTOFF_MAX)
-        if after >= 0:
-            cutoffs[session_id] = after
-        # else FROM_START: a cutoff below 0 is refused (400), and an aggregate the body does not name comes
-        # back whole from seq 0 — `session.created` included (docs/upstream.md §14, docs/mirror.md).
-        body = json.dumps(cutoffs, separators=(",", ":")).encode()
+        body = body_bytes(cutoffs)
+        metrics.SYNC_REQUEST_BYTES.inc(len(body))
         req = Request(req.method, req.url, {**req.headers, "Content-Type": "application/json",
                                             "Accept": "application/json"},
                       req.timeout_s, req.connect_timeout_s, body)
-        async with self.sync_slots.held(), self.transport.send(req) as resp:  # held while read and decoded
+        async with self.transport.send(req) as resp:
             if resp.status != 200:
                 raise error_for(resp.status, await error_body(resp), what)
             data = decode_json(await read_bounded(resp, self._max_body_bytes, what))
         if not isinstance(data, list):
             raise UpstreamError(f"{what}: answer is not a JSON array")
-        self.learn_aggregates(i.get("aggregate_id") for i in data if isinstance(i, dict))
         return data
 
     def learn_aggregates(self, ids: Iterable[object]) -> None:
-        """Session ids to leave out of every later sync-log answer (at most `MAX_KNOWN_AGGREGATES`)."""
-        for sid in ids:
-            if len(self._known_aggregates) >= MAX_KNOWN_AGGREGATES:
-                return
-            if isinstance(sid, str) and valid_session_id(sid):
-                self._known_aggregates.add(sid)
+        """Session ids to leave out of later sync-log answers (at most `MAX_KNOWN_AGGREGATES`)."""
+        self.note_sizes({sid: 0 for sid in ids if isinstance(sid, str)})
+
+    def note_sizes(self, sizes: Mapping[str, int]) -> None:
+        """Sessions and the highest seq known of each (stored cursors, answers): a body leaves out the
+        largest logs first (bridge.upstream.sync_plan)."""
+        known = self._known_aggregates
+        for sid, seq in sizes.items():
+            if sid in known:
+                if seq > known[sid]:
+                    known[sid] = seq
+            elif len(known) < MAX_KNOWN_AGGREGATES and valid_session_id(sid):
+                known[sid] = seq
 
     def open_global_events(self) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
         """`GET /global/event`: every directory, both runtimes, persisted events with their sync twins

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Protocol
 
@@ -30,6 +31,7 @@ from bridge import metrics
 from bridge.backoff import Backoff
 from bridge.errors import BadFrame, UpstreamError
 from bridge.events import ChatEvent, Kind, normalize
+from bridge.events.global_peek import SKIP, DurableTwin, peek
 from bridge.events.legacy import normalize_legacy
 from bridge.events.legacy_state import LEGACY_TYPES, LegacyTurnState
 from bridge.events.syncframes import GlobalFrame, parse_global_frame
@@ -72,6 +74,10 @@ class LiveStream:
         # An unreachable upstream is logged when lost, as a slow reminder, and when back (/readyz shows it).
         self.outage = OutageLog(self._log, "upstream_live")
         self._states: OrderedDict[str, LegacyTurnState] = OrderedDict()
+        # A handler that takes v2 twins without their payload lets the reader skip decoding them and the
+        # bus copies of persisted v2 events (bridge.events.global_peek); others get every frame decoded.
+        self._on_durable_twin: Callable[[DurableTwin], Awaitable[None]] | None = getattr(
+            handler, "on_durable_twin", None)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -121,6 +127,19 @@ class LiveStream:
                 self._log.info("live_stream_ended")
 
     async def _dispatch(self, item: SSEEvent) -> None:
+        if self._on_durable_twin is not None:  # each event parsed once (bridge.events.global_peek)
+            looked = peek(item.data)
+            if looked == SKIP:
+                metrics.LIVE_FRAMES_PEEKED.labels(what="bus_copy_skipped").inc()
+                return
+            if isinstance(looked, DurableTwin) and valid_session_id(looked.session_id):
+                metrics.LIVE_FRAMES_PEEKED.labels(what="durable_twin").inc()
+                try:
+                    await self._on_durable_twin(looked)
+                except Exception as e:  # as below: a handler bug must not take the global stream down
+                    self._log.error("live_handler_failed", type=looked.type, error=f"{type(e).__name__}: {e}",
+                                    exc_info=True)
+                return
         try:
             frame = parse_global_frame(item.data)
         except BadFrame as e:

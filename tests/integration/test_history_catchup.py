@@ -253,9 +253,9 @@ async def test_history_pages_in_flight_are_bounded_across_followers(fake: FakeUp
         assert await store.stored_ids(sid) == upstream_ids(fake, sid)
 
 
-async def test_sync_logs_in_flight_are_bounded_across_followers(fake: FakeUpstream, engine: AsyncEngine) -> None:
-    # Every catch-up starts with a sync-log read: at most the client's bound at once, the rest wait for a
-    # slot (and get it: every session is mirrored).
+async def test_sync_logs_are_asked_together_within_the_slots(fake: FakeUpstream, engine: AsyncEngine) -> None:
+    # Every catch-up starts with a sync-log read: the sessions waiting for one are asked together
+    # (bridge.upstream.sync_batch), at most the client's bound of calls at once; every session is mirrored.
     store = EventStore(engine, UPSTREAM)
     sids = [f"ses_S{k}" for k in range(6)]
     for sid in sids:
@@ -268,10 +268,13 @@ async def test_sync_logs_in_flight_are_bounded_across_followers(fake: FakeUpstre
         await gate.wait()
 
     fake.on_sync = held
-    async with UpstreamClient(fake.url, sync_logs_in_flight=2) as client:
+    async with UpstreamClient(fake.url, sync_logs_in_flight=1, sync_batch={"max_sessions": 3}) as client:
         await warm_up_through_a_bound(fake, store, client, sids, gate,
-                                      lambda: fake.sync_in_flight == 2 and client.sync_slots.waiting == 4,
-                                      "2 sync logs in flight, 4 waiting for a slot")
-    assert fake.sync_max_in_flight == 2
+                                      lambda: fake.sync_in_flight == 1 and client.sync_slots.waiting == 1,
+                                      "1 sync call in flight, the next one waiting for the slot")
+        assert client.sync_batcher.sessions_asked == 6
+    assert fake.sync_max_in_flight == 1
+    # The first call (whoever came within the window, at most 3), then the rest, 3 per call, not 6 calls.
+    assert fake.sync_calls <= 3
     for sid in sids:
         assert await store.stored_ids(sid) == upstream_ids(fake, sid)

@@ -98,6 +98,8 @@ class FakeUpstream:
         self._global_queues: list[asyncio.Queue[bytes | None]] = []
         self.global_paused = False  # True: /global/event frames are lost (as while a reader is away)
         self.sync_calls = 0
+        self.sync_request_bytes = 0  # request bodies of POST /sync/history, in all
+        self.sync_drop_next = 0  # the next N POST /sync/history have their connection cut, unanswered
         self.global_connects = 0
         self.durable_connects = 0
         self._counter = 0
@@ -441,7 +443,14 @@ class FakeUpstream:
         self.sync_calls += 1
         if (failed := self._failure("sync")) is not None:
             return failed
-        asked = await request.json()
+        raw = await request.read()
+        self.sync_request_bytes += len(raw)
+        if self.sync_drop_next > 0:
+            self.sync_drop_next -= 1
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=500)  # never sent: the connection is gone
+        asked = json.loads(raw)
         if self.on_sync is not None:
             self.sync_in_flight += 1
             self.sync_max_in_flight = max(self.sync_max_in_flight, self.sync_in_flight)
