@@ -21,7 +21,7 @@ from bridge.config import Settings
 from bridge.log import configure_logging
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.db import make_engine, upgrade_to_head
-from bridge.store.events_store import EventStore
+from bridge.store.writes.event_store import EventStore
 from bridge.upstream.client import UpstreamClient
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.waiting import wait_until

@@ -9,7 +9,7 @@ import contextlib
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.store.events_store import EventStore
+from bridge.store.writes.event_store import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.store_sink import StoreSink

@@ -15,7 +15,7 @@ from bridge import metrics
 from bridge.config import Settings
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.db import to_async_url
-from bridge.store.events_store import EventStore
+from bridge.store.writes.event_store import EventStore
 from bridge.upstream.client import UpstreamClient
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.waiting import wait_until
