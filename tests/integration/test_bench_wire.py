@@ -19,7 +19,8 @@ from bench import wire_workload as w
 from bench.wire_serve import WireServe
 from bridge.errors import InvalidRequest
 from bridge.events import parse_frame
-from bridge.upstream.client import SYNC_CUTOFF_MAX, UpstreamClient
+from bridge.upstream.client import UpstreamClient
+from bridge.upstream.sync_plan import SYNC_CUTOFF_MAX
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
