@@ -131,6 +131,19 @@ async def session_claims(request: web.Request, ctx: CommandsContext, session_id:
     return claims
 
 
+async def readable_session(request: web.Request, ctx: CommandsContext) -> str | web.Response:
+    """The route's `{session_id}` when it is well formed and the token grants it (`session_claims`), else the
+    refusal to answer with (400, 401 or 403)."""
+    sid = request.match_info["session_id"]
+    if not valid_session_id(sid):
+        return _json({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
+    try:
+        await session_claims(request, ctx, sid)
+    except AuthError as e:
+        return auth_refusal(e)
+    return sid
+
+
 async def session_directory(ctx: CommandsContext, session_id: str) -> str | None:
     """Where the session lives: the mirror's directory, else the serve's (`GET /api/session/{id}`
     `location.directory`: a session the mirror has not stored yet). SessionNotFound when the serve has none."""
@@ -164,13 +177,9 @@ def _route(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
 
 async def list_commands(request: web.Request) -> web.Response:
     ctx = request.app[COMMANDS_KEY]
-    sid = request.match_info["session_id"]
-    if not valid_session_id(sid):
-        return _json({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
-    try:
-        await session_claims(request, ctx, sid)
-    except AuthError as e:
-        return auth_refusal(e)
+    sid = await readable_session(request, ctx)
+    if isinstance(sid, web.Response):
+        return sid
     raw = request.query.get("limit", "100")
     if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIST:
         return _json({"error": "bad_request", "message": f"limit must be an integer from 1 to {MAX_LIST}"}, 400)

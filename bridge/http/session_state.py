@@ -19,11 +19,10 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
 
-from bridge.errors import AuthError, SessionNotFound, UpstreamError
+from bridge.errors import SessionNotFound, UpstreamError
 from bridge.events.content import diff_items, todo_items
 from bridge.fanout.live_state import LiveSessionState
-from bridge.http.commands import COMMANDS_KEY, auth_refusal, json_response, session_claims, session_directory
-from bridge.ids import SESSION_ID_RULE, valid_session_id
+from bridge.http.commands import COMMANDS_KEY, json_response, readable_session, session_directory
 from bridge.store.session_errors import SessionErrorStore
 
 VIEWS: dict[str, Callable[[object], list[dict[str, Any]]]] = {"todo": todo_items, "diff": diff_items}
@@ -42,13 +41,9 @@ def _state_route(what: str) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handler(request: web.Request) -> web.Response:
         ctx = request.app[COMMANDS_KEY]
         kept = request.app[STATE_KEY].state
-        sid = request.match_info["session_id"]
-        if not valid_session_id(sid):
-            return json_response({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
-        try:
-            await session_claims(request, ctx, sid)
-        except AuthError as e:
-            return auth_refusal(e)
+        sid = await readable_session(request, ctx)
+        if isinstance(sid, web.Response):
+            return sid
         items = None if kept is None else kept.get(sid, what)
         if items is not None:
             return json_response({"data": items}, 200)
@@ -71,13 +66,9 @@ def _state_route(what: str) -> Callable[[web.Request], Awaitable[web.Response]]:
 async def session_errors(request: web.Request) -> web.Response:
     ctx = request.app[COMMANDS_KEY]
     store = request.app[STATE_KEY].errors
-    sid = request.match_info["session_id"]
-    if not valid_session_id(sid):
-        return json_response({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
-    try:
-        await session_claims(request, ctx, sid)
-    except AuthError as e:
-        return auth_refusal(e)
+    sid = await readable_session(request, ctx)
+    if isinstance(sid, web.Response):
+        return sid
     if store is None:
         return json_response({"data": []}, 200)
     try:
