@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import TextClause, bindparam, text
 
@@ -54,6 +55,14 @@ class StatusNotice:
     version: int
 
 
+def _json_object(payload: str) -> dict[str, Any] | None:
+    try:
+        d = json.loads(payload)
+    except ValueError:
+        return None
+    return d if isinstance(d, dict) else None
+
+
 def status_payload(upstream: str, session_id: str, status: str, reason: str | None, version: int) -> str:
     if reason is not None and len(reason) > _REASON_MAX:
         reason = reason[: _REASON_MAX - 1] + "…"
@@ -63,11 +72,8 @@ def status_payload(upstream: str, session_id: str, status: str, reason: str | No
 
 def parse_status_notice(payload: str) -> StatusNotice | None:
     """The inverse of `status_payload`; None for anything else (never raises)."""
-    try:
-        d = json.loads(payload)
-    except ValueError:
-        return None
-    if not isinstance(d, dict):
+    d = _json_object(payload)
+    if d is None:
         return None
     upstream, sid, status, reason, version = (d.get(k) for k in ("upstream", "session", "status", "reason",
                                                                   "version"))
@@ -115,11 +121,8 @@ def command_payload(upstream: str, session_id: str, command_id: str, state: str)
 
 def parse_command_notice(payload: str) -> CommandNotice | None:
     """The inverse of `command_payload`; None for anything else (never raises)."""
-    try:
-        d = json.loads(payload)
-    except ValueError:
-        return None
-    if not isinstance(d, dict):
+    d = _json_object(payload)
+    if d is None:
         return None
     got = [d.get(k) for k in ("upstream", "session", "command_id", "state")]
     if not all(isinstance(v, str) and v for v in got):
