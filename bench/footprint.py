@@ -27,6 +27,7 @@ SELECT count(*) AS events,
        coalesce(avg(pg_column_size(payload)), 0) AS payload_bytes,
        pg_table_size('chat_session_events') AS table_bytes,
        pg_indexes_size('chat_session_events') AS index_bytes,
+       pg_total_relation_size('chat_session_events') AS total_bytes,
        pg_database_size(current_database()) AS database_bytes
 FROM chat_session_events
 """
@@ -60,6 +61,8 @@ async def footprint(engine: AsyncEngine) -> dict[str, Any]:
         "events_per_turn": round(events / turns, 1) if turns else None,
         "bytes_per_event_on_disk": round(on_disk / events) if events else None,
         "index_bytes_per_event": round(int(size.index_bytes) / events) if events else None,
+        # the same relation counted by PostgreSQL in one call: table, TOAST, free space map and indexes
+        "total_relation_bytes_per_event": round(int(size.total_bytes) / events) if events else None,
         "payload_bytes_per_event": round(float(size.payload_bytes)),
         "events_per_session": {"mean": round(float(mean), 1), "p50": int(p50), "p95": int(p95), "max": int(top)},
         "database_bytes": int(size.database_bytes),

@@ -206,8 +206,8 @@ class Connection:
         # history of the session has a hole, or the client claims a seq beyond anything stored.
         incomplete = head is not None and head.incomplete
         complete = not incomplete and (op.after is None or op.after <= max(cursor, 0))
-        title = None if head is None else head.title
-        self._send(p.subscribed_message(sid, op.after, cursor, complete, status, op.ref, title))
+        title, parent = (None, None) if head is None else (head.title, head.parent_id)
+        self._send(p.subscribed_message(sid, op.after, cursor, complete, status, op.ref, title, parent))
         self._log.info("ws_subscribed", session_id=sid, after=op.after, head=cursor)
         if not await self._replay(sub, cursor):
             return

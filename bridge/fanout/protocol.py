@@ -211,9 +211,9 @@ def status_message(session_id: str, status: str, reason: str | None) -> dict[str
 
 
 def subscribed_message(session_id: str, after: int | None, head: int, complete: bool, status: str | None,
-                       ref: object, title: str | None = None) -> dict[str, Any]:
+                       ref: object, title: str | None = None, parent_id: str | None = None) -> dict[str, Any]:
     return _with_ref({"type": "subscribed", "session": session_id, "after": after, "head": head,
-                      "complete": complete, "status": status, "title": title}, ref)
+                      "complete": complete, "status": status, "title": title, "parent_id": parent_id}, ref)
 
 
 def caught_up_message(session_id: str, seq: int) -> dict[str, Any]:

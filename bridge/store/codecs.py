@@ -37,6 +37,7 @@ class SessionRow:
     # events stored of the session (the audit API's session object).
     lease_expired: bool = False
     event_count: int | None = None
+    parent_id: str | None = None  # from the stored seq 0 (bridge.store.chat_sessions.tree.PARENT_COLUMN)
 
 
 _INTS = frozenset({"cursor_seq", "status_version", "lease_epoch", "event_count"})
@@ -74,6 +75,7 @@ def audit_session(row: SessionRow) -> dict[str, Any]:
 def session_list_entry(row: SessionRow) -> dict[str, Any]:
     """One session of the viewer's list (the WebSocket `sessions` answer, docs/websocket.md)."""
     return {"session": row.session_id, "head": row.cursor_seq, "status": row.status, "title": row.title,
+            "parent_id": row.parent_id,
             "last_event_at": None if row.last_event_at is None else row.last_event_at.isoformat()}
 
 

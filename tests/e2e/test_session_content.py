@@ -143,10 +143,11 @@ async def test_task_todo_and_write_turns_show_the_child_the_plan_and_the_files(
     try:
         await c.subscribe(child)
         await c.wait_for("caught_up", session=child)
+        assert c.of("subscribed", child)[0]["parent_id"] == sid  # nested without the audit API
         assert next(m["kind"] for m in c.of("event", child)) == "session:created"
         await c.send(op="sessions", parent=sid, id="kids")
         kids = await c.wait_for("sessions", 20, id="kids")
-        assert [k["session"] for k in kids["sessions"]] == [child]
+        assert [(k["session"], k["parent_id"]) for k in kids["sessions"]] == [(child, sid)]
     finally:
         await c.close()
 

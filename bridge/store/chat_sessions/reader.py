@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Select, and_, false, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from bridge.store.chat_sessions import tree
 from bridge.store.codecs import SessionRow, session_row
 from bridge.store.schema import chat_session_events, chat_sessions, session_key
 
@@ -68,7 +69,7 @@ def select_session_list(upstream: str, limit: int, after: tuple[datetime | None,
             conds.append(or_(S.last_event_at < at, and_(S.last_event_at == at, S.session_id > sid),
                              S.last_event_at.is_(None)))
     return (
-        select(S.session_id, S.cursor_seq, S.status, S.last_event_at, S.title)
+        select(S.session_id, S.cursor_seq, S.status, S.last_event_at, S.title, tree.PARENT_COLUMN)
         .where(*conds)
         .order_by(S.last_event_at.desc().nulls_last(), S.session_id)
         .limit(limit)

@@ -17,13 +17,23 @@ from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.auth import Claims
-from bridge.store.schema import chat_session_events
+from bridge.store.schema import chat_session_events, chat_sessions
 
 MAX_DEPTH = 16  # subagents of subagents …: far more than opencode nests
 
 E = chat_session_events.c
 # `payload #>> {data,info,parentID}` of a seq 0 (`session.created`)
 PARENT_ID = E.payload[("data", "info", "parentID")].astext
+
+
+# The parent of a `chat_sessions` row as a column of a select over that table (the WebSocket `sessions`
+# answer and `subscribed`, docs/websocket.md): one primary-key lookup of the row's seq 0.
+PARENT_COLUMN = (
+    select(PARENT_ID)
+    .where(E.upstream == chat_sessions.c.upstream, E.session_id == chat_sessions.c.session_id, E.seq == 0,
+           E.kind == "session:created")
+    .correlate(chat_sessions).scalar_subquery().label("parent_id")
+)
 
 
 def select_parent(upstream: str, session_id: str) -> Select[Any]:

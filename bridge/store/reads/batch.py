@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bridge.store.chat_sessions import tree
 from bridge.store.codecs import SessionRow, session_row
 from bridge.store.commands_pending.pending import _COLUMNS, MAX_LIST, StoredRequest, _row
 from bridge.store.reads.replay import _KINDS, _PYTHON_KINDS, FRAMES_AFTER, StoredFrame
@@ -57,7 +58,7 @@ async def heads(engine: AsyncEngine, upstream: str, session_ids: Sequence[str]) 
     if not session_ids:
         return {}
     stmt = (select(S.session_id, S.cursor_seq, S.status, S.status_reason, S.status_version, S.incomplete,
-                   S.deleted, S.title)
+                   S.deleted, S.title, tree.PARENT_COLUMN)
             .where(S.upstream == upstream, S.session_id.in_(sorted(set(session_ids)))))
     async with engine.connect() as conn:
         rows = [session_row(r) for r in await conn.execute(stmt)]
