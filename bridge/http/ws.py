@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 
 import structlog
 from aiohttp import WSMsgType, web
+from aiohttp.abc import AbstractStreamWriter
 
 from bridge import metrics as bridge_metrics
 from bridge.auth import Claims, bearer_token
@@ -18,25 +18,15 @@ from bridge.fanout import protocol as p
 from bridge.fanout.connection import Connection, FanoutService
 from bridge.fanout.hub import Client
 from bridge.hosts import origin_allowed
+from bridge.http.ws_send import write_queue
 
 FANOUT_KEY: web.AppKey[FanoutService] = web.AppKey("fanout")
 _SOCKETS_KEY: web.AppKey[set[web.WebSocketResponse[bool]]] = web.AppKey("fanout_sockets")
 
 HEARTBEAT_S = 30.0
 REVOCATION_CHECK_S = 5.0  # as bridge.revocation.REFRESH_S
-CLOSE_TIMEOUT_S = 5.0
 
 _log = structlog.get_logger("bridge.ws")
-
-
-def _close_code(reason: str | None) -> tuple[int, str | None]:
-    if reason == "slow_consumer":
-        return p.CLOSE_SLOW_CONSUMER, p.ERR_SLOW_CONSUMER
-    if reason == "token_expired":
-        return p.CLOSE_TOKEN_EXPIRED, p.ERR_TOKEN_EXPIRED
-    if reason == "token_revoked":
-        return p.CLOSE_UNAUTHORIZED, p.ERR_TOKEN_REVOKED
-    return p.CLOSE_GOING_AWAY, None
 
 
 async def ws_handler(request: web.Request) -> web.StreamResponse:
@@ -47,7 +37,7 @@ async def ws_handler(request: web.Request) -> web.StreamResponse:
         # Refused before the upgrade: a cross-site page must not even open the socket.
         return web.json_response({"error": "bad_origin", "message": "origin not allowed"}, status=403)
     ws = web.WebSocketResponse(max_msg_size=p.MAX_CLIENT_MESSAGE_BYTES, heartbeat=HEARTBEAT_S)
-    await ws.prepare(request)
+    stream = await ws.prepare(request)
     try:
         claims = svc.authenticate(bearer_token(request.headers, request.query))
     except AuthError as e:
@@ -72,13 +62,13 @@ async def ws_handler(request: web.Request) -> web.StreamResponse:
         await ws.close(code=p.CLOSE_TRY_AGAIN, message=b"too_many_connections")
         return ws
     try:
-        return await _serve(request, ws, svc, claims)
+        return await _serve(request, ws, stream, svc, claims)
     finally:
         svc.slots.release(claims.jti, address)
 
 
-async def _serve(request: web.Request, ws: web.WebSocketResponse, svc: FanoutService, claims: Claims
-                 ) -> web.WebSocketResponse:
+async def _serve(request: web.Request, ws: web.WebSocketResponse, stream: AbstractStreamWriter,
+                 svc: FanoutService, claims: Claims) -> web.WebSocketResponse:
     sockets = request.app[_SOCKETS_KEY]
     sockets.add(ws)
     metrics.WS_CONNECTIONS.inc()
@@ -89,7 +79,7 @@ async def _serve(request: web.Request, ws: web.WebSocketResponse, svc: FanoutSer
     try:
         conn.hello()
         async with asyncio.TaskGroup() as tg:
-            writer = tg.create_task(_write(ws, client), name=f"ws-writer:{client.id}")
+            writer = tg.create_task(write_queue(ws, stream, client), name=f"ws-writer:{client.id}")
             expiry = tg.create_task(_expire_at(conn, svc), name=f"ws-expiry:{client.id}")
             try:
                 await _read(ws, conn)
@@ -113,39 +103,6 @@ async def _read(ws: web.WebSocketResponse, conn: Connection) -> None:
             conn._send(p.error_message(p.ERR_BAD_MESSAGE, "text frames only"))
         elif msg.type is WSMsgType.ERROR:
             return
-
-
-async def _write(ws: web.WebSocketResponse, client: Client) -> None:
-    """Queue → socket. A stuck socket blocks only this task; the queue bounds what piles up behind it."""
-    while True:
-        item = await client.queue.get()
-        if item is None:
-            break
-        frame, stamp, key = item
-        if ws.closed:
-            return
-        try:
-            await ws.send_str(frame)
-        except ConnectionError:  # the client went away; the reader loop ends on its own
-            client.queue.close()
-            return
-        if stamp:
-            metrics.DELTA_QUEUE_SECONDS.observe(time.monotonic() - stamp)
-        if key is not None:
-            client.written[key[0]] = key[1]
-    if ws.closed or client.close_reason is None:
-        return
-    code, error = _close_code(client.close_reason)
-    metrics.WS_CLOSED.labels(code=str(code)).inc()
-    _log.warning("ws_closing", client=client.id, reason=client.close_reason, code=code)
-    with contextlib.suppress(TimeoutError, ConnectionError):
-        async with asyncio.timeout(CLOSE_TIMEOUT_S):
-            if error is not None:
-                await ws.send_str(p.dumps(p.error_message(error, client.close_reason.replace("_", " "),
-                                                          resume=client.resume_points())))
-            await ws.close(code=code, message=client.close_reason.encode())
-    if not ws.closed:  # the client does not even read its close frame: drop the TCP connection
-        await ws.close(code=code)
 
 
 async def _expire_at(conn: Connection, svc: FanoutService) -> None:
