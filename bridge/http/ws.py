@@ -17,14 +17,16 @@ from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.connection import Connection, FanoutService
 from bridge.fanout.hub import Client
+from bridge.fanout.token_sweep import TokenSweep
 from bridge.hosts import origin_allowed
 from bridge.http.ws_send import write_queue
 
 FANOUT_KEY: web.AppKey[FanoutService] = web.AppKey("fanout")
 _SOCKETS_KEY: web.AppKey[set[web.WebSocketResponse[bool]]] = web.AppKey("fanout_sockets")
+_SWEEP_KEY: web.AppKey[TokenSweep[Connection]] = web.AppKey("fanout_token_sweep")
 
 HEARTBEAT_S = 30.0
-REVOCATION_CHECK_S = 5.0  # as bridge.revocation.REFRESH_S
+REVOCATION_CHECK_S = 5.0  # as bridge.revocation.REFRESH_S: how often open sockets' tokens are looked up
 
 _log = structlog.get_logger("bridge.ws")
 
@@ -70,6 +72,7 @@ async def ws_handler(request: web.Request) -> web.StreamResponse:
 async def _serve(request: web.Request, ws: web.WebSocketResponse, stream: AbstractStreamWriter,
                  svc: FanoutService, claims: Claims) -> web.WebSocketResponse:
     sockets = request.app[_SOCKETS_KEY]
+    sweep = request.app[_SWEEP_KEY]
     sockets.add(ws)
     metrics.WS_CONNECTIONS.inc()
     client = Client(svc.limits)
@@ -80,11 +83,12 @@ async def _serve(request: web.Request, ws: web.WebSocketResponse, stream: Abstra
         conn.hello()
         async with asyncio.TaskGroup() as tg:
             writer = tg.create_task(write_queue(ws, stream, client), name=f"ws-writer:{client.id}")
-            expiry = tg.create_task(_expire_at(conn, svc), name=f"ws-expiry:{client.id}")
+            # The token's expiry and revocation: one shared timer for every socket (bridge.fanout.token_sweep).
+            sweep.add(conn, claims.jti, claims.expires_at)
             try:
                 await _read(ws, conn)
             finally:
-                expiry.cancel()
+                sweep.remove(conn)
                 if not writer.done():
                     client.queue.close()
     finally:
@@ -105,22 +109,17 @@ async def _read(ws: web.WebSocketResponse, conn: Connection) -> None:
             return
 
 
-async def _expire_at(conn: Connection, svc: FanoutService) -> None:
-    """Ends the connection at the token's expiry, or within REVOCATION_CHECK_S of its revocation."""
-    while True:
-        remaining = conn.claims.expires_at - svc.now()
-        if remaining <= 0:
-            conn.client.end("token_expired")
-            return
-        if svc.revoked(conn.claims.jti):
-            metrics.WS_REFUSED.labels(reason="revoked").inc()
-            conn.client.end("token_revoked")
-            return
-        # Waiting for a deadline (expiry) or the next look at the revocation list (bridge.revocation).
-        await asyncio.sleep(min(remaining, REVOCATION_CHECK_S))
+def _expired(conn: Connection) -> None:
+    conn.client.end("token_expired")
+
+
+def _revoked(conn: Connection) -> None:
+    metrics.WS_REFUSED.labels(reason="revoked").inc()
+    conn.client.end("token_revoked")
 
 
 async def _shutdown(app: web.Application) -> None:
+    app[_SWEEP_KEY].close()
     sockets: set[web.WebSocketResponse[bool]] = app[_SOCKETS_KEY]
     for ws in list(sockets):
         with contextlib.suppress(Exception):
@@ -131,5 +130,8 @@ def add_websocket(app: web.Application, service: FanoutService) -> None:
     """Mount `/v1/ws` on the bridge's app; every open socket is closed with 1001 on shutdown."""
     app[FANOUT_KEY] = service
     app[_SOCKETS_KEY] = set()
+    # Asks `service.revoked` and `service.now` at each look: either may be replaced after mounting.
+    app[_SWEEP_KEY] = TokenSweep(revoked=lambda jti: service.revoked(jti), now=lambda: service.now(),
+                                 check_s=REVOCATION_CHECK_S, on_expired=_expired, on_revoked=_revoked)
     app.router.add_get("/v1/ws", ws_handler)
     app.on_shutdown.append(_shutdown)

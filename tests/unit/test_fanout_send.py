@@ -88,7 +88,8 @@ async def test_a_batch_waits_for_a_frame_frees_room_and_ends_with_none_once_clos
     assert not waiting.done()
     for seq in range(1, 3):
         q.offer_durable(f"f{seq}", (SID, seq))
-    assert [f for f, _, _ in await waiting] == ["f1", "f2"]
+    batch = await waiting
+    assert batch is not None and [f for f, _, _ in batch] == ["f1", "f2"]
     for seq in range(3, 5):
         q.offer_durable(f"f{seq}", (SID, seq))
     assert not q._room.is_set()  # at half the messages: a replay waits …
