@@ -99,6 +99,8 @@ async def storm(url: str, server_pid: int, writer: Writer, sids: list[str], clie
     cpu0 = _cpu_s(server_pid)
     pre = {k: _metric(url, f"bridge_ws_{k}_total", f'read="{r}"') for k, r in
            (("shared_reads", "page"), ("shared_read_hits", "page"))}
+    pre_frames = _metric(url, "bridge_ws_frames_sent_total", "")
+    pre_writes = _metric(url, "bridge_ws_socket_writes_total", "")
     cmds = [asyncio.create_subprocess_exec(
         sys.executable, "-m", "bench.storm_clients", "--url", url, "--first", str(i * per),
         "--count", str(min(per, clients - i * per)), "--sessions", str(len(sids)), "--prefix", PREFIX,
@@ -144,6 +146,9 @@ async def storm(url: str, server_pid: int, writer: Writer, sids: list[str], clie
     for r in results:
         for e in r["errors"]:
             errors[e] = errors.get(e, 0) + 1
+    cpu_s = _cpu_s(server_pid) - cpu0
+    frames = _metric(url, "bridge_ws_frames_sent_total", "") - pre_frames
+    delivered = sum(r["events"] for r in results)
     return {
         "clients": clients, "sessions": len(sids), "client_processes": len(ps), "connect_s": round(connect_s, 1),
         "completed": sum(r["ok"] for r in results), "refused": sum(bool(r["errors"]) for r in results),
@@ -154,7 +159,11 @@ async def storm(url: str, server_pid: int, writer: Writer, sids: list[str], clie
         "catch_up_ms_p99": _pct([c * 1000 for c in catch], 0.99),
         "live_latency_ms_p50": _pct(lat_all, 0.5), "live_latency_ms_p99": _pct(lat_all, 0.99),
         "steady_latency_ms_p50": _pct(lat_steady, 0.5), "steady_latency_ms_p99": _pct(lat_steady, 0.99),
-        "server_cpu_s": round(_cpu_s(server_pid) - cpu0, 1),
+        "server_cpu_s": round(cpu_s, 1),
+        # Every frame written (events, hello, subscribed, caught_up, …) and the socket writes they took.
+        "frames_sent": frames, "socket_writes": _metric(url, "bridge_ws_socket_writes_total", "") - pre_writes,
+        "server_cpu_us_per_frame": round(cpu_s / frames * 1e6, 1) if frames else None,
+        "server_cpu_us_per_event_delivered": round(cpu_s / delivered * 1e6, 1) if delivered else None,
         "page_reads": _metric(url, "bridge_ws_shared_reads_total", 'read="page"') - pre["shared_reads"],
         "page_read_hits": _metric(url, "bridge_ws_shared_read_hits_total", 'read="page"') - pre["shared_read_hits"],
     }

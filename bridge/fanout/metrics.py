@@ -48,3 +48,7 @@ SHARED_READ_HITS = Counter("bridge_ws_shared_read_hits_total",
 READ_RETRIES = Counter("bridge_ws_read_pool_retries_total",
                        "Admitted reads that found the read pool taken by other readers and ran again",
                        registry=REGISTRY)
+WS_FRAMES_SENT = Counter("bridge_ws_frames_sent_total", "Frames written to client sockets", registry=REGISTRY)
+WS_SOCKET_WRITES = Counter("bridge_ws_socket_writes_total",
+                           "Writes to client sockets (several queued frames go out in one: bridge.http.ws_send)",
+                           registry=REGISTRY)

@@ -109,6 +109,28 @@ class ClientQueue:
             self._room.set()
         return frame, stamp, key
 
+    async def get_batch(self, max_bytes: int) -> list[tuple[str, float, tuple[str, int] | None]] | None:
+        """Every frame queued now, in order, up to `max_bytes` (at least one frame, however large), as
+        `get` returns them; waits while the queue is empty, None once closed. The transport writes a
+        batch to the socket in one write (bridge.http.ws_send): what has left the queue but not the
+        socket's buffer is at most one batch, so a slow client overflows its queue as it did frame by frame."""
+        while not self._items:
+            if self.closed:
+                return None
+            self._ready.clear()
+            await self._ready.wait()
+        items = self._items
+        batch: list[tuple[str, float, tuple[str, int] | None]] = []
+        size = 0
+        while items and (not batch or size + len(items[0][0]) <= max_bytes):
+            frame, _, stamp, key = items.popleft()
+            size += len(frame)
+            batch.append((frame, stamp, key))
+        self._bytes -= size
+        if self._below_soft():
+            self._room.set()
+        return batch
+
     async def wait_room(self) -> None:
         """Wait until the queue is below its soft limits (or closed): replay never overflows a client."""
         await self._room.wait()

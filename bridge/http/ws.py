@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 
 import structlog
 from aiohttp import WSMsgType, web
+from aiohttp.abc import AbstractStreamWriter
 
 from bridge import metrics as bridge_metrics
 from bridge.auth import Claims, bearer_token
@@ -17,26 +17,18 @@ from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.connection import Connection, FanoutService
 from bridge.fanout.hub import Client
+from bridge.fanout.token_sweep import TokenSweep
 from bridge.hosts import origin_allowed
+from bridge.http.ws_send import write_queue
 
 FANOUT_KEY: web.AppKey[FanoutService] = web.AppKey("fanout")
 _SOCKETS_KEY: web.AppKey[set[web.WebSocketResponse[bool]]] = web.AppKey("fanout_sockets")
+_SWEEP_KEY: web.AppKey[TokenSweep[Connection]] = web.AppKey("fanout_token_sweep")
 
 HEARTBEAT_S = 30.0
-REVOCATION_CHECK_S = 5.0  # as bridge.revocation.REFRESH_S
-CLOSE_TIMEOUT_S = 5.0
+REVOCATION_CHECK_S = 5.0  # as bridge.revocation.REFRESH_S: how often open sockets' tokens are looked up
 
 _log = structlog.get_logger("bridge.ws")
-
-
-def _close_code(reason: str | None) -> tuple[int, str | None]:
-    if reason == "slow_consumer":
-        return p.CLOSE_SLOW_CONSUMER, p.ERR_SLOW_CONSUMER
-    if reason == "token_expired":
-        return p.CLOSE_TOKEN_EXPIRED, p.ERR_TOKEN_EXPIRED
-    if reason == "token_revoked":
-        return p.CLOSE_UNAUTHORIZED, p.ERR_TOKEN_REVOKED
-    return p.CLOSE_GOING_AWAY, None
 
 
 async def ws_handler(request: web.Request) -> web.StreamResponse:
@@ -47,7 +39,7 @@ async def ws_handler(request: web.Request) -> web.StreamResponse:
         # Refused before the upgrade: a cross-site page must not even open the socket.
         return web.json_response({"error": "bad_origin", "message": "origin not allowed"}, status=403)
     ws = web.WebSocketResponse(max_msg_size=p.MAX_CLIENT_MESSAGE_BYTES, heartbeat=HEARTBEAT_S)
-    await ws.prepare(request)
+    stream = await ws.prepare(request)
     try:
         claims = svc.authenticate(bearer_token(request.headers, request.query))
     except AuthError as e:
@@ -72,14 +64,15 @@ async def ws_handler(request: web.Request) -> web.StreamResponse:
         await ws.close(code=p.CLOSE_TRY_AGAIN, message=b"too_many_connections")
         return ws
     try:
-        return await _serve(request, ws, svc, claims)
+        return await _serve(request, ws, stream, svc, claims)
     finally:
         svc.slots.release(claims.jti, address)
 
 
-async def _serve(request: web.Request, ws: web.WebSocketResponse, svc: FanoutService, claims: Claims
-                 ) -> web.WebSocketResponse:
+async def _serve(request: web.Request, ws: web.WebSocketResponse, stream: AbstractStreamWriter,
+                 svc: FanoutService, claims: Claims) -> web.WebSocketResponse:
     sockets = request.app[_SOCKETS_KEY]
+    sweep = request.app[_SWEEP_KEY]
     sockets.add(ws)
     metrics.WS_CONNECTIONS.inc()
     client = Client(svc.limits)
@@ -89,12 +82,13 @@ async def _serve(request: web.Request, ws: web.WebSocketResponse, svc: FanoutSer
     try:
         conn.hello()
         async with asyncio.TaskGroup() as tg:
-            writer = tg.create_task(_write(ws, client), name=f"ws-writer:{client.id}")
-            expiry = tg.create_task(_expire_at(conn, svc), name=f"ws-expiry:{client.id}")
+            writer = tg.create_task(write_queue(ws, stream, client), name=f"ws-writer:{client.id}")
+            # The token's expiry and revocation: one shared timer for every socket (bridge.fanout.token_sweep).
+            sweep.add(conn, claims.jti, claims.expires_at)
             try:
                 await _read(ws, conn)
             finally:
-                expiry.cancel()
+                sweep.remove(conn)
                 if not writer.done():
                     client.queue.close()
     finally:
@@ -115,55 +109,17 @@ async def _read(ws: web.WebSocketResponse, conn: Connection) -> None:
             return
 
 
-async def _write(ws: web.WebSocketResponse, client: Client) -> None:
-    """Queue → socket. A stuck socket blocks only this task; the queue bounds what piles up behind it."""
-    while True:
-        item = await client.queue.get()
-        if item is None:
-            break
-        frame, stamp, key = item
-        if ws.closed:
-            return
-        try:
-            await ws.send_str(frame)
-        except ConnectionError:  # the client went away; the reader loop ends on its own
-            client.queue.close()
-            return
-        if stamp:
-            metrics.DELTA_QUEUE_SECONDS.observe(time.monotonic() - stamp)
-        if key is not None:
-            client.written[key[0]] = key[1]
-    if ws.closed or client.close_reason is None:
-        return
-    code, error = _close_code(client.close_reason)
-    metrics.WS_CLOSED.labels(code=str(code)).inc()
-    _log.warning("ws_closing", client=client.id, reason=client.close_reason, code=code)
-    with contextlib.suppress(TimeoutError, ConnectionError):
-        async with asyncio.timeout(CLOSE_TIMEOUT_S):
-            if error is not None:
-                await ws.send_str(p.dumps(p.error_message(error, client.close_reason.replace("_", " "),
-                                                          resume=client.resume_points())))
-            await ws.close(code=code, message=client.close_reason.encode())
-    if not ws.closed:  # the client does not even read its close frame: drop the TCP connection
-        await ws.close(code=code)
+def _expired(conn: Connection) -> None:
+    conn.client.end("token_expired")
 
 
-async def _expire_at(conn: Connection, svc: FanoutService) -> None:
-    """Ends the connection at the token's expiry, or within REVOCATION_CHECK_S of its revocation."""
-    while True:
-        remaining = conn.claims.expires_at - svc.now()
-        if remaining <= 0:
-            conn.client.end("token_expired")
-            return
-        if svc.revoked(conn.claims.jti):
-            metrics.WS_REFUSED.labels(reason="revoked").inc()
-            conn.client.end("token_revoked")
-            return
-        # Waiting for a deadline (expiry) or the next look at the revocation list (bridge.revocation).
-        await asyncio.sleep(min(remaining, REVOCATION_CHECK_S))
+def _revoked(conn: Connection) -> None:
+    metrics.WS_REFUSED.labels(reason="revoked").inc()
+    conn.client.end("token_revoked")
 
 
 async def _shutdown(app: web.Application) -> None:
+    app[_SWEEP_KEY].close()
     sockets: set[web.WebSocketResponse[bool]] = app[_SOCKETS_KEY]
     for ws in list(sockets):
         with contextlib.suppress(Exception):
@@ -174,5 +130,8 @@ def add_websocket(app: web.Application, service: FanoutService) -> None:
     """Mount `/v1/ws` on the bridge's app; every open socket is closed with 1001 on shutdown."""
     app[FANOUT_KEY] = service
     app[_SOCKETS_KEY] = set()
+    # Asks `service.revoked` and `service.now` at each look: either may be replaced after mounting.
+    app[_SWEEP_KEY] = TokenSweep(revoked=lambda jti: service.revoked(jti), now=lambda: service.now(),
+                                 check_s=REVOCATION_CHECK_S, on_expired=_expired, on_revoked=_revoked)
     app.router.add_get("/v1/ws", ws_handler)
     app.on_shutdown.append(_shutdown)
