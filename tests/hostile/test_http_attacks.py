@@ -18,8 +18,8 @@ from bridge.http.app import build_app
 from bridge.http.security import SECURITY_HEADERS, protect, token_holder
 from bridge.store.db import make_engine
 from bridge.store.writes import EventStore
-from tests.integration.chat_events import chat_event
-from tests.integration.fanout_node import SECRET, UPSTREAM
+from tests.support.chat_events import chat_event
+from tests.support.fanout_node import SECRET, UPSTREAM
 
 from .conftest import bearer
 

@@ -25,9 +25,9 @@ from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.revocation import RevocationList
 from bridge.store.commands_pending import CommandStore
 from bridge.store.revoked import revoke, revoked_jtis
-from tests.integration.fanout_node import SECRET, UPSTREAM, Node
 from tests.integration.test_commands_http import SID, TwinUpstream
 from tests.support.fanout_client import WsClient
+from tests.support.fanout_node import SECRET, UPSTREAM, Node
 
 NOW = int(time.time())
 # Valid for the longest time allowed: the suite may reach these tests many minutes after this module loads.

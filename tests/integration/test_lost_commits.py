@@ -27,7 +27,7 @@ from bridge.store.hash_chain import verify_chain
 from bridge.store.reads import AuditReader
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
-from tests.integration.chat_events import batch
+from tests.support.chat_events import batch
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.waiting import wait_until
 

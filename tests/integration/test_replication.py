@@ -28,8 +28,8 @@ from bridge.store.db import make_read_engine, migrate_database, to_async_url
 from bridge.store.hash_chain import verify_chain
 from bridge.store.reads import AuditReader, FanoutStore
 from bridge.store.writes import EventStore
-from tests.integration.chat_events import batch
 from tests.support.bridge_proc import BridgeProcess
+from tests.support.chat_events import batch
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.replication import ReplicatedPostgres, kill_tree
 from tests.support.waiting import wait_until

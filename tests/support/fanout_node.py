@@ -21,7 +21,7 @@ from bridge.fanout.queue import QueueLimits
 from bridge.http.ws import add_websocket
 from bridge.store.reads import FanoutStore
 from bridge.store.writes import EventStore
-from tests.integration.chat_events import chat_event
+from tests.support.chat_events import chat_event
 from tests.support.waiting import wait_until
 
 SECRET = "s" * 48
