@@ -9,8 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.store.schema import chat_session_events
 from bridge.store.writes import BatchResult, EventStore
-
-from .chat_events import RECEIVED_AT, SESSION, batch
+from tests.support.chat_events import RECEIVED_AT, SESSION, batch
 
 pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conftest)
 

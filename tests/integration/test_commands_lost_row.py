@@ -22,8 +22,8 @@ from bridge.commands.ratelimit import RateLimiter
 from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.store.commands_pending import CommandStore
 from bridge.store.writes import EventStore
+from tests.support.chat_events import chat_event
 
-from .chat_events import chat_event
 from .test_commands_http import PROMPT, SECRET, SID, UPSTREAM, Clock, TwinUpstream, auth
 
 

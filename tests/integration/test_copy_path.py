@@ -17,9 +17,8 @@ from bridge.store.hash_chain import verify_chain
 from bridge.store.reads import AuditReader
 from bridge.store.writes import BatchResult, EventStore
 from bridge.store.writes import transaction as write
+from tests.support.chat_events import RECEIVED_AT, batch, chat_event, event_id
 from tests.support.waiting import wait_until
-
-from .chat_events import RECEIVED_AT, batch, chat_event, event_id
 
 
 @pytest.fixture(autouse=True)

@@ -12,8 +12,7 @@ from structlog.testing import capture_logs
 
 from bridge.store.schema import chat_event_rejects, chat_session_events
 from bridge.store.writes import BatchResult, EventStore
-
-from .chat_events import RECEIVED_AT, SESSION, batch, chat_event, event_id
+from tests.support.chat_events import RECEIVED_AT, SESSION, batch, chat_event, event_id
 
 pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conftest)
 

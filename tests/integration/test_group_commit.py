@@ -20,10 +20,9 @@ from bridge.store.writes import BatchResult, EventStore
 from bridge.store.writes.committer import GroupCommitter
 from bridge.store.writes.transaction import Fenced, SessionWrite
 from bridge.upstream.store_sink import StoreSink
+from tests.support.chat_events import RECEIVED_AT, batch, chat_event
 from tests.support.group_commits import Groups
 from tests.support.waiting import wait_until
-
-from .chat_events import RECEIVED_AT, batch, chat_event
 
 pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conftest)
 

@@ -7,8 +7,7 @@ import pytest
 
 from bridge.errors import LeaseLost
 from bridge.store.writes import EventStore
-
-from .chat_events import RECEIVED_AT, SESSION, batch
+from tests.support.chat_events import RECEIVED_AT, SESSION, batch
 
 
 async def test_claim_creates_the_session_and_returns_epoch_1_and_cursor_0(store: EventStore) -> None:

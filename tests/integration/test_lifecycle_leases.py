@@ -13,9 +13,9 @@ from bridge.lease import ClaimVerdict
 from bridge.store.chat_sessions import LeaseStore
 from bridge.store.db import make_engine
 from bridge.store.writes import EventStore
+from tests.support.chat_events import RECEIVED_AT, SESSION, batch, chat_event
 from tests.support.waiting import wait_until
 
-from .chat_events import RECEIVED_AT, SESSION, batch, chat_event
 from .conftest import UPSTREAM
 
 A = "host-a:100:aaaaaaaaaaaa"

@@ -24,8 +24,8 @@ from bridge.store.chat_sessions import tree
 from bridge.store.commands_pending.command_store import CommandStore
 from bridge.store.session_errors import SessionErrorStore
 from bridge.store.writes.event_store import EventStore
+from tests.support.chat_events import chat_event
 
-from .chat_events import chat_event
 from .test_audit_openapi import SPEC, conforms
 from .test_commands_http import SECRET, SID, UPSTREAM, Clock, TwinUpstream, auth
 

@@ -11,8 +11,7 @@ from bridge.store.chat_sessions import LeaseStore
 from bridge.store.payload import REPLACEMENT
 from bridge.store.schema import chat_event_rejects
 from bridge.store.writes import EventStore
-
-from .chat_events import RECEIVED_AT, SESSION, batch
+from tests.support.chat_events import RECEIVED_AT, SESSION, batch
 
 
 async def _rejects(engine: AsyncEngine) -> list[dict[str, Any]]:

@@ -10,8 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.store.schema import chat_event_rejects, chat_session_events
 from bridge.store.writes import BatchResult, EventStore
-
-from .chat_events import BASE_MS, RECEIVED_AT, SESSION, batch, chat_event, event_id, ms_to_datetime
+from tests.support.chat_events import BASE_MS, RECEIVED_AT, SESSION, batch, chat_event, event_id, ms_to_datetime
 
 pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conftest)
 
