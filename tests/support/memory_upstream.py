@@ -5,6 +5,10 @@
 live streams (`/api/event` and `/global/event` alike) from queues the test feeds (`push_durable`,
 `push_live`, `end_*`): one pushed chunk is one read.
 `MemorySink` stores what the follower writes, like the store would (cursor = highest seq written).
+
+Beside the fake upstream on a real socket (fake_upstream.py, which integration, hostile, e2e and bench use) this
+one serves the unit tests that need to script single reads (one pushed chunk = one read) and no socket; both
+speak the same frames (`sync_item`, `global_frames` are fake_upstream's).
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ from bridge.errors import LeaseLost
 from bridge.events import ChatEvent
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.transport import MockTransport, Request, Response, bytes_body
+from tests.support.fake_upstream import sync_item
+
+__all__ = ["MemorySink", "MemoryUpstream", "envelope", "json_response", "sse", "sync_item"]
 
 
 def envelope(sid: str, seq: int, type_: str = "session.next.text.started", *, aggregate: str | None = None,
@@ -30,13 +37,6 @@ def envelope(sid: str, seq: int, type_: str = "session.next.text.started", *, ag
     return {"id": f"evt_{sid}_{seq}", "type": type_,
             "durable": {"aggregateID": aggregate or sid, "seq": seq, "version": 1},
             "data": {"sessionID": sid, "timestamp": 1796004921000 + seq, **data}}
-
-
-def sync_item(env: dict[str, Any]) -> dict[str, Any]:
-    """The sync-log item of a durable envelope (docs/upstream.md §14)."""
-    d = env["durable"]
-    return {"id": env["id"], "aggregate_id": d["aggregateID"], "seq": d["seq"],
-            "type": f"{env['type']}.{d.get('version', 1)}", "data": env["data"]}
 
 
 def sse(*envelopes: dict[str, Any]) -> bytes:
