@@ -22,6 +22,7 @@ from bridge.store.writes.transaction import Fenced, SessionWrite
 from bridge.upstream.store_sink import StoreSink
 from tests.support.chat_events import RECEIVED_AT, batch, chat_event
 from tests.support.group_commits import Groups
+from tests.support.metric_values import Since
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conftest)
@@ -44,8 +45,9 @@ async def submit_together(
     committer: GroupCommitter, writes: Sequence[SessionWrite]
 ) -> list[BatchResult | Fenced | BaseException]:
     """Queue every write before the committer starts, so that they can only form one group."""
+    waiting = Since("bridge_group_commit_waiting_writes")
     tasks = [asyncio.create_task(committer.submit(w)) for w in writes]
-    await wait_until(lambda: committer.queued == len(writes), timeout=5, message="writes not queued")
+    await wait_until(lambda: waiting.value == len(writes), timeout=5, message="writes not queued")
     async with running(committer):
         return await asyncio.gather(*tasks, return_exceptions=True)
 
@@ -209,10 +211,10 @@ async def test_a_write_whose_follower_stopped_before_its_group_is_not_written(st
     a, b = SESSIONS[:2]
     epochs = {sid: (await store.claim(sid, "owner-1"))[0] for sid in (a, b)}
     committer = GroupCommitter(store.commit, groups_in_flight=1)
-    groups = Groups()
+    groups, waiting = Groups(), Since("bridge_group_commit_waiting_writes")
     stopped = asyncio.create_task(committer.submit(store.prepare(a, epochs[a], batch(1, session_id=a), RECEIVED_AT)))
     kept = asyncio.create_task(committer.submit(store.prepare(b, epochs[b], batch(1, session_id=b), RECEIVED_AT)))
-    await wait_until(lambda: committer.queued == 2, timeout=5, message="writes not queued")
+    await wait_until(lambda: waiting.value == 2, timeout=5, message="writes not queued")
     stopped.cancel()
     async with running(committer):
         assert await kept == BatchResult(inserted=1, duplicates=0, rejected=0, cursor_seq=1)

@@ -148,7 +148,7 @@ async def test_two_supervisors_never_follow_one_session_twice(fake, store, start
     assert a.sup.warm("ses_A", reason="listed")
     await wait_until(lambda: a.sup.owns("ses_A"), 10, 0.02, message="a owns ses_A")
     b.sup.warm("ses_A", reason="listed")
-    await wait_until(lambda: not b.sup.is_warm("ses_A"), 10, 0.02, message="b refused")
+    await wait_until(lambda: "ses_A" not in b.sup.warm_sessions(), 10, 0.02, message="b refused")
     # A refused trigger is not retried on every live event until the refusal cools down.
     assert not b.sup.warm("ses_A", reason="session.next.text.delta")
     await turn(fake, "ses_A")
@@ -206,7 +206,7 @@ async def test_a_lost_lease_stops_the_follower_and_it_writes_nothing_more(fake, 
     a.sup.warm("ses_A")
     await wait_mirrored(store, fake, "ses_A")
     await store.claim("ses_A", "operator", holder_dead=taken_over)  # taken away (a peer after a partition)
-    await wait_until(lambda: not a.sup.is_warm("ses_A"), 10, 0.02, message="follower stopped")
+    await wait_until(lambda: "ses_A" not in a.sup.warm_sessions(), 10, 0.02, message="follower stopped")
     await turn(fake, "ses_A", end=False)
     assert len(await store.stored_ids("ses_A")) == 6
     assert await owner_of(store, "ses_A") == "operator"
@@ -274,7 +274,7 @@ async def test_idle_gc_releases_and_the_next_activity_warms_again_with_nothing_l
     a = await start("host:1:a", idle_ttl_s=0.5)
     a.sup.warm("ses_A")
     await wait_mirrored(store, fake, "ses_A")
-    await wait_until(lambda: not a.sup.is_warm("ses_A"), 10, 0.02, message="released when idle")
+    await wait_until(lambda: "ses_A" not in a.sup.warm_sessions(), 10, 0.02, message="released when idle")
     row = await store.get_session("ses_A")
     assert row is not None and row.lease_owner is None and row.cursor_seq == 6  # history and cursor stay
     # Activity while released: the session shows up in /api/session/active → warmed again.
@@ -435,7 +435,7 @@ async def test_a_heartbeat_outage_past_the_ttl_keeps_the_follower_when_nobody_to
         await wait_until(lambda: leases.renewed >= renewed + 2, 10, 0.02, message="heartbeats resumed")
 
         # Same follower, same epoch: nothing was stopped, re-claimed or re-read.
-        assert sup.is_warm("ses_A")
+        assert "ses_A" in sup.warm_sessions()
         row = await store.get_session("ses_A")
         assert row is not None and row.lease_owner == "host:1:a" and row.lease_epoch == epoch
         await turn(fake, "ses_A")
@@ -453,7 +453,7 @@ async def test_an_id_the_upstream_does_not_know_yet_is_not_tombstoned_and_is_fol
     a = await start("host:1:a")
     # A page subscribes to a session its backend is about to create (POST /api/session accepts an id).
     assert a.sup.warm("ses_later", reason="subscriber")
-    await wait_until(lambda: not a.sup.is_warm("ses_later"), 10, 0.02, message="follower ended on 404")
+    await wait_until(lambda: "ses_later" not in a.sup.warm_sessions(), 10, 0.02, message="follower ended on 404")
     row = await store.get_session("ses_later")
     assert row is not None and not row.deleted and row.lease_owner is None and row.status != "deleted"
 
@@ -474,7 +474,7 @@ async def test_a_session_deleted_upstream_after_we_stored_it_is_tombstoned_and_n
     await a.sup.release("ses_A")
     fake.sessions["ses_A"].deleted = True  # a 404 from now on, without the live session.deleted
     assert a.sup.warm("ses_A", reason="request")
-    await wait_until(lambda: not a.sup.is_warm("ses_A"), 10, 0.02, message="follower ended on 404")
+    await wait_until(lambda: "ses_A" not in a.sup.warm_sessions(), 10, 0.02, message="follower ended on 404")
 
     async def tombstoned() -> bool:
         row = await store.get_session("ses_A")
