@@ -15,11 +15,11 @@ from bridge.auth import Claims, bearer_token
 from bridge.errors import AuthError
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
-from bridge.fanout.connection import Connection, FanoutService
+from bridge.fanout.connection import Connection, WebSocketContext
 from bridge.fanout.hub import Client
 from bridge.hosts import origin_allowed
 
-FANOUT_KEY: web.AppKey[FanoutService] = web.AppKey("fanout")
+FANOUT_KEY: web.AppKey[WebSocketContext] = web.AppKey("fanout")
 _SOCKETS_KEY: web.AppKey[set[web.WebSocketResponse[bool]]] = web.AppKey("fanout_sockets")
 
 HEARTBEAT_S = 30.0
@@ -77,7 +77,7 @@ async def ws_handler(request: web.Request) -> web.StreamResponse:
         svc.slots.release(claims.jti, address)
 
 
-async def _serve(request: web.Request, ws: web.WebSocketResponse, svc: FanoutService, claims: Claims
+async def _serve(request: web.Request, ws: web.WebSocketResponse, svc: WebSocketContext, claims: Claims
                  ) -> web.WebSocketResponse:
     sockets = request.app[_SOCKETS_KEY]
     sockets.add(ws)
@@ -148,7 +148,7 @@ async def _write(ws: web.WebSocketResponse, client: Client) -> None:
         await ws.close(code=code)
 
 
-async def _expire_at(conn: Connection, svc: FanoutService) -> None:
+async def _expire_at(conn: Connection, svc: WebSocketContext) -> None:
     """Ends the connection at the token's expiry, or within REVOCATION_CHECK_S of its revocation."""
     while True:
         remaining = conn.claims.expires_at - svc.now()
@@ -170,7 +170,7 @@ async def _shutdown(app: web.Application) -> None:
             await ws.close(code=p.CLOSE_GOING_AWAY, message=b"shutting down")
 
 
-def add_websocket(app: web.Application, service: FanoutService) -> None:
+def add_websocket(app: web.Application, service: WebSocketContext) -> None:
     """Mount `/v1/ws` on the bridge's app; every open socket is closed with 1001 on shutdown."""
     app[FANOUT_KEY] = service
     app[_SOCKETS_KEY] = set()

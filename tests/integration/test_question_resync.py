@@ -19,7 +19,7 @@ from bridge.auth import mint_token
 from bridge.config import Secret, Settings
 from bridge.dispatch import LiveDispatch
 from bridge.fanout.resync import RequestResync
-from bridge.fanout.service import Fanout
+from bridge.fanout.service import FanoutPart
 from bridge.http.app import build_app
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.live import LiveStream
@@ -48,7 +48,7 @@ def question(rid: str, sid: str = SID) -> dict[str, Any]:
 @dataclass
 class Stack:
     fake: FakeUpstream
-    fanout: Fanout
+    fanout: FanoutPart
     live: LiveStream
     ws: WsClient
     url: str
@@ -71,7 +71,7 @@ async def stack(engine: AsyncEngine, database_url: str, fake: FakeUpstream,
                 fake_client: UpstreamClient) -> AsyncIterator[Stack]:
     fake.add_session(SID)
     settings = Settings(upstream_url=fake.url, upstream_name=UPSTREAM, auth_secret=Secret(SECRET))
-    fanout = Fanout(settings, engine, database_url, secret=SECRET, client=fake_client)
+    fanout = FanoutPart(settings, engine, database_url, secret=SECRET, client=fake_client)
     server = TestServer(build_app(not_ready, websocket=fanout.service), host="127.0.0.1")
     await server.start_server()
     live = LiveStream(fake_client, LiveDispatch(relay=fanout.relay, resync=fanout.resync), reconnect_min_s=0.01,

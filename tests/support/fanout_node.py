@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
 from bridge.events import ChatEvent
-from bridge.fanout.connection import FanoutService
+from bridge.fanout.connection import WebSocketContext
 from bridge.fanout.feed import CommitListener, DurableFeed
 from bridge.fanout.hub import Hub
 from bridge.fanout.queue import QueueLimits
@@ -40,7 +40,7 @@ class Node:
         self.listener = CommitListener(database_url, UPSTREAM, self.feed.committed, self.feed.wake_all,
                                        on_status=self.feed.status)
         self.warmed: list[str] = []
-        self.service = FanoutService(hub=self.hub, store=self.store, upstream=UPSTREAM, secret=SECRET,
+        self.service = WebSocketContext(hub=self.hub, store=self.store, upstream=UPSTREAM, secret=SECRET,
                                      allowed_origins=allowed_origins,
                                      limits=limits or QueueLimits(), warm=self.warmed.append, confirm=confirm,
                                      read_slots=read_slots)
