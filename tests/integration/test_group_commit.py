@@ -5,8 +5,7 @@ connection dies, a quiet session not held back."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 
 import pytest
 from sqlalchemy import text
@@ -23,22 +22,13 @@ from bridge.upstream.store_sink import StoreSink
 from tests.support.chat_events import RECEIVED_AT, batch, chat_event
 from tests.support.group_commits import Groups
 from tests.support.metric_values import Since
+from tests.support.tasks import in_background
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conftest)
 
 
 SESSIONS = [f"ses_group{k:03d}" for k in range(12)]
-
-
-@asynccontextmanager
-async def running(committer: GroupCommitter) -> AsyncIterator[None]:
-    async with asyncio.TaskGroup() as tg:
-        task = tg.create_task(committer.run())
-        try:
-            yield
-        finally:
-            task.cancel()
 
 
 async def submit_together(
@@ -48,7 +38,7 @@ async def submit_together(
     waiting = Since("bridge_group_commit_waiting_writes")
     tasks = [asyncio.create_task(committer.submit(w)) for w in writes]
     await wait_until(lambda: waiting.value == len(writes), timeout=5, message="writes not queued")
-    async with running(committer):
+    async with in_background(committer.run()):
         return await asyncio.gather(*tasks, return_exceptions=True)
 
 
@@ -216,7 +206,7 @@ async def test_a_write_whose_follower_stopped_before_its_group_is_not_written(st
     kept = asyncio.create_task(committer.submit(store.prepare(b, epochs[b], batch(1, session_id=b), RECEIVED_AT)))
     await wait_until(lambda: waiting.value == 2, timeout=5, message="writes not queued")
     stopped.cancel()
-    async with running(committer):
+    async with in_background(committer.run()):
         assert await kept == BatchResult(inserted=1, duplicates=0, rejected=0, cursor_seq=1)
         await committer.drain()
     assert stopped.cancelled()
