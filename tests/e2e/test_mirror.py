@@ -17,6 +17,7 @@ from bridge.store.writes import EventStore
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.mock_llm import HELLO_TEXT, MockLLM
 from tests.support.opencode import OpencodeServe
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +40,7 @@ async def wait_mirrored(db: AsyncEngine, serve: OpencodeServe, *sessions: str, t
 
     async def same() -> bool:
         for sid in sessions:
-            stored = await store.stored_ids(sid)
+            stored = await stored_ids(store, sid)
             upstream = upstream_ids(await serve.history(sid))
             state[sid] = (len(stored), len(upstream))
             if not stored or stored[0][0] != 0 or stored[1:] != upstream or not upstream:

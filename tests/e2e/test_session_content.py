@@ -20,6 +20,7 @@ from tests.support.bridge_proc import BridgeFactory, BridgeProcess
 from tests.support.fanout_client import WsClient
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeServe
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -70,7 +71,7 @@ async def wait_synced(db: AsyncEngine, serve: OpencodeServe, *sessions: str) -> 
 
     async def same() -> bool:
         for sid in sessions:
-            stored = await store.stored_ids(sid)
+            stored = await stored_ids(store, sid)
             log = [(int(i["seq"]), str(i["id"])) for i in await serve.sync_log(sid)]
             state[sid] = (stored[:1], len(stored), len(log))
             if stored != log or not log or log[0][0] != 0:

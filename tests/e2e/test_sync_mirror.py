@@ -17,6 +17,7 @@ from bridge.store.writes import EventStore
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeServe
+from tests.support.stored_rows import stored_ids
 from tests.support.tcp_proxy import TcpProxy
 from tests.support.waiting import wait_until
 
@@ -34,7 +35,7 @@ async def wait_synced(db: AsyncEngine, serve: OpencodeServe, *sessions: str, tim
 
     async def same() -> bool:
         for sid in sessions:
-            stored = await store.stored_ids(sid)
+            stored = await stored_ids(store, sid)
             log = [(int(i["seq"]), str(i["id"])) for i in await serve.sync_log(sid)]
             state[sid] = (len(stored), len(log))
             if stored != log or not log or log[0][0] != 0:
@@ -135,7 +136,7 @@ async def test_sigkill_of_the_bridge_in_the_middle_of_a_legacy_turn_then_restart
     store = EventStore(db, UPSTREAM)
 
     async def some_stored() -> bool:
-        return len(await store.stored_ids(sid)) >= 3
+        return len(await stored_ids(store, sid)) >= 3
 
     await wait_until(some_stored, 60, 0.1, message="part of the legacy turn stored")
     first.kill()
@@ -166,7 +167,7 @@ async def test_a_global_event_cut_mid_turn_is_repaired(
         store = EventStore(db, UPSTREAM)
 
         async def some_stored() -> bool:
-            return len(await store.stored_ids(sid)) >= 3
+            return len(await stored_ids(store, sid)) >= 3
 
         await wait_until(some_stored, 60, 0.1, message="part of the legacy turn stored")
         assert proxy.cut(b"GET /global/event") == 1

@@ -22,6 +22,7 @@ from bridge.store.reads import AuditReader, SessionFilter
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:parking"
@@ -56,7 +57,7 @@ async def turn(fake: FakeUpstream, sid: str) -> None:
 
 
 async def mirrored(store: EventStore, fake: FakeUpstream, sid: str) -> bool:
-    return await store.stored_ids(sid) == [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events]
+    return await stored_ids(store, sid) == [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events]
 
 
 @contextlib.asynccontextmanager

@@ -29,6 +29,7 @@ from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:1"
@@ -122,7 +123,7 @@ def upstream_ids(fake: FakeUpstream, sid: str) -> list[tuple[int, str]]:
 async def wait_mirrored(store: EventStore, fake: FakeUpstream, *sids: str, timeout: float = 15) -> None:
     async def same() -> bool:
         for sid in sids:
-            if await store.stored_ids(sid) != upstream_ids(fake, sid):
+            if await stored_ids(store, sid) != upstream_ids(fake, sid):
                 return False
         return True
 
@@ -208,7 +209,7 @@ async def test_a_lost_lease_stops_the_follower_and_it_writes_nothing_more(fake, 
     await store.claim("ses_A", "operator", holder_dead=taken_over)  # taken away (a peer after a partition)
     await wait_until(lambda: "ses_A" not in a.sup.warm_sessions(), 10, 0.02, message="follower stopped")
     await turn(fake, "ses_A", end=False)
-    assert len(await store.stored_ids("ses_A")) == 6
+    assert len(await stored_ids(store, "ses_A")) == 6
     assert await owner_of(store, "ses_A") == "operator"
 
 
@@ -260,7 +261,7 @@ async def test_supersede_race_the_old_followers_late_write_is_fenced_and_it_exit
         async with store.engine.connect() as c:
             rejects = (await c.execute(text("select count(*) from chat_event_rejects"))).scalar_one()
         assert rejects == 0
-        assert [s for s, _ in await store.stored_ids("ses_A")] == list(range(1, 13))
+        assert [s for s, _ in await stored_ids(store, "ses_A")] == list(range(1, 13))
     finally:
         new_task.cancel()
         old_task.cancel()
@@ -482,4 +483,4 @@ async def test_a_session_deleted_upstream_after_we_stored_it_is_tombstoned_and_n
 
     await wait_until(tombstoned, 10, 0.05, message="tombstone written")
     assert not a.sup.warm("ses_A", reason="request")
-    assert len(await store.stored_ids("ses_A")) == 6
+    assert len(await stored_ids(store, "ses_A")) == 6

@@ -15,6 +15,7 @@ from bridge.upstream.durable import DurableFollower
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.metric_values import Since
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:batched"
@@ -42,7 +43,7 @@ async def _catch_up(fake: FakeUpstream, store: EventStore, client: UpstreamClien
 
     async def mirrored() -> bool:
         for sid in sids:
-            if await store.stored_ids(sid) != _upstream_ids(fake, sid):
+            if await stored_ids(store, sid) != _upstream_ids(fake, sid):
                 return False
         return True
 
@@ -100,4 +101,4 @@ async def test_a_connection_dropped_in_the_middle_of_a_call_loses_nothing(fake: 
         assert fake.sync_drop_next == 0
         assert fake.sync_calls - calls <= 10, fake.sync_calls - calls  # asked again together, not per session
     for sid in sids:
-        assert await store.stored_ids(sid) == _upstream_ids(fake, sid)
+        assert await stored_ids(store, sid) == _upstream_ids(fake, sid)

@@ -24,6 +24,7 @@ from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.live import LiveStream
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:1"
@@ -124,7 +125,7 @@ async def mirrored(store: EventStore, fake: FakeUpstream, sid: str = SID) -> Non
     want = log_ids(fake, sid)
 
     async def same() -> bool:
-        return await store.stored_ids(sid) == want
+        return await stored_ids(store, sid) == want
 
     await wait_until(same, 15, 0.02, message="stored == sync log")
 
