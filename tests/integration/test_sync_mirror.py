@@ -151,7 +151,7 @@ async def test_a_durable_batch_above_the_cursor_is_repaired_from_the_sync_log(fa
 
 
 async def test_a_legacy_only_turn_is_mirrored_from_its_twins_with_few_requests(fake, store, engine, start) -> None:
-    fake.add_session(SID)  # its seq 0 is the session's `session.created` (docs/mirror.md "Seq 0")
+    fake.add_session(SID, created=True)  # seq 0 is the session's `session.created` (docs/mirror.md "Seq 0")
     b = await start()
     b.sup.warm(SID)
     await wait_until(lambda: fake.durable_requests(SID) == 1, 10, 0.01, message="following")
