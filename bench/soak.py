@@ -57,6 +57,7 @@ from tests.support.bridge_proc import BridgeProcess
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeError, OpencodeServe
 from tests.support.replication import ReplicatedPostgres
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import WaitTimeout, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -275,7 +276,7 @@ class Soak:
                     assert self.serve is not None
                     log = await self.serve.sync_log(sid)  # from seq 0: `session.created` is stored too
                     upstream = [(int(e["seq"]), str(e["id"])) for e in log]
-                    stored = await store.stored_ids(sid)
+                    stored = await stored_ids(store, sid)
                     upstream_total += len(upstream)
                     state[sid] = (len(stored), len(upstream))
                     ok = ok and stored == upstream

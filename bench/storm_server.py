@@ -15,7 +15,7 @@ import sys
 from aiohttp import web
 from prometheus_client import generate_latest
 
-from bridge.fanout.connection import FanoutService
+from bridge.fanout.connection import WebSocketContext
 from bridge.fanout.feed import CommitListener, DurableFeed
 from bridge.fanout.hub import Hub
 from bridge.fanout.limits import ConnectionSlots
@@ -42,9 +42,9 @@ async def serve(url: str, read_pool: int, max_clients: int) -> None:
     store = FanoutStore(engine, UPSTREAM, read_engine)
     feed = DurableFeed(hub, store)
     listener = CommitListener(url, UPSTREAM, feed.committed, feed.wake_all, on_status=feed.status)
-    service = FanoutService(hub=hub, store=store, upstream=UPSTREAM, secret=SECRET,
+    service = WebSocketContext(hub=hub, store=store, upstream=UPSTREAM, secret=SECRET,
                             slots=ConnectionSlots(per_token=32, per_address=max_clients, total=max_clients),
-                            read_slots=max(1, read_pool - 1))  # as bridge.fanout.service.Fanout sets it
+                            read_slots=max(1, read_pool - 1))  # as bridge.fanout.service.FanoutPart sets it
     app = web.Application()
     add_websocket(app, service)
     app.router.add_get("/metrics", _metrics)

@@ -42,7 +42,7 @@ from bench.footprint import footprint
 from bridge import metrics
 from bridge.events import ChatEvent, normalize, parse_envelope, parse_frame
 from bridge.fanout import protocol as p
-from bridge.fanout.connection import FanoutService
+from bridge.fanout.connection import WebSocketContext
 from bridge.log import configure_logging
 from bridge.perf import turnstile
 from bridge.perf.runtime import GEN0_THRESHOLD, tune_gc
@@ -270,7 +270,7 @@ async def quiet_latency(store: EventStore, write: Writer, count: int) -> dict[st
     return {"p50_ms": statistics.median(lat), "p99_ms": lat[max(0, int(len(lat) * 0.99) - 1)]}
 
 
-async def replay(engine: Any, upstream: str, sid: str, n: int, page: int = FanoutService.replay_page,
+async def replay(engine: Any, upstream: str, sid: str, n: int, page: int = WebSocketContext.replay_page,
                  python: bool = False) -> dict[str, float]:
     """What a WebSocket replay does per event minus the socket: read pages of frames (PostgreSQL builds a
     v2 row's, bridge.store.reads.replay) — or, `python`, of stored rows to frame here (`event_frames`)."""

@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.command_service.legacy_queue import QueueSender
 from bridge.config import Settings
 from bridge.dispatch import LiveDispatch
-from bridge.fanout.service import Fanout, auth_secret, print_local_token
+from bridge.fanout.service import FanoutPart, auth_secret, print_local_token
 from bridge.http.app import build_app, serving
 from bridge.http.audit import AuditContext
 from bridge.http.commands import mount_commands
@@ -134,7 +134,7 @@ class Daemon:
             sessions = FollowerSupervisor(store, client, s, self.owner,
                                           leases=LeaseStore(engine, s.upstream_name, liveness_engine),
                                           turnstile=Turnstile())
-            fanout = Fanout(s, engine, self.database_url, secret=secret, sessions=sessions, client=client,
+            fanout = FanoutPart(s, engine, self.database_url, secret=secret, sessions=sessions, client=client,
                             read_engine=read_engine, revoked=revoked, standby_engine=standby_engine,
                             on_database_back=sessions.database_back, warm_sessions=sessions.warm_sessions,
                             on_request=sessions.activity.request_changed)

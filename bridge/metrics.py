@@ -55,6 +55,12 @@ COMMIT_SECONDS = Histogram(
     "bridge_commit_duration_seconds", "Duration of one write transaction", registry=REGISTRY,
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
 )
+GROUP_COMMIT_WAITING = Gauge(
+    "bridge_group_commit_waiting_writes",
+    "Sessions' batches queued for a group-commit transaction (waiting for a slot or their session's previous "
+    "group): steadily high means the database does not keep up with the ingest",
+    registry=REGISTRY,
+)
 GROUP_WRITES = Histogram(
     "bridge_group_commit_writes", "Sessions' batches per group-commit transaction", registry=REGISTRY,
     buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
@@ -162,6 +168,18 @@ SYNC_REPAIRS = Counter(
 )
 SYNC_REPAIRED_EVENTS = Counter(
     "bridge_sync_repaired_events_total", "Events stored from the sync log by repairs", registry=REGISTRY,
+)
+SESSION_DB_WAITING = Gauge(
+    "bridge_session_db_waiting",
+    "Sessions waiting for a turn at the database (at most SESSION_DB_AT_ONCE run their claim, catch-up or "
+    "release at once; docs/lifecycle.md \"Warm-up\"): high while many sessions warm at once",
+    registry=REGISTRY,
+)
+REQUEST_RESYNC_PASSES = Counter(
+    "bridge_request_resync_passes_total",
+    "Passes that re-read the pending permission/question requests (and kept todo/diff state) from the serve: "
+    "after every live-stream (re)connect and for new subscribers (docs/websocket.md)",
+    registry=REGISTRY,
 )
 SYNC_CALLS = Counter(
     "bridge_sync_calls_total", "POST /sync/history calls (each asks for the logs of many sessions at once)",

@@ -7,6 +7,10 @@
 - `empty_database_url` (function): a new database without any table (migration tests).
 - `engine` (function, async): an AsyncEngine on `database_url`, disposed afterwards.
 - `store` (function): the EventStore of the test module's upstream (its `UPSTREAM`, else "it-upstream").
+- `fake` / `fake_client` (function): the scriptable fake upstream on a real socket, and the real client on it.
+- `nodes` (function): `await nodes(**Node kwargs)` → a started in-process fan-out node (tests/support/
+  fanout_node.py) on `engine`; `own_pool=True` gives the node its own engine, like another process.
+- `clients` (function): a list to append WebSocket clients to; every one is closed afterwards.
 
 The database fixtures are synchronous (their async work runs on a private thread) so that sync tests
 (e2e drivers) can use them as well as async ones.
@@ -19,7 +23,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,6 +40,8 @@ from bridge.store.embedded import start_embedded
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.fanout_client import WsClient
+from tests.support.fanout_node import Node
 
 T = TypeVar("T")
 DEFAULT_UPSTREAM = "it-upstream"
@@ -151,3 +157,32 @@ async def fake_client(fake: FakeUpstream) -> AsyncIterator[UpstreamClient]:
     """The real upstream client, pointed at `fake`."""
     async with UpstreamClient(fake.url) as c:
         yield c
+
+
+@pytest_asyncio.fixture
+async def nodes(engine: AsyncEngine, database_url: str) -> AsyncIterator[Callable[..., Any]]:
+    made: list[Node] = []
+    engines: list[AsyncEngine] = []
+
+    async def make(*, own_pool: bool = False, **kw: Any) -> Node:
+        eng = engine
+        if own_pool:
+            eng = make_engine(database_url)
+            engines.append(eng)
+        n = Node(eng, database_url, **kw)
+        made.append(n)
+        await n.start()
+        return n
+
+    yield make
+    for n in made:
+        await n.stop()
+    for eng in engines:
+        await eng.dispose()
+
+
+@pytest_asyncio.fixture
+async def clients() -> AsyncIterator[list[WsClient]]:
+    made: list[WsClient] = []
+    yield made
+    await asyncio.gather(*(c.close() for c in made))

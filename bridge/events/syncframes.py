@@ -141,11 +141,6 @@ def parse_bus_event(obj: object) -> Envelope:
     )
 
 
-def parse_legacy_frame(data: str | bytes) -> Envelope:
-    """The `data:` text of one legacy `/event` SSE event."""
-    return parse_bus_event(decode_json(data))
-
-
 @dataclass(frozen=True)
 class GlobalFrame:
     """One `/global/event` frame: where it happened, and the event it carries."""

@@ -30,8 +30,8 @@ from bridge.store.reads import FanoutStore
 
 
 @dataclass
-class FanoutService:
-    """Everything a connection needs, owned by the daemon."""
+class WebSocketContext:
+    """Everything a `/v1/ws` connection needs (hub, the fan-out's store, auth, limits), owned by the daemon."""
 
     hub: Hub
     store: FanoutStore
@@ -82,7 +82,7 @@ class FanoutService:
 
 
 class Connection:
-    def __init__(self, service: FanoutService, claims: Claims, client: Client) -> None:
+    def __init__(self, service: WebSocketContext, claims: Claims, client: Client) -> None:
         self._svc = service
         self.claims = claims
         self.client = client

@@ -25,6 +25,7 @@ from typing import Any
 
 import structlog
 
+from bridge import metrics
 from bridge.events import PermissionUpdate, pending_request, resolved_while_away
 from bridge.events.question import pending_question, settled_while_away
 from bridge.events.stored import stored_permission
@@ -66,7 +67,6 @@ class RequestResync:
         self._sessions: set[str] = set()
         self._clock = clock
         self._synced: dict[str, float] = {}  # session -> when a subscriber's pass last covered it
-        self.passes = 0  # completed passes (tests)
         self._log = structlog.get_logger("bridge.relay").bind(upstream=store.upstream)
 
     def request(self) -> None:
@@ -100,7 +100,7 @@ class RequestResync:
                     await self.state.sync(kept | watched | sessions, subscribed=sessions)
             except Exception as e:
                 self._log.error("request_resync_failed", error=f"{type(e).__name__}: {e}")
-            self.passes += 1
+            metrics.REQUEST_RESYNC_PASSES.inc()
 
     async def _scope(self) -> set[str]:
         scope = set(self._hub.sessions()) | set(self._warm() if self._warm is not None else ())

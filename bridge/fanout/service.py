@@ -23,7 +23,7 @@ from bridge.auth import load_or_create_secret, mint_token
 from bridge.config import Settings
 from bridge.errors import SessionNotFound
 from bridge.events.pending import RequestChange
-from bridge.fanout.connection import FanoutService
+from bridge.fanout.connection import WebSocketContext
 from bridge.fanout.feed import CommitListener, DurableFeed
 from bridge.fanout.hub import Hub
 from bridge.fanout.limits import HEALTH_RESERVE, ConnectionSlots
@@ -116,7 +116,10 @@ def print_local_token(settings: Settings, secret: str) -> str:
     return token
 
 
-class Fanout:
+class FanoutPart:
+    """The fan-out part of one bridge process (the daemon builds it after the sessions part): its hub, feed,
+    LISTEN connection, live relay, request re-sync and the `WebSocketContext` the `/v1/ws` route serves."""
+
     def __init__(self, settings: Settings, engine: AsyncEngine, database_url: str, *, secret: str,
                  sessions: SubscribedSessions | None = None, client: UpstreamClient | None = None,
                  read_engine: AsyncEngine | None = None, revoked: Callable[[str], bool] = never_revoked,
@@ -140,7 +143,7 @@ class Fanout:
                                        on_status=self.feed.status, on_reconnected=on_database_back)
         self.listener.on_command = lambda n: self.hub.publish_state(n.session_id, command_message(n))
         origins = frozenset(o.strip().rstrip("/") for o in settings.allowed_origins.split(",") if o.strip())
-        self.service = FanoutService(
+        self.service = WebSocketContext(
             hub=self.hub,
             store=self.store,
             upstream=settings.upstream_name,

@@ -14,7 +14,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from bridge import metrics
-from bridge.fanout.connection import FanoutService
+from bridge.fanout.connection import WebSocketContext
 from bridge.hosts import LOOPBACK_TRUSTED
 from bridge.http.audit import AuditContext, add_audit_routes
 from bridge.http.security import protect
@@ -105,7 +105,7 @@ def _add_viewer(app: web.Application) -> None:
     app.router.add_static("/static/", STATIC_DIR)
 
 
-def build_app(readiness: ReadinessCheck, *, websocket: FanoutService | None = None,
+def build_app(readiness: ReadinessCheck, *, websocket: WebSocketContext | None = None,
               audit: AuditContext | None = None, detail: Callable[[web.Request], bool] | None = None,
               trusted_hosts: frozenset[str] | None = None,
               allowed_origins: frozenset[str] | None = None) -> web.Application:

@@ -26,7 +26,7 @@ from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, Command
 from bridge.config import Settings
 from bridge.directories import realpath
 from bridge.errors import AuthError, SessionNotFound, UpstreamError
-from bridge.fanout.connection import FanoutService
+from bridge.fanout.connection import WebSocketContext
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
@@ -235,7 +235,7 @@ def add_command_routes(app: web.Application, ctx: CommandsContext) -> None:
 
 
 def mount_commands(app: web.Application, settings: Settings, engine: AsyncEngine, client: UpstreamClient,
-                   fanout: FanoutService | None, secret: str,
+                   fanout: WebSocketContext | None, secret: str,
                    revoked: Callable[[str], bool] = never_revoked) -> CommandsContext:
     """The command routes on `app` and, given the fan-out, the WebSocket `command` op (the daemon's wiring).
     `engine` is the writers' pool: a command writes its row before and after the upstream call."""

@@ -15,13 +15,13 @@ from bridge.auth import Claims, bearer_token
 from bridge.errors import AuthError
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
-from bridge.fanout.connection import Connection, FanoutService
+from bridge.fanout.connection import Connection, WebSocketContext
 from bridge.fanout.hub import Client
 from bridge.fanout.token_sweep import TokenSweep
 from bridge.hosts import origin_allowed
 from bridge.http.ws_send import write_queue
 
-FANOUT_KEY: web.AppKey[FanoutService] = web.AppKey("fanout")
+FANOUT_KEY: web.AppKey[WebSocketContext] = web.AppKey("fanout")
 _SOCKETS_KEY: web.AppKey[set[web.WebSocketResponse[bool]]] = web.AppKey("fanout_sockets")
 _SWEEP_KEY: web.AppKey[TokenSweep[Connection]] = web.AppKey("fanout_token_sweep")
 
@@ -70,7 +70,7 @@ async def ws_handler(request: web.Request) -> web.StreamResponse:
 
 
 async def _serve(request: web.Request, ws: web.WebSocketResponse, stream: AbstractStreamWriter,
-                 svc: FanoutService, claims: Claims) -> web.WebSocketResponse:
+                 svc: WebSocketContext, claims: Claims) -> web.WebSocketResponse:
     sockets = request.app[_SOCKETS_KEY]
     sweep = request.app[_SWEEP_KEY]
     sockets.add(ws)
@@ -126,7 +126,7 @@ async def _shutdown(app: web.Application) -> None:
             await ws.close(code=p.CLOSE_GOING_AWAY, message=b"shutting down")
 
 
-def add_websocket(app: web.Application, service: FanoutService) -> None:
+def add_websocket(app: web.Application, service: WebSocketContext) -> None:
     """Mount `/v1/ws` on the bridge's app; every open socket is closed with 1001 on shutdown."""
     app[FANOUT_KEY] = service
     app[_SOCKETS_KEY] = set()

@@ -35,7 +35,6 @@ class Turnstile:
         self._woke_at: float | None = None  # when the last batch was woken (it runs in the next turn)
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._scheduled = False
-        self.queued = 0  # entries that had to wait, in all (tests, bench)
 
     @property
     def waiting(self) -> int:
@@ -56,7 +55,6 @@ class Turnstile:
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         self._waiting.append(waiter)
-        self.queued += 1
         self._schedule()
         await waiter  # cancelled while waiting: the future is cancelled and skipped by _turn
 

@@ -198,8 +198,10 @@ class ActivityTracker:
 
     def deleted(self, session_id: str) -> None:
         """Recorded by the store already (terminal, NOTIFY sent): only logged and counted here."""
+        tracker = self._trackers.get(session_id)
+        tr = tracker.on_deleted() if tracker is not None else None
         self.forget(session_id)
-        self._emit(session_id, Transition(Status.DELETED, "deleted upstream"))
+        self._emit(session_id, tr or Transition(Status.DELETED, "deleted upstream"))
 
     def _emit(self, session_id: str, tr: Transition | None) -> None:
         if tr is None:

@@ -88,15 +88,14 @@ class SessionRunner:
         self._clock = clock
         self._turnstile = turnstile  # one for every follower of the process (bridge.perf.turnstile)
         self._db_gate = asyncio.Semaphore(SESSION_DB_AT_ONCE)
-        self.db_waiting = 0  # sessions queued for the gate (tests)
 
     async def _gated(self, work: Callable[[], Awaitable[T]]) -> T:
         """One piece of a session's database work, within `SESSION_DB_AT_ONCE`."""
-        self.db_waiting += 1
+        metrics.SESSION_DB_WAITING.inc()
         try:
             await self._db_gate.acquire()
         finally:
-            self.db_waiting -= 1
+            metrics.SESSION_DB_WAITING.dec()
         try:
             return await work()
         finally:

@@ -91,9 +91,6 @@ class FollowerSupervisor:
     def warm_sessions(self) -> list[str]:
         return self.registry.sessions()
 
-    def is_warm(self, session_id: str) -> bool:
-        return self.registry.get(session_id) is not None
-
     def owns(self, session_id: str) -> bool:
         w = self.registry.get(session_id)
         return w is not None and w.epoch is not None

@@ -46,7 +46,6 @@ class HistoryCatchUp:
         self._log = log
         self._page_size = page_size
         self._prefetch = prefetch
-        self.pages_ahead = 0  # pages fetched while the previous one was written (tests, bench)
 
     async def _fetch(self, after: int, limit: int) -> Page:
         page = await self._client.history(self._sid, after, limit)
@@ -92,7 +91,6 @@ class HistoryCatchUp:
                 if more and self._prefetch and page.events:
                     ahead = asyncio.create_task(self._fetch(max(after, before), limit),
                                                 name=f"history-ahead:{self._sid}")
-                    self.pages_ahead += 1
                 for r in page.rejects:
                     await self._ingest.reject_item(r, page.received_at)
                 await self._ingest.write(page.events, page.received_at, "history")

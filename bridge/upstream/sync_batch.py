@@ -77,8 +77,6 @@ class SyncBatcher:
         self._drainer: asyncio.Task[None] | None = None
         self._calls: set[asyncio.Task[None]] = set()
         self._log = structlog.get_logger("bridge.sync")
-        self.calls = 0  # calls posted (tests, bench)
-        self.sessions_asked = 0
 
     async def fetch(self, session_id: str, after: int) -> list[Any]:
         """The session's sync-log items after `after` (exclusive; below 0: from seq 0), in the answer's
@@ -150,8 +148,6 @@ class SyncBatcher:
             self._enqueue(riders)
             return []
         wanted = [a.wanted for a in call]
-        self.calls += 1
-        self.sessions_asked += len(call) + len(riders)
         metrics.SYNC_CALLS.inc()
         metrics.SYNC_CALL_SESSIONS.observe(len(call) + len(riders))
         unnamed = {a.wanted.session_id for a in riders}

@@ -5,24 +5,29 @@
 * ``opencode_factory`` (function) ``await opencode_factory(password=..., ...)`` -> started serve; all closed
 * ``opencode``         (function) one started :class:`OpencodeServe` bound to ``mock_llm``
 * ``db``               (function) an engine on ``database_url`` (the fixture of tests/conftest.py)
+* ``bridge_processes`` (function) ``bridge_processes(name="bridge", upstream_url=None, **BRIDGE_env)`` -> a
+                                  not yet started :class:`BridgeProcess` on ``opencode`` (or ``upstream_url``),
+                                  named for the test module's ``UPSTREAM`` (else "e2e"); all stopped at teardown
 
-When a test fails, the teardown prints the tail of every serve log it used (shown under
+When a test fails, the teardown prints the tail of every serve and bridge log it used (shown under
 "Captured stdout teardown").
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.support.bridge_proc import BridgeFactory, BridgeProcess
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeFactory, OpencodeServe
 
+DEFAULT_UPSTREAM = "e2e"
 DEFAULT_BIN = Path(__file__).resolve().parents[2] / ".opencode" / "node_modules" / ".bin" / "opencode"
 
 _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
@@ -98,3 +103,26 @@ def db(engine: AsyncEngine) -> AsyncEngine:
 async def opencode(opencode_factory: OpencodeFactory) -> OpencodeServe:
     """A started ``opencode serve`` (fresh HOME + git project) whose provider is ``mock_llm``."""
     return await opencode_factory()
+
+
+@pytest.fixture
+def bridge_processes(tmp_path: Path, database_url: str, opencode: OpencodeServe,
+                     request: pytest.FixtureRequest) -> Iterator[BridgeFactory]:
+    """Bridge processes on ``opencode`` and the test's database; ``env`` adds or overrides BRIDGE_* settings."""
+    made: list[BridgeProcess] = []
+    upstream = getattr(request.module, "UPSTREAM", DEFAULT_UPSTREAM)
+
+    def make(name: str = "bridge", upstream_url: str | None = None, **env: str) -> BridgeProcess:
+        b = BridgeProcess(tmp_path, upstream_url or opencode.base_url, database_url, name=name,
+                          extra_env={"BRIDGE_UPSTREAM_NAME": upstream, **env})
+        made.append(b)
+        return b
+
+    try:
+        yield make
+    finally:
+        for b in made:
+            b.stop()
+        if _failed(request):
+            for b in made:
+                print(f"\n--- tail of {b.log_path} ---\n{b.log_tail(40)}")

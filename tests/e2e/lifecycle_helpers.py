@@ -4,36 +4,17 @@ statuses and log lines read from the database and the bridges' JSON logs."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.bridge_proc import BridgeProcess
-from tests.support.opencode import OpencodeServe
 
 UPSTREAM = "e2e"
-BridgeFactory = Callable[..., BridgeProcess]
 
 
 
-
-@pytest.fixture
-async def bridges(tmp_path: Path, database_url: str, opencode: OpencodeServe) -> AsyncIterator[BridgeFactory]:
-    made: list[BridgeProcess] = []
-
-    def make(name: str, **env: str) -> BridgeProcess:
-        b = BridgeProcess(tmp_path, opencode.base_url, database_url, name=name,
-                          extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, **env})
-        made.append(b)
-        return b
-
-    yield make
-    for b in made:
-        b.stop()
 
 
 async def session_row(db: AsyncEngine, sid: str) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
 from bridge.command_service import EXIT_AFTER_UPSTREAM_ENV
-from tests.support.bridge_proc import BridgeProcess
+from tests.support.bridge_proc import BridgeFactory, BridgeProcess
 from tests.support.fanout_client import WsClient
 from tests.support.mock_llm import HELLO_TEXT, MockLLM
 from tests.support.opencode import OpencodeServe
@@ -55,29 +55,23 @@ class Bridge:
 
 
 @pytest.fixture
-async def bridge_factory(tmp_path: Path, database_url: str, opencode: OpencodeServe
+async def bridge_factory(bridge_processes: BridgeFactory, opencode: OpencodeServe
                          ) -> AsyncIterator[Callable[..., Any]]:
-    made: list[BridgeProcess] = []
+    """Started bridges with an HTTP session (the processes are `bridge_processes`, tests/e2e/conftest.py)."""
     http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
 
     async def make(name: str = "bridge", **env: str) -> Bridge:
         # v2 unless a test asks otherwise: these tests read the v2 admissions (docs/commands.md, "Runtime
         # affinity"; tests/e2e/test_continuity.py covers the legacy runtime)
-        proc = BridgeProcess(tmp_path, opencode.base_url, database_url, name=name,
-                             extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET,
-                                        "BRIDGE_ALLOWED_DIRECTORIES": str(opencode.project_dir),
-                                        "BRIDGE_PROMPT_RUNTIME": "v2", **env})
-        made.append(proc)
+        proc = bridge_processes(name, **{"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET,
+                                         "BRIDGE_ALLOWED_DIRECTORIES": str(opencode.project_dir),
+                                         "BRIDGE_PROMPT_RUNTIME": "v2", **env})
         proc.start()
         await proc.wait_ready(60)
         return Bridge(proc, http)
 
     yield make
     await http.close()
-    for p in made:
-        p.stop()
-    for p in made:
-        print(f"\n--- tail of {p.log_path} ---\n{p.log_tail(40)}")
 
 
 @pytest.fixture

@@ -6,8 +6,7 @@ database deliver the same sequence."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,31 +24,6 @@ UPSTREAM = "e2e"
 SECRET = "e2e-secret-" + "x" * 40
 
 
-@pytest.fixture
-async def bridges(tmp_path: Path, database_url: str, opencode: OpencodeServe,
-                  request: pytest.FixtureRequest) -> AsyncIterator[Callable[..., BridgeProcess]]:
-    made: list[BridgeProcess] = []
-
-    def make(name: str = "bridge") -> BridgeProcess:
-        b = BridgeProcess(tmp_path, opencode.base_url, database_url, name=name,
-                          extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET})
-        made.append(b)
-        return b
-
-    yield make
-    for b in made:
-        b.stop()
-    for b in made:
-        print(f"\n--- tail of {b.log_path} ---\n{b.log_tail(40)}")
-
-
-@pytest.fixture
-async def clients() -> AsyncIterator[list[WsClient]]:
-    made: list[WsClient] = []
-    yield made
-    for c in made:
-        await c.close()
-
 
 async def connect(clients: list[WsClient], bridge: BridgeProcess, session: str | None = None) -> WsClient:
     token = mint_token(SECRET, UPSTREAM, [session] if session else None, 600)
@@ -59,7 +33,7 @@ async def connect(clients: list[WsClient], bridge: BridgeProcess, session: str |
 
 
 async def started(make: Callable[..., BridgeProcess], name: str = "bridge") -> BridgeProcess:
-    b = make(name)
+    b = make(name, BRIDGE_AUTH_SECRET=SECRET)
     b.start()
     await b.wait_ready(60)
     return b
@@ -89,9 +63,9 @@ async def wait_same_as_history(c: WsClient, serve: OpencodeServe, sid: str, afte
 
 
 async def test_a_subscriber_gets_every_durable_event_in_order_and_deltas_that_add_up_to_the_text(
-    opencode: OpencodeServe, bridges: Callable[..., BridgeProcess], clients: list[WsClient]
+    opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], clients: list[WsClient]
 ) -> None:
-    bridge = await started(bridges)
+    bridge = await started(bridge_processes)
     sid = await opencode.create_session()
     c = await connect(clients, bridge, sid)
     await c.subscribe(sid)
@@ -114,9 +88,9 @@ async def test_a_subscriber_gets_every_durable_event_in_order_and_deltas_that_ad
 
 
 async def test_a_client_that_disconnects_mid_turn_resumes_with_exactly_the_missing_events(
-    opencode: OpencodeServe, mock_llm: MockLLM, bridges: Callable[..., BridgeProcess], clients: list[WsClient]
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_processes: Callable[..., BridgeProcess], clients: list[WsClient]
 ) -> None:
-    bridge = await started(bridges)
+    bridge = await started(bridge_processes)
     sid = await opencode.create_session()
     first = await connect(clients, bridge, sid)
     await first.subscribe(sid)
@@ -138,9 +112,9 @@ async def test_a_client_that_disconnects_mid_turn_resumes_with_exactly_the_missi
 
 
 async def test_after_a_bridge_restart_an_old_seq_resumes_exactly_after_it(
-    opencode: OpencodeServe, bridges: Callable[..., BridgeProcess], clients: list[WsClient]
+    opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], clients: list[WsClient]
 ) -> None:
-    bridge = await started(bridges, "bridge-1")
+    bridge = await started(bridge_processes, "bridge-1")
     sid = await opencode.create_session()
     c = await connect(clients, bridge, sid)
     await c.subscribe(sid)
@@ -153,7 +127,7 @@ async def test_after_a_bridge_restart_an_old_seq_resumes_exactly_after_it(
     await opencode.prompt(sid, "MOCK:tool A turn while the bridge is down")
     await opencode.wait_idle(sid, 60)
 
-    again = await started(bridges, "bridge-2")
+    again = await started(bridge_processes, "bridge-2")
     c2 = await connect(clients, again, sid)
     await c2.subscribe(sid, old_seq)
     got = await wait_same_as_history(c2, opencode, sid, after=old_seq)
@@ -162,9 +136,9 @@ async def test_after_a_bridge_restart_an_old_seq_resumes_exactly_after_it(
 
 
 async def test_two_clients_on_two_bridge_processes_see_the_same_durable_sequence_and_status(
-    opencode: OpencodeServe, bridges: Callable[..., BridgeProcess], clients: list[WsClient]
+    opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], clients: list[WsClient]
 ) -> None:
-    one, two = await asyncio.gather(started(bridges, "bridge-a"), started(bridges, "bridge-b"))
+    one, two = await asyncio.gather(started(bridge_processes, "bridge-a"), started(bridge_processes, "bridge-b"))
     sid = await opencode.create_session()
     a = await connect(clients, one, sid)
     b = await connect(clients, two, sid)
@@ -185,9 +159,9 @@ async def test_two_clients_on_two_bridge_processes_see_the_same_durable_sequence
 
 
 async def test_a_permission_request_is_pushed_kept_for_a_later_page_and_updated_when_answered(
-    opencode: OpencodeServe, bridges: Callable[..., BridgeProcess], clients: list[WsClient]
+    opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], clients: list[WsClient]
 ) -> None:
-    bridge = await started(bridges)
+    bridge = await started(bridge_processes)
     sid = await opencode.create_session()
     live = await connect(clients, bridge, sid)
     await live.subscribe(sid)
@@ -225,9 +199,9 @@ def sync_ids(log: list[dict[str, Any]]) -> list[tuple[int, str]]:
 
 
 async def test_a_legacy_turn_reaches_the_client_whole_and_its_deltas_add_up_to_the_final_text(
-    opencode: OpencodeServe, bridges: Callable[..., BridgeProcess], clients: list[WsClient]
+    opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], clients: list[WsClient]
 ) -> None:
-    bridge = await started(bridges)
+    bridge = await started(bridge_processes)
     sid = await opencode.create_session()
     c = await connect(clients, bridge, sid)
     await c.subscribe(sid)
@@ -251,9 +225,9 @@ async def test_a_legacy_turn_reaches_the_client_whole_and_its_deltas_add_up_to_t
 
 
 async def test_a_legacy_permission_request_reaches_the_client_and_its_answer_is_shown(
-    opencode: OpencodeServe, bridges: Callable[..., BridgeProcess], clients: list[WsClient]
+    opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], clients: list[WsClient]
 ) -> None:
-    bridge = await started(bridges)
+    bridge = await started(bridge_processes)
     sid = await opencode.create_session()
     c = await connect(clients, bridge, sid)
     await c.subscribe(sid)

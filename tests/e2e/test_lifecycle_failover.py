@@ -13,26 +13,26 @@ import time
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.e2e.lifecycle_helpers import BridgeFactory, bridges, lease_owner, log_events, owner_pid
+from tests.e2e.lifecycle_helpers import lease_owner, log_events, owner_pid
 from tests.e2e.test_mirror import reject_count, stored_types, wait_mirrored
+from tests.support.bridge_proc import BridgeFactory
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeServe
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
-__all__ = ["bridges"]  # fixtures
 
 # Defaults: lease TTL 15 s + sweep 5 s = the 20 s adoption target (docs/lifecycle.md).
 TARGET_S = 20.0
 
 
 async def test_kill_9_of_the_owner_mid_turn_survivors_adopt_within_target_and_nothing_is_lost(
-    opencode: OpencodeServe, mock_llm: MockLLM, bridges: BridgeFactory, db: AsyncEngine
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_processes: BridgeFactory, db: AsyncEngine
 ) -> None:
     # LIFECYCLE_E2E_PID_PROBE=false measures the cross-host path (lease expiry + sweep) instead of the
     # same-host dead-pid shortcut.
     probe = os.environ.get("LIFECYCLE_E2E_PID_PROBE", "true")
-    procs = [bridges(f"bridge-{i}", BRIDGE_LEASE_PID_PROBE=probe) for i in range(3)]
+    procs = [bridge_processes(f"bridge-{i}", BRIDGE_LEASE_PID_PROBE=probe) for i in range(3)]
     for p in procs:
         p.start()
     await asyncio.gather(*(p.wait_ready(60) for p in procs))
@@ -72,10 +72,10 @@ async def test_kill_9_of_the_owner_mid_turn_survivors_adopt_within_target_and_no
 
 
 async def test_a_paused_owner_past_its_ttl_is_superseded_and_after_sigcont_writes_nothing_more(
-    opencode: OpencodeServe, mock_llm: MockLLM, bridges: BridgeFactory, db: AsyncEngine
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_processes: BridgeFactory, db: AsyncEngine
 ) -> None:
     fast = {"BRIDGE_LEASE_TTL_S": "4", "BRIDGE_HEARTBEAT_INTERVAL_S": "1", "BRIDGE_SWEEP_INTERVAL_S": "1"}
-    zombie = bridges("zombie", **fast)
+    zombie = bridge_processes("zombie", **fast)
     zombie.start()
     await zombie.wait_ready(60)
     sid = await opencode.create_session()
@@ -83,7 +83,7 @@ async def test_a_paused_owner_past_its_ttl_is_superseded_and_after_sigcont_write
     await mock_llm.wait_gate_reached("zz", timeout=60)
     await wait_until(lambda: stored_types(db, sid, "text:start"), 60, 0.1, message="text.started stored")
     assert zombie.proc is not None and owner_pid(await lease_owner(db, sid)) == zombie.proc.pid
-    survivor = bridges("survivor", **fast)
+    survivor = bridge_processes("survivor", **fast)
     survivor.start()
     await survivor.wait_ready(60)
     assert survivor.proc is not None

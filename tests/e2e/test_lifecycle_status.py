@@ -11,22 +11,22 @@ import time
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.e2e.lifecycle_helpers import BridgeFactory, bridges, lease_owner, log_events, session_row, status_of
+from tests.e2e.lifecycle_helpers import lease_owner, log_events, session_row, status_of
 from tests.e2e.test_mirror import reject_count, stored_types, wait_mirrored
+from tests.support.bridge_proc import BridgeFactory
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeServe
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
-__all__ = ["bridges"]  # fixtures
 
 STALL_S = 4.0
 
 
 async def test_status_running_then_idle_stalled_for_an_unavailable_model_and_interrupted_by_a_restart(
-    opencode: OpencodeServe, mock_llm: MockLLM, bridges: BridgeFactory, db: AsyncEngine
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_processes: BridgeFactory, db: AsyncEngine
 ) -> None:
-    bridge = bridges("bridge", BRIDGE_STALL_TIMEOUT_S=str(STALL_S))
+    bridge = bridge_processes("bridge", BRIDGE_STALL_TIMEOUT_S=str(STALL_S))
     bridge.start()
     await bridge.wait_ready(60)
     normal, unavailable, cut = [await opencode.create_session() for _ in range(3)]
@@ -78,9 +78,9 @@ async def _is(db: AsyncEngine, sid: str, status: str) -> bool:
 
 
 async def test_idle_gc_releases_then_the_next_prompt_warms_again_and_a_running_turn_is_never_released(
-    opencode: OpencodeServe, bridges: BridgeFactory, db: AsyncEngine
+    opencode: OpencodeServe, bridge_processes: BridgeFactory, db: AsyncEngine
 ) -> None:
-    bridge = bridges("bridge", BRIDGE_IDLE_TTL_S="3", BRIDGE_SWEEP_INTERVAL_S="1")
+    bridge = bridge_processes("bridge", BRIDGE_IDLE_TTL_S="3", BRIDGE_SWEEP_INTERVAL_S="1")
     bridge.start()
     await bridge.wait_ready(60)
     sid = await opencode.create_session()

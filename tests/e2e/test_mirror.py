@@ -6,8 +6,7 @@ mid-turn, restart of the serve mid-turn). The bridge runs as a real child proces
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from bridge.store.writes import EventStore
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.mock_llm import HELLO_TEXT, MockLLM
 from tests.support.opencode import OpencodeServe
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -26,23 +26,6 @@ UPSTREAM = "e2e"
 
 
 
-
-@pytest.fixture
-async def bridge_factory(tmp_path: Path, database_url: str,
-                         opencode: OpencodeServe) -> AsyncIterator[Callable[..., BridgeProcess]]:
-    made: list[BridgeProcess] = []
-
-    def make(name: str = "bridge") -> BridgeProcess:
-        b = BridgeProcess(tmp_path, opencode.base_url, database_url, name=name,
-                          extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM})
-        made.append(b)
-        return b
-
-    yield make
-    for b in made:
-        b.stop()
-        # pytest shows captured output only for failing tests: this is the bridge's side of a failure.
-        print(f"\n--- tail of {b.log_path} ---\n{b.log_tail(40)}")
 
 
 def upstream_ids(history: list[dict[str, Any]]) -> list[tuple[int, str]]:
@@ -57,7 +40,7 @@ async def wait_mirrored(db: AsyncEngine, serve: OpencodeServe, *sessions: str, t
 
     async def same() -> bool:
         for sid in sessions:
-            stored = await store.stored_ids(sid)
+            stored = await stored_ids(store, sid)
             upstream = upstream_ids(await serve.history(sid))
             state[sid] = (len(stored), len(upstream))
             if not stored or stored[0][0] != 0 or stored[1:] != upstream or not upstream:
@@ -80,9 +63,9 @@ async def reject_count(db: AsyncEngine) -> int:
 
 
 async def test_text_and_tool_turns_in_two_sessions_at_once_are_mirrored_exactly(
-    opencode: OpencodeServe, bridge_factory: Callable[..., BridgeProcess], db: AsyncEngine
+    opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], db: AsyncEngine
 ) -> None:
-    bridge = bridge_factory()
+    bridge = bridge_processes()
     bridge.start()
     await bridge.wait_ready()
     a = await opencode.create_session()
@@ -114,9 +97,9 @@ async def test_text_and_tool_turns_in_two_sessions_at_once_are_mirrored_exactly(
 
 
 async def test_sigkill_of_the_bridge_mid_turn_loses_and_duplicates_nothing(
-    opencode: OpencodeServe, mock_llm: MockLLM, bridge_factory: Callable[..., BridgeProcess], db: AsyncEngine
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_processes: Callable[..., BridgeProcess], db: AsyncEngine
 ) -> None:
-    bridge = bridge_factory("bridge-1")
+    bridge = bridge_processes("bridge-1")
     bridge.start()
     await bridge.wait_ready()
     a = await opencode.create_session()
@@ -131,7 +114,7 @@ async def test_sigkill_of_the_bridge_mid_turn_loses_and_duplicates_nothing(
     await opencode.prompt(b, "MOCK:text And again")  # whole turns happen while the bridge is dead
     await asyncio.gather(opencode.wait_idle(a, 60), opencode.wait_idle(b, 60))
 
-    again = bridge_factory("bridge-2")
+    again = bridge_processes("bridge-2")
     again.start()
     await again.wait_ready()
     await wait_mirrored(db, opencode, a, b)
@@ -142,9 +125,9 @@ async def test_sigkill_of_the_bridge_mid_turn_loses_and_duplicates_nothing(
 
 
 async def test_upstream_restart_mid_turn_loses_and_duplicates_nothing(
-    opencode: OpencodeServe, mock_llm: MockLLM, bridge_factory: Callable[..., BridgeProcess], db: AsyncEngine
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_processes: Callable[..., BridgeProcess], db: AsyncEngine
 ) -> None:
-    bridge = bridge_factory()
+    bridge = bridge_processes()
     bridge.start()
     await bridge.wait_ready()
     a = await opencode.create_session()

@@ -12,7 +12,6 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -35,34 +34,9 @@ SECRET = "e2e-secret-" + "q" * 40
 LABELS = ["Red", "Blue"]
 
 
-@pytest.fixture
-async def bridges(tmp_path: Path, database_url: str, opencode: OpencodeServe
-                  ) -> AsyncIterator[Callable[..., BridgeProcess]]:
-    made: list[BridgeProcess] = []
-
-    def make(name: str = "bridge", upstream_url: str | None = None) -> BridgeProcess:
-        b = BridgeProcess(tmp_path, upstream_url or opencode.base_url, database_url, name=name,
-                          extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET})
-        made.append(b)
-        return b
-
-    yield make
-    for b in made:
-        b.stop()
-    for b in made:
-        print(f"\n--- tail of {b.log_path} ---\n{b.log_tail(40)}")
-
-
-@pytest.fixture
-async def clients() -> AsyncIterator[list[WsClient]]:
-    made: list[WsClient] = []
-    yield made
-    for c in made:
-        await c.close()
-
 
 async def started(make: Callable[..., BridgeProcess], **kw: Any) -> BridgeProcess:
-    b = make(**kw)
+    b = make(BRIDGE_AUTH_SECRET=SECRET, **kw)
     b.start()
     await b.wait_ready(60)
     return b
@@ -152,10 +126,10 @@ def question_tools(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def test_a_legacy_question_waits_is_answered_through_the_bridge_and_kept_across_a_restart(
-    opencode: OpencodeServe, mock_llm: MockLLM, bridges: Callable[..., BridgeProcess], clients: list[WsClient],
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_processes: Callable[..., BridgeProcess], clients: list[WsClient],
     db: AsyncEngine,
 ) -> None:
-    bridge = await started(bridges)
+    bridge = await started(bridge_processes)
     sid = await opencode.create_session()
     c = await subscribed(clients, bridge, sid)
     async with asked_upstream(opencode) as seen:
@@ -216,7 +190,7 @@ async def test_a_legacy_question_waits_is_answered_through_the_bridge_and_kept_a
     assert (status, body["applied"]) == (200, True)  # the same command again: the stored result
 
     bridge.stop()
-    bridge = await started(bridges, name="bridge-2")
+    bridge = await started(bridge_processes, name="bridge-2")
     later = await subscribed(clients, bridge, sid)
     kept = await later.wait_for("question", 30, session=sid, request_id=rid)
     assert (kept["state"], kept["answers"], kept["answered_by"]) == ("answered", [["Red"]], "alice")
@@ -227,9 +201,9 @@ async def test_a_legacy_question_waits_is_answered_through_the_bridge_and_kept_a
 
 
 async def test_a_v2_question_is_answered_over_the_websocket_and_the_next_one_rejected(
-    opencode: OpencodeServe, mock_llm: MockLLM, bridges: Callable[..., BridgeProcess], clients: list[WsClient],
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_processes: Callable[..., BridgeProcess], clients: list[WsClient],
 ) -> None:
-    bridge = await started(bridges)
+    bridge = await started(bridge_processes)
     sid = await opencode.create_session()
     c = await subscribed(clients, bridge, sid)
     async with asked_upstream(opencode) as seen:
@@ -271,16 +245,16 @@ async def test_a_v2_question_is_answered_over_the_websocket_and_the_next_one_rej
 
 
 async def test_a_question_asked_while_the_bridge_was_killed_is_shown_after_the_restart(
-    opencode: OpencodeServe, mock_llm: MockLLM, bridges: Callable[..., BridgeProcess], clients: list[WsClient],
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_processes: Callable[..., BridgeProcess], clients: list[WsClient],
 ) -> None:
-    bridge = await started(bridges)
+    bridge = await started(bridge_processes)
     sid = await opencode.create_session()
     await subscribed(clients, bridge, sid)
     bridge.kill()  # SIGKILL
     await opencode.prompt_async(sid, "MOCK:question while away")
     (pending,) = await wait_until(lambda: _pending(opencode), 60, 0.1, message="asked upstream")
 
-    bridge = await started(bridges, name="bridge-2")
+    bridge = await started(bridge_processes, name="bridge-2")
     c = await subscribed(clients, bridge, sid)
     shown = await c.wait_for("question", 30, session=sid, request_id=pending["id"])
     assert shown["state"] == "asked" and shown["runtime"] == "legacy"
@@ -302,12 +276,12 @@ async def _pending(serve: OpencodeServe) -> list[dict[str, Any]] | None:
 
 
 async def test_a_legacy_permission_answered_while_the_live_stream_was_cut_is_no_longer_pending(
-    opencode: OpencodeServe, bridges: Callable[..., BridgeProcess], clients: list[WsClient], db: AsyncEngine,
+    opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], clients: list[WsClient], db: AsyncEngine,
 ) -> None:
     proxy = TcpProxy("127.0.0.1", opencode.port)
     await proxy.start()
     try:
-        bridge = await started(bridges, upstream_url=proxy.url)
+        bridge = await started(bridge_processes, upstream_url=proxy.url)
         sid = await opencode.create_session()
         c = await subscribed(clients, bridge, sid)
         await opencode.prompt_async(sid, "MOCK:perm go")

@@ -21,6 +21,7 @@ from tests.support.bridge_proc import BridgeProcess
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeServe
 from tests.support.replication import ReplicatedPostgres
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 UPSTREAM = "e2e-failover"
@@ -44,7 +45,7 @@ async def test_failover_mid_conversation_loses_nothing_on_the_real_serve(
 
         async def mirrored() -> bool:
             for sid in (v2, legacy):
-                if sid in await opencode.active() or await store.stored_ids(sid) != await log_of(sid):
+                if sid in await opencode.active() or await stored_ids(store, sid) != await log_of(sid):
                     return False
             return True
 
@@ -57,7 +58,7 @@ async def test_failover_mid_conversation_loses_nothing_on_the_real_serve(
         await asyncio.to_thread(pair.wait_replayed)
         await asyncio.to_thread(pair.detach_standby)  # from here on, commits exist on the primary only
         await turn("second")
-        on_primary = {sid: len(await store.stored_ids(sid)) for sid in (v2, legacy)}
+        on_primary = {sid: len(await stored_ids(store, sid)) for sid in (v2, legacy)}
 
         await asyncio.to_thread(pair.kill_primary)
         # The loss is real: read on the standby before its promotion (a hot standby reads; the bridge cannot
@@ -65,7 +66,7 @@ async def test_failover_mid_conversation_loses_nothing_on_the_real_serve(
         standby = create_async_engine(to_async_url(pair.standby_url), poolclass=pool.NullPool)
         try:
             for sid in (v2, legacy):
-                assert len(await EventStore(standby, UPSTREAM).stored_ids(sid)) < on_primary[sid]
+                assert len(await stored_ids(EventStore(standby, UPSTREAM), sid)) < on_primary[sid]
         finally:
             await standby.dispose()
         await asyncio.to_thread(pair.promote)

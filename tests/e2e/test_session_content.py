@@ -16,10 +16,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
 from bridge.store.writes import EventStore
-from tests.support.bridge_proc import BridgeProcess
+from tests.support.bridge_proc import BridgeFactory, BridgeProcess
 from tests.support.fanout_client import WsClient
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeServe
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -52,10 +53,8 @@ class Bridge:
 
 
 @pytest.fixture
-async def bridge(tmp_path: Path, database_url: str, opencode: OpencodeServe) -> AsyncIterator[Bridge]:
-    proc = BridgeProcess(tmp_path, opencode.base_url, database_url,
-                         extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET,
-                                    "BRIDGE_ALLOWED_DIRECTORIES": str(opencode.project_dir)})
+async def bridge(bridge_processes: BridgeFactory, opencode: OpencodeServe) -> AsyncIterator[Bridge]:
+    proc = bridge_processes(BRIDGE_AUTH_SECRET=SECRET, BRIDGE_ALLOWED_DIRECTORIES=str(opencode.project_dir))
     proc.start()
     http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
     try:
@@ -63,8 +62,6 @@ async def bridge(tmp_path: Path, database_url: str, opencode: OpencodeServe) -> 
         yield Bridge(proc, http)
     finally:
         await http.close()
-        proc.stop()
-        print(f"\n--- tail of {proc.log_path} ---\n{proc.log_tail(30)}")
 
 
 async def wait_synced(db: AsyncEngine, serve: OpencodeServe, *sessions: str) -> None:
@@ -74,7 +71,7 @@ async def wait_synced(db: AsyncEngine, serve: OpencodeServe, *sessions: str) -> 
 
     async def same() -> bool:
         for sid in sessions:
-            stored = await store.stored_ids(sid)
+            stored = await stored_ids(store, sid)
             log = [(int(i["seq"]), str(i["id"])) for i in await serve.sync_log(sid)]
             state[sid] = (stored[:1], len(stored), len(log))
             if stored != log or not log or log[0][0] != 0:

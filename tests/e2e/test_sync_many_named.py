@@ -12,6 +12,7 @@ import pytest
 
 from bridge.upstream.client import FROM_START, UpstreamClient
 from bridge.upstream.sync_plan import MAX_NAMED, SYNC_CUTOFF_MAX
+from tests.support.metric_values import Since
 from tests.support.opencode import OpencodeHTTPError, OpencodeServe
 
 pytestmark = pytest.mark.e2e
@@ -49,9 +50,10 @@ async def test_thousands_of_named_sessions_mostly_unknown_are_answered_exactly(o
     # The bridge's client: three sessions asked at once, every other id known → one call, exact answers.
     async with UpstreamClient(opencode.base_url, opencode.username or "opencode", opencode.password or "") as client:
         client.learn_aggregates(f"ses_{k:026d}" for k in range(3000))
+        calls = Since("bridge_sync_calls_total")
         got = await asyncio.gather(client.sync_history(a, 0), client.sync_history(b, 1),
                                    client.sync_history(c, FROM_START))
-        assert client.sync_batcher.calls == 1
+        assert calls.value == 1
     assert _ids(got[0], a) == logs[a][1:]
     assert _ids(got[1], b) == [x for x in logs[b] if isinstance(x[0], int) and x[0] > 1]
     assert _ids(got[2], c) == logs[c]

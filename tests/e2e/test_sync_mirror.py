@@ -6,8 +6,7 @@ mid-turn (a loopback proxy between bridge and serve)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from bridge.store.writes import EventStore
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeServe
+from tests.support.stored_rows import stored_ids
 from tests.support.tcp_proxy import TcpProxy
 from tests.support.waiting import wait_until
 
@@ -25,22 +25,6 @@ pytestmark = pytest.mark.e2e
 
 UPSTREAM = "e2e"
 
-
-@pytest.fixture
-async def bridge_factory(tmp_path: Path, database_url: str,
-                         opencode: OpencodeServe) -> AsyncIterator[Callable[..., BridgeProcess]]:
-    made: list[BridgeProcess] = []
-
-    def make(name: str = "bridge", upstream_url: str | None = None) -> BridgeProcess:
-        b = BridgeProcess(tmp_path, upstream_url or opencode.base_url, database_url, name=name,
-                          extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM})
-        made.append(b)
-        return b
-
-    yield make
-    for b in made:
-        b.stop()
-        print(f"\n--- tail of {b.log_path} ---\n{b.log_tail(40)}")
 
 
 async def wait_synced(db: AsyncEngine, serve: OpencodeServe, *sessions: str, timeout: float = 60) -> None:
@@ -51,7 +35,7 @@ async def wait_synced(db: AsyncEngine, serve: OpencodeServe, *sessions: str, tim
 
     async def same() -> bool:
         for sid in sessions:
-            stored = await store.stored_ids(sid)
+            stored = await stored_ids(store, sid)
             log = [(int(i["seq"]), str(i["id"])) for i in await serve.sync_log(sid)]
             state[sid] = (len(stored), len(log))
             if stored != log or not log or log[0][0] != 0:
@@ -89,9 +73,9 @@ async def legacy_lag_ms(db: AsyncEngine, sid: str) -> list[float]:
 
 
 async def test_a_turn_of_the_real_cli_is_mirrored_exactly(
-    opencode: OpencodeServe, bridge_factory: Callable[..., BridgeProcess], db: AsyncEngine
+    opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], db: AsyncEngine
 ) -> None:
-    bridge = bridge_factory()
+    bridge = bridge_processes()
     bridge.start()
     await bridge.wait_ready()
     sid = await opencode.create_session()
@@ -108,9 +92,9 @@ async def test_a_turn_of_the_real_cli_is_mirrored_exactly(
 
 
 async def test_a_session_mixing_a_legacy_prompt_async_turn_and_a_v2_turn_is_mirrored_exactly(
-    opencode: OpencodeServe, bridge_factory: Callable[..., BridgeProcess], db: AsyncEngine
+    opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], db: AsyncEngine
 ) -> None:
-    bridge = bridge_factory()
+    bridge = bridge_processes()
     bridge.start()
     await bridge.wait_ready()
     sid = await opencode.create_session()
@@ -127,9 +111,9 @@ async def test_a_session_mixing_a_legacy_prompt_async_turn_and_a_v2_turn_is_mirr
 
 
 async def test_a_v2_only_tool_turn_equals_the_sync_log(
-    opencode: OpencodeServe, bridge_factory: Callable[..., BridgeProcess], db: AsyncEngine
+    opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], db: AsyncEngine
 ) -> None:
-    bridge = bridge_factory()
+    bridge = bridge_processes()
     bridge.start()
     await bridge.wait_ready()
     sid = await opencode.create_session()
@@ -142,9 +126,9 @@ async def test_a_v2_only_tool_turn_equals_the_sync_log(
 
 
 async def test_sigkill_of_the_bridge_in_the_middle_of_a_legacy_turn_then_restart(
-    opencode: OpencodeServe, mock_llm: MockLLM, bridge_factory: Callable[..., BridgeProcess], db: AsyncEngine
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_processes: Callable[..., BridgeProcess], db: AsyncEngine
 ) -> None:
-    first = bridge_factory("first")
+    first = bridge_processes("first")
     first.start()
     await first.wait_ready()
     sid = await opencode.create_session()
@@ -152,14 +136,14 @@ async def test_sigkill_of_the_bridge_in_the_middle_of_a_legacy_turn_then_restart
     store = EventStore(db, UPSTREAM)
 
     async def some_stored() -> bool:
-        return len(await store.stored_ids(sid)) >= 3
+        return len(await stored_ids(store, sid)) >= 3
 
     await wait_until(some_stored, 60, 0.1, message="part of the legacy turn stored")
     first.kill()
     mock_llm.release("g1")
     await opencode.prompt_async(sid, "MOCK:text And again.")  # a whole turn while no bridge runs
     await opencode.wait_legacy_idle(sid, 2)
-    second = bridge_factory("second")
+    second = bridge_processes("second")
     second.start()
     await second.wait_ready()
     await wait_synced(db, opencode, sid)
@@ -167,13 +151,13 @@ async def test_sigkill_of_the_bridge_in_the_middle_of_a_legacy_turn_then_restart
 
 
 async def test_a_global_event_cut_mid_turn_is_repaired(
-    opencode: OpencodeServe, mock_llm: MockLLM, bridge_factory: Callable[..., BridgeProcess], db: AsyncEngine
+    opencode: OpencodeServe, mock_llm: MockLLM, bridge_processes: Callable[..., BridgeProcess], db: AsyncEngine
 ) -> None:
     host, port = opencode.base_url.removeprefix("http://").split(":")
     proxy = TcpProxy(host, int(port))
     await proxy.start()
     try:
-        bridge = bridge_factory(upstream_url=proxy.url)
+        bridge = bridge_processes(upstream_url=proxy.url)
         bridge.start()
         await bridge.wait_ready()
         await wait_until(lambda: proxy.open_matching(b"GET /global/event") == 1, 20, 0.05,
@@ -183,7 +167,7 @@ async def test_a_global_event_cut_mid_turn_is_repaired(
         store = EventStore(db, UPSTREAM)
 
         async def some_stored() -> bool:
-            return len(await store.stored_ids(sid)) >= 3
+            return len(await stored_ids(store, sid)) >= 3
 
         await wait_until(some_stored, 60, 0.1, message="part of the legacy turn stored")
         assert proxy.cut(b"GET /global/event") == 1
@@ -205,10 +189,10 @@ async def test_a_global_event_cut_mid_turn_is_repaired(
 
 
 async def test_repairs_after_a_reconnect_are_few(
-    opencode: OpencodeServe, bridge_factory: Callable[..., BridgeProcess], db: AsyncEngine
+    opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], db: AsyncEngine
 ) -> None:
     """Numbers for the report: sync-log reads per legacy turn and after one reconnect (from /metrics)."""
-    bridge = bridge_factory()
+    bridge = bridge_processes()
     bridge.start()
     await bridge.wait_ready()
     sid = await opencode.create_session()

@@ -18,7 +18,7 @@ from bridge.fanout.relay import LiveRelay
 from bridge.http.app import build_app
 from bridge.store.db import make_engine
 from tests.e2e.test_fanout_viewer import Page, browser, chromium_devtools  # noqa: F401  (fixtures)
-from tests.integration.fanout_node import Node
+from tests.support.fanout_node import Node
 from tests.support.legacy_rows import legacy_session, message_store
 from tests.support.waiting import wait_until
 

@@ -12,31 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.auth import mint_token
 from bridge.http.audit import AuditContext, add_audit_routes
 from bridge.store.reads import AuditReader
-from tests.integration.fanout_node import SECRET, UPSTREAM, Node
-from tests.support.fanout_client import WsClient
-
-
-@pytest.fixture
-async def nodes(engine: AsyncEngine, database_url: str) -> AsyncIterator[Callable[..., Any]]:
-    made: list[Node] = []
-
-    async def make(**kw: Any) -> Node:
-        n = Node(engine, database_url, **kw)
-        made.append(n)
-        await n.start()
-        return n
-
-    yield make
-    for n in made:
-        await n.stop()
-
-
-@pytest.fixture
-async def clients() -> AsyncIterator[list[WsClient]]:
-    made: list[WsClient] = []
-    yield made
-    for c in made:
-        await c.close()
+from tests.support.fanout_node import SECRET, UPSTREAM
 
 
 @pytest.fixture

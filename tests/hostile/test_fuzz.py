@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from yarl import URL
 
 from bridge.store.writes import EventStore
-from tests.integration.fanout_node import Node
 from tests.support.fanout_client import WsClient
+from tests.support.fanout_node import Node
 
 from .conftest import bearer, session_rows
 from .test_ws_attacks import HOSTILE_IDS
@@ -106,7 +106,7 @@ async def test_any_audit_query_or_path_gets_200_or_4xx_never_500(
     audit_api: Callable[..., Any], store: EventStore
 ) -> None:
     epoch, _ = await store.claim(KNOWN, "owner-1")
-    from tests.integration.chat_events import RECEIVED_AT, chat_event
+    from tests.support.chat_events import RECEIVED_AT, chat_event
 
     await store.write_batch(KNOWN, epoch, [chat_event(1, session_id=KNOWN)], RECEIVED_AT)
     api = await audit_api()

@@ -12,14 +12,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from bridge.config import Secret, Settings
-from bridge.fanout.service import Fanout
+from bridge.fanout.service import FanoutPart
 from bridge.hosts import trusted_hosts
 from bridge.http.app import build_app
 from bridge.http.security import SECURITY_HEADERS, protect, token_holder
 from bridge.store.db import make_engine
 from bridge.store.writes import EventStore
-from tests.integration.chat_events import chat_event
-from tests.integration.fanout_node import SECRET, UPSTREAM
+from tests.support.chat_events import chat_event
+from tests.support.fanout_node import SECRET, UPSTREAM
 
 from .conftest import bearer
 
@@ -98,7 +98,7 @@ async def test_dns_rebinding_is_refused_by_the_host_check_in_every_mode(
 
 async def test_every_response_carries_csp_nosniff_frame_ancestors_and_no_referrer() -> None:
     url = "postgresql://u:p@127.0.0.1:1/none"  # never connected: only the viewer's static files are served
-    fanout = Fanout(Settings(upstream_name="up", auth_secret=Secret("k" * 40)), make_engine(url), url,
+    fanout = FanoutPart(Settings(upstream_name="up", auth_secret=Secret("k" * 40)), make_engine(url), url,
                     secret="k" * 40)
 
     async def ready() -> dict[str, Any]:

@@ -17,8 +17,8 @@ from bridge.http.server import KEEPALIVE_TIMEOUT_S, make_runner
 from bridge.store.db import make_read_engine
 from bridge.store.reads import AuditReader
 from bridge.store.writes import EventStore
-from tests.integration.chat_events import RECEIVED_AT, chat_event
-from tests.integration.fanout_node import UPSTREAM
+from tests.support.chat_events import RECEIVED_AT, chat_event
+from tests.support.fanout_node import UPSTREAM
 from tests.support.waiting import wait_until
 
 from .conftest import bearer

@@ -22,8 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.store.db import make_read_engine
 from bridge.store.reads import AuditReader
 from bridge.store.writes import EventStore
-from tests.integration.chat_events import RECEIVED_AT, chat_event
-from tests.integration.fanout_node import UPSTREAM
+from tests.support.chat_events import RECEIVED_AT, chat_event
+from tests.support.fanout_node import UPSTREAM
 
 from .conftest import bearer
 

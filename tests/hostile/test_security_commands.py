@@ -25,13 +25,14 @@ from bridge.errors import UpstreamError
 from bridge.http.app import build_app
 from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.store.commands_pending import CommandStore
-from tests.integration.test_commands_http import OTHER, SECRET, SID, UPSTREAM, TwinUpstream
+from tests.integration.test_commands_http import SECRET, UPSTREAM
+from tests.support.commands_twin import OTHER, SID, UpstreamCommandsTwin
 
 ORIGIN = "https://chat.example"
 
 
 class Door:
-    def __init__(self, http: TestClient[Any, Any], twin: TwinUpstream, root: Path) -> None:
+    def __init__(self, http: TestClient[Any, Any], twin: UpstreamCommandsTwin, root: Path) -> None:
         self.http, self.twin, self.root = http, twin, root
 
     async def post(self, path: str, body: Any, token: str, **headers: str) -> tuple[int, dict[str, Any]]:
@@ -56,7 +57,7 @@ async def make_door(engine: AsyncEngine, tmp_path: Path) -> AsyncIterator[Callab
     async def make(roots: tuple[str, ...] | None = None) -> Door:
         root = tmp_path / "projects"
         (root / "app").mkdir(parents=True, exist_ok=True)
-        twin = TwinUpstream()
+        twin = UpstreamCommandsTwin()
         service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
                                  limiter=RateLimiter(rate_per_s=100, burst=1000), exit_after_upstream="",
                                  directories=(str(root),) if roots is None else roots, resolve=os.path.realpath,

@@ -16,8 +16,8 @@ import pytest
 from bridge.fanout import protocol as p
 from bridge.fanout.limits import ConnectionSlots, OpBucket, OpLimits
 from bridge.http.app import build_app, serving
-from tests.integration.fanout_node import Node
 from tests.support.fanout_client import WsClient
+from tests.support.fanout_node import Node
 from tests.support.waiting import wait_until
 
 BURST = 5_000

@@ -25,9 +25,9 @@ from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.revocation import RevocationList
 from bridge.store.commands_pending import CommandStore
 from bridge.store.revoked import revoke, revoked_jtis
-from tests.integration.fanout_node import SECRET, UPSTREAM, Node
-from tests.integration.test_commands_http import SID, TwinUpstream
+from tests.support.commands_twin import SID, UpstreamCommandsTwin
 from tests.support.fanout_client import WsClient
+from tests.support.fanout_node import SECRET, UPSTREAM, Node
 
 NOW = int(time.time())
 # Valid for the longest time allowed: the suite may reach these tests many minutes after this module loads.
@@ -97,7 +97,7 @@ def test_other_algorithms_and_keys_are_refused() -> None:
 
 
 async def test_forged_tokens_are_401_on_a_command_route_and_nothing_is_sent(engine: AsyncEngine) -> None:
-    twin = TwinUpstream()
+    twin = UpstreamCommandsTwin()
     service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
                              exit_after_upstream="", prompt_runtime="v2")  # the twin is a v2 serve
     app = web.Application()
@@ -136,7 +136,7 @@ async def test_a_revoked_token_is_refused_on_http_and_its_open_socket_is_closed(
     bystander = await WsClient.connect(node.url, other)
     clients.extend([open_socket, bystander])
     await open_socket.wait_for("hello")
-    twin = TwinUpstream()
+    twin = UpstreamCommandsTwin()
     service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
                              exit_after_upstream="", prompt_runtime="v2")  # the twin is a v2 serve
     app = web.Application()

@@ -12,9 +12,9 @@ from bridge.fanout import protocol as p
 from bridge.fanout.queue import QueueLimits
 from bridge.fanout.service import upstream_confirms
 from bridge.upstream.client import UpstreamClient
-from tests.integration.fanout_node import Node
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.fanout_client import WsClient
+from tests.support.fanout_node import Node
 
 from .conftest import session_rows
 

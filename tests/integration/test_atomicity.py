@@ -9,8 +9,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.store.schema import chat_session_events
 from bridge.store.writes import BatchResult, EventStore
-
-from .chat_events import RECEIVED_AT, SESSION, batch
+from tests.support.chat_events import RECEIVED_AT, SESSION, batch
+from tests.support.stored_rows import stored_ids
 
 pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conftest)
 
@@ -37,14 +37,14 @@ async def test_a_connection_killed_between_insert_and_cursor_update_moves_neithe
         await doomed.write_batch(SESSION, epoch, batch(3, 4, 5), RECEIVED_AT)
 
     assert seen_inside == [5]
-    assert [s for s, _ in await store.stored_ids(SESSION)] == [1, 2]
+    assert [s for s, _ in await stored_ids(store, SESSION)] == [1, 2]
     session = await store.get_session(SESSION)
     assert session is not None and session.cursor_seq == 2
 
     retry = await store.write_batch(SESSION, epoch, batch(3, 4, 5), RECEIVED_AT)
 
     assert retry == BatchResult(inserted=3, duplicates=0, rejected=0, cursor_seq=5)
-    assert [s for s, _ in await store.stored_ids(SESSION)] == [1, 2, 3, 4, 5]
+    assert [s for s, _ in await stored_ids(store, SESSION)] == [1, 2, 3, 4, 5]
 
 
 async def test_a_failure_after_the_insert_rolls_the_rows_back(store: EventStore, engine: AsyncEngine) -> None:
@@ -58,6 +58,6 @@ async def test_a_failure_after_the_insert_rolls_the_rows_back(store: EventStore,
             SESSION, epoch, batch(1, 2), RECEIVED_AT
         )
 
-    assert await store.stored_ids(SESSION) == []
+    assert await stored_ids(store, SESSION) == []
     session = await store.get_session(SESSION)
     assert session is not None and session.cursor_seq == 0

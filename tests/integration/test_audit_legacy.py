@@ -18,9 +18,9 @@ from bridge.audit.transcript import TranscriptBuilder, build_transcript
 from bridge.events import ChatEvent
 from bridge.store.reads import AuditReader, ToolCallFilter
 from bridge.store.writes import EventStore
+from tests.support.chat_events import RECEIVED_AT
 from tests.support.legacy_rows import STORES, legacy_session, message_store, x9_sync_log
 
-from .chat_events import RECEIVED_AT
 from .test_audit_store import run_cli
 
 

@@ -24,8 +24,7 @@ from bridge.http.audit import AuditContext, add_audit_routes
 from bridge.store.hash_chain import verify_chain
 from bridge.store.reads import AuditReader
 from bridge.store.writes import EventStore
-
-from .chat_events import RECEIVED_AT
+from tests.support.chat_events import RECEIVED_AT
 
 CAPTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode-1.18.33"
 SECRET = "s" * 40
@@ -227,7 +226,7 @@ async def test_api_pages_events_by_seq_and_serves_transcript_and_tool_calls(
 async def test_chain_computed_by_postgresql_matches_the_python_verifier_on_unicode_and_escapes(
     store: EventStore, reader: AuditReader
 ) -> None:
-    from .chat_events import chat_event
+    from tests.support.chat_events import chat_event
 
     sid = "ses_unicode"
     epoch, _ = await store.claim(sid, "owner-1")

@@ -16,106 +16,20 @@ from bridge.auth import mint_token
 from bridge.command_service import CommandService
 from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, MAX_TEXT_CHARS
 from bridge.commands.ratelimit import RateLimiter
-from bridge.errors import SessionNotFound, UpstreamUnavailable
+from bridge.errors import UpstreamUnavailable
 from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.store.commands_pending import CommandStore
+from tests.support.commands_twin import DIR, OTHER, SID, Clock, UpstreamCommandsTwin
 
 from .test_audit_openapi import SPEC, conforms
 
 UPSTREAM = "it-commands"
 SECRET = "c" * 40
-SID = "ses_dcf69c6a5ffeHQxvSA7FrlelcL"
-OTHER = "ses_dd5b82c1bffeRY2dx3KoNdpwXy"
-DIR = "/srv/agent/proj"
-
-
-class TwinUpstream:
-    """Stands in for `UpstreamCommands`: records every call, answers like the serve (docs/upstream.md §6, §17)."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple[Any, ...]]] = []
-        self.admitted: dict[str, dict[str, Any]] = {}  # message id -> admission
-        self.model: dict[str, str] | None = None
-        self.connected = {("mock", "mock-1")}
-        self.v2_pending: list[dict[str, Any]] = []
-        self.legacy_pending: list[dict[str, Any]] = []
-        self.fail_prompt: Exception | None = None
-
-    async def session(self, sid: str) -> dict[str, Any]:
-        self.calls.append(("session", (sid,)))
-        if sid not in (SID, OTHER):
-            raise SessionNotFound("GET: HTTP 404", 404)
-        out: dict[str, Any] = {"id": sid, "location": {"directory": DIR}}
-        if self.model is not None:
-            out["model"] = self.model
-        return out
-
-    async def prompt(self, sid: str, directory: str, mid: str, text: str, delivery: str,
-                     files: list[dict[str, Any]] | None = None) -> tuple[int, dict[str, Any]]:
-        self.calls.append(("prompt", (sid, directory, mid, text, delivery)))
-        if self.fail_prompt is not None:
-            raise self.fail_prompt
-        if mid not in self.admitted:
-            self.admitted[mid] = {"admittedSeq": len(self.admitted) + 1, "id": mid}
-        return 200, self.admitted[mid]
-
-    async def connected_models(self, directory: str) -> set[tuple[str, str]]:
-        return self.connected
-
-    async def default_model(self, directory: str) -> tuple[str, str] | None:
-        return ("mock", "mock-1")
-
-    async def interrupt(self, sid: str, directory: str) -> int:
-        self.calls.append(("interrupt", (sid,)))
-        return 204
-
-    async def legacy_busy(self, sid: str, directory: str) -> bool:
-        return False
-
-    async def switch_model(self, sid: str, directory: str, provider: str, model: str) -> int:
-        self.calls.append(("model", (sid, provider, model)))
-        self.model = {"providerID": provider, "id": model}
-        return 204
-
-    async def switch_agent(self, sid: str, directory: str, agent: str) -> int:
-        self.calls.append(("agent", (sid, agent)))
-        return 204
-
-    async def v2_permissions(self, sid: str, directory: str) -> list[dict[str, Any]]:
-        return self.v2_pending
-
-    async def legacy_permissions(self, directory: str) -> list[dict[str, Any]]:
-        return self.legacy_pending
-
-    async def reply_v2(self, sid: str, directory: str, rid: str, reply: str) -> int:
-        self.calls.append(("reply_v2", (sid, rid, reply)))
-        self.v2_pending = [p for p in self.v2_pending if p["id"] != rid]
-        return 204
-
-    async def reply_legacy(self, directory: str, rid: str, reply: str) -> int:
-        self.calls.append(("reply_legacy", (rid, reply)))
-        self.legacy_pending = [p for p in self.legacy_pending if p["id"] != rid]
-        return 200
-
-    async def create_session(self, sid: str, directory: str, model: Any, agent: Any) -> dict[str, Any]:
-        self.calls.append(("create", (sid, directory)))
-        return {"id": sid, "location": {"directory": directory}}
-
-    def count(self, name: str) -> int:
-        return sum(1 for n, _ in self.calls if n == name)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture
-def twin() -> TwinUpstream:
-    return TwinUpstream()
+def twin() -> UpstreamCommandsTwin:
+    return UpstreamCommandsTwin()
 
 
 @pytest.fixture
@@ -124,7 +38,7 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-async def http(engine: AsyncEngine, twin: TwinUpstream, clock: Clock) -> AsyncIterator[TestClient[Any, Any]]:
+async def http(engine: AsyncEngine, twin: UpstreamCommandsTwin, clock: Clock) -> AsyncIterator[TestClient[Any, Any]]:
     service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
                              limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock), clock=clock,
                              exit_after_upstream="", directories=("/srv/agent",),
@@ -156,7 +70,7 @@ MATRIX = {"read": set(), "prompt": {"prompt", "permission_reply"}, "control": se
 
 
 @pytest.mark.parametrize("scope", ["read", "prompt", "control"])
-async def test_scope_matrix(http: TestClient[Any, Any], twin: TwinUpstream, scope: str) -> None:
+async def test_scope_matrix(http: TestClient[Any, Any], twin: UpstreamCommandsTwin, scope: str) -> None:
     twin.v2_pending = [{"id": "per_1", "sessionID": SID}]
     for name, (path, body) in COMMANDS.items():
         r = await http.post(path, json=body, headers=auth(scope))
@@ -170,7 +84,7 @@ async def test_scope_matrix(http: TestClient[Any, Any], twin: TwinUpstream, scop
 
 
 async def test_a_token_for_another_session_is_forbidden_everywhere(http: TestClient[Any, Any],
-                                                                  twin: TwinUpstream) -> None:
+                                                                  twin: UpstreamCommandsTwin) -> None:
     for name, (path, body) in COMMANDS.items():
         r = await http.post(path, json=body, headers=auth("control", [OTHER]))
         assert r.status == 403, name
@@ -198,14 +112,14 @@ async def test_no_token_or_a_bad_one_is_unauthorized(http: TestClient[Any, Any])
     {"command_id": 7, "text": "hi", "delivery": "queue"},
     ["not", "an", "object"],
 ])
-async def test_bad_prompt_bodies_are_400_and_nothing_is_sent(http: TestClient[Any, Any], twin: TwinUpstream,
+async def test_bad_prompt_bodies_are_400_and_nothing_is_sent(http: TestClient[Any, Any], twin: UpstreamCommandsTwin,
                                                              body: Any) -> None:
     r = await http.post(f"/v1/sessions/{SID}/prompt", json=body, headers=auth())
     assert (r.status, (await r.json())["error"]) == (400, "bad_request")
     assert twin.count("prompt") == 0
 
 
-async def test_body_bound(http: TestClient[Any, Any], twin: TwinUpstream) -> None:
+async def test_body_bound(http: TestClient[Any, Any], twin: UpstreamCommandsTwin) -> None:
     big = b'{"command_id":"x","delivery":"queue","text":"' + b"a" * MAX_BODY_BYTES + b'"}'
     r = await http.post(f"/v1/sessions/{SID}/interrupt", data=big, headers=auth("control"))
     assert (r.status, (await r.json())["message"]) == (400, f"the body is larger than {MAX_BODY_BYTES} bytes")
@@ -234,7 +148,7 @@ async def test_rate_limit_per_token_refills_with_the_clock(http: TestClient[Any,
 
 
 async def test_the_same_command_twice_is_sent_once_and_answered_the_same(http: TestClient[Any, Any],
-                                                                         twin: TwinUpstream) -> None:
+                                                                         twin: UpstreamCommandsTwin) -> None:
     r1 = await http.post(f"/v1/sessions/{SID}/prompt", json=PROMPT, headers=auth())
     r2 = await http.post(f"/v1/sessions/{SID}/prompt", json={**PROMPT, "extra": 1}, headers=auth())
     b1, b2 = await r1.json(), await r2.json()
@@ -251,7 +165,7 @@ async def test_the_same_command_twice_is_sent_once_and_answered_the_same(http: T
 
 
 async def test_a_pending_command_is_resent_with_the_same_message_id(http: TestClient[Any, Any],
-                                                                    twin: TwinUpstream) -> None:
+                                                                    twin: UpstreamCommandsTwin) -> None:
     twin.fail_prompt = UpstreamUnavailable("connection reset")
     r1 = await http.post(f"/v1/sessions/{SID}/prompt", json=PROMPT, headers=auth())
     assert (r1.status, (await r1.json())["error"]) == (503, "upstream_unavailable")
@@ -264,7 +178,7 @@ async def test_a_pending_command_is_resent_with_the_same_message_id(http: TestCl
 
 
 async def test_model_without_credential_is_refused_before_sending(http: TestClient[Any, Any],
-                                                                  twin: TwinUpstream) -> None:
+                                                                  twin: UpstreamCommandsTwin) -> None:
     r = await http.post(f"/v1/sessions/{SID}/model", headers=auth("control"),
                         json={"command_id": "m", "provider_id": "anthropic", "model_id": "claude-sonnet-4-5"})
     assert r.status == 200
@@ -274,7 +188,7 @@ async def test_model_without_credential_is_refused_before_sending(http: TestClie
 
 
 async def test_permission_reply_goes_to_the_runtime_holding_the_request(http: TestClient[Any, Any],
-                                                                        twin: TwinUpstream) -> None:
+                                                                        twin: UpstreamCommandsTwin) -> None:
     twin.legacy_pending = [{"id": "per_L", "sessionID": SID}]
     r = await http.post(f"/v1/sessions/{SID}/permissions/per_L/reply", json={"command_id": "p1", "reply": "always"},
                         headers=auth(approve="always"))
@@ -304,7 +218,7 @@ async def test_commands_are_audited_newest_first(http: TestClient[Any, Any], eng
 
 
 async def test_every_answer_is_documented_in_the_openapi_document(http: TestClient[Any, Any],
-                                                                  twin: TwinUpstream) -> None:
+                                                                  twin: UpstreamCommandsTwin) -> None:
     twin.v2_pending = [{"id": "per_1", "sessionID": SID}]
     calls: list[tuple[str, Any, dict[str, str]]] = []
     for path, body in COMMANDS.values():
@@ -329,7 +243,7 @@ async def test_every_answer_is_documented_in_the_openapi_document(http: TestClie
     assert {200, 201, 400, 401, 403, 404, 409} <= seen
 
 
-async def test_a_deleted_session_is_404_and_nothing_is_sent(http: TestClient[Any, Any], twin: TwinUpstream,
+async def test_a_deleted_session_is_404_and_nothing_is_sent(http: TestClient[Any, Any], twin: UpstreamCommandsTwin,
                                                             engine: AsyncEngine) -> None:
     async with engine.begin() as conn:
         await conn.execute(text("INSERT INTO chat_sessions (upstream, session_id, directory, deleted) "

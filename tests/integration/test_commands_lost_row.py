@@ -22,14 +22,15 @@ from bridge.commands.ratelimit import RateLimiter
 from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.store.commands_pending import CommandStore
 from bridge.store.writes import EventStore
+from tests.support.chat_events import chat_event
+from tests.support.commands_twin import SID, Clock, UpstreamCommandsTwin
 
-from .chat_events import chat_event
-from .test_commands_http import PROMPT, SECRET, SID, UPSTREAM, Clock, TwinUpstream, auth
+from .test_commands_http import PROMPT, SECRET, UPSTREAM, auth
 
 
 @pytest.fixture
-async def served(engine: AsyncEngine) -> AsyncIterator[tuple[TestClient[Any, Any], TwinUpstream, Clock]]:
-    twin, clock = TwinUpstream(), Clock()
+async def served(engine: AsyncEngine) -> AsyncIterator[tuple[TestClient[Any, Any], UpstreamCommandsTwin, Clock]]:
+    twin, clock = UpstreamCommandsTwin(), Clock()
     service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
                              limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock), clock=clock,
                              exit_after_upstream="", directories=("/srv/agent",),
@@ -55,7 +56,7 @@ async def mirror_admission(engine: AsyncEngine, mid: str) -> None:
 
 
 async def test_a_lost_row_re_sends_the_time_stamped_id_the_mirror_holds(
-        engine: AsyncEngine, served: tuple[TestClient[Any, Any], TwinUpstream, Clock]) -> None:
+        engine: AsyncEngine, served: tuple[TestClient[Any, Any], UpstreamCommandsTwin, Clock]) -> None:
     """A first attempt made with a time-stamped id (a legacy prompt, or a bridge before pure v2 ids): the
     mirror's message with the command's digest gives its id back, and that id is re-sent."""
     http, twin, _ = served
@@ -68,7 +69,7 @@ async def test_a_lost_row_re_sends_the_time_stamped_id_the_mirror_holds(
 
 
 async def test_without_the_mirror_s_row_the_retry_sends_the_same_id_and_the_serve_admits_it_once(
-        engine: AsyncEngine, served: tuple[TestClient[Any, Any], TwinUpstream, Clock]) -> None:
+        engine: AsyncEngine, served: tuple[TestClient[Any, Any], UpstreamCommandsTwin, Clock]) -> None:
     """The row lost and the mirror not repaired yet: the v2 id is a pure function of the command, so the
     retry re-sends the same id and the serve's own check keeps one admission (docs/upstream.md §17)."""
     http, twin, clock = served

@@ -17,9 +17,9 @@ from bridge.store.hash_chain import verify_chain
 from bridge.store.reads import AuditReader
 from bridge.store.writes import BatchResult, EventStore
 from bridge.store.writes import transaction as write
+from tests.support.chat_events import RECEIVED_AT, batch, chat_event, event_id
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
-
-from .chat_events import RECEIVED_AT, batch, chat_event, event_id
 
 
 @pytest.fixture(autouse=True)
@@ -83,7 +83,7 @@ async def test_a_clash_with_a_stored_row_rolls_back_the_copy_and_takes_the_inser
     assert result == BatchResult(inserted=2, duplicates=2, rejected=0, cursor_seq=5)
     assert rows_sent("copy") == copied and rows_sent("insert") - inserted == 4
     assert refused("UniqueViolationError") - refusals == 1
-    assert [s for s, _ in await store.stored_ids(sid)] == [1, 2, 3, 4, 5]
+    assert [s for s, _ in await stored_ids(store, sid)] == [1, 2, 3, 4, 5]
     assert verify_chain(await AuditReader(engine, store.upstream).chain_rows(sid)).ok
 
 
@@ -102,8 +102,8 @@ async def test_two_sessions_of_one_group_clashing_on_an_event_id_keep_the_first_
     assert rows_sent("copy") == copied  # COPY refused the group: everything went by INSERT
     assert results == [BatchResult(inserted=2, duplicates=0, rejected=0, cursor_seq=2),
                        BatchResult(inserted=1, duplicates=0, rejected=1, cursor_seq=2)]
-    assert [s for s, _ in await store.stored_ids(a)] == [1, 2]
-    assert [s for s, _ in await store.stored_ids(b)] == [2]
+    assert [s for s, _ in await stored_ids(store, a)] == [1, 2]
+    assert [s for s, _ in await stored_ids(store, b)] == [2]
     reader = AuditReader(engine, store.upstream)
     assert verify_chain(await reader.chain_rows(a)).ok and verify_chain(await reader.chain_rows(b)).ok
 
@@ -163,6 +163,6 @@ async def test_a_connection_lost_during_the_copy_fails_the_group_as_a_lost_conne
             await task
         assert lost.value.connection_invalidated
         await blocker.rollback()
-    assert await store.stored_ids(sid) == []
+    assert await stored_ids(store, sid) == []
     again = await store.write_batch(sid, epoch, batch(1, 2, session_id=sid), RECEIVED_AT)
     assert again == BatchResult(inserted=2, duplicates=0, rejected=0, cursor_seq=2)

@@ -12,8 +12,8 @@ from structlog.testing import capture_logs
 
 from bridge.store.schema import chat_event_rejects, chat_session_events
 from bridge.store.writes import BatchResult, EventStore
-
-from .chat_events import RECEIVED_AT, SESSION, batch, chat_event, event_id
+from tests.support.chat_events import RECEIVED_AT, SESSION, batch, chat_event, event_id
+from tests.support.stored_rows import stored_ids
 
 pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conftest)
 
@@ -46,7 +46,7 @@ async def test_same_seq_with_another_event_id_is_rejected_and_the_original_kept(
         result = await store.write_batch(SESSION, epoch, [impostor], RECEIVED_AT)
 
     assert result == BatchResult(inserted=0, duplicates=0, rejected=1, cursor_seq=3)
-    assert (2, event_id(2)) in await store.stored_ids(SESSION)
+    assert (2, event_id(2)) in await stored_ids(store, SESSION)
     [reject] = await _rejects(engine)
     assert (reject["reason"], reject["session_id"], reject["seq"], reject["event_id"]) == (
         "conflicting_duplicate",
@@ -99,7 +99,7 @@ async def test_a_known_event_id_at_another_seq_is_rejected_and_the_cursor_passes
 
     # The newcomer is kept in rejects, so the cursor passing seq 4 loses nothing.
     assert result == BatchResult(inserted=1, duplicates=0, rejected=1, cursor_seq=5)
-    assert [s for s, _ in await store.stored_ids(SESSION)] == [1, 2, 3, 5]
+    assert [s for s, _ in await stored_ids(store, SESSION)] == [1, 2, 3, 5]
     [reject] = await _rejects(engine)
     assert (reject["seq"], reject["event_id"]) == (4, event_id(1))
     assert json.loads(reject["detail"])["stored"] == [
@@ -116,7 +116,7 @@ async def test_two_events_with_one_seq_in_one_batch_keep_the_first(
     result = await store.write_batch(SESSION, epoch, [first, second], RECEIVED_AT)
 
     assert result == BatchResult(inserted=1, duplicates=0, rejected=1, cursor_seq=1)
-    assert await store.stored_ids(SESSION) == [(1, event_id(1))]
+    assert await stored_ids(store, SESSION) == [(1, event_id(1))]
     assert [r["event_id"] for r in await _rejects(engine)] == ["evt_second"]
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.auth import mint_token
 from bridge.config import Secret, Settings
 from bridge.dispatch import LiveDispatch
-from bridge.fanout.service import Fanout
+from bridge.fanout.service import FanoutPart
 from bridge.http.app import build_app
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.live import LiveStream
@@ -39,7 +39,7 @@ async def test_delta_latency_from_upstream_write_to_client_receipt(engine: Async
     fake = FakeUpstream()
     await fake.start()
     settings = Settings(upstream_url=fake.url, upstream_name=UPSTREAM, auth_secret=Secret(SECRET))
-    fanout = Fanout(settings, engine, database_url, secret=SECRET)
+    fanout = FanoutPart(settings, engine, database_url, secret=SECRET)
     server = TestServer(build_app(not_ready, websocket=fanout.service), host="127.0.0.1")
     await server.start_server()
     received: dict[str, float] = {}

@@ -18,8 +18,8 @@ from bridge.events import ChatEvent
 from bridge.fanout.relay import LiveRelay
 from bridge.fanout.resync import PermissionResync
 from bridge.store.db import make_engine
-from tests.integration.fanout_node import Node
 from tests.support.fanout_client import WsClient
+from tests.support.fanout_node import Node
 from tests.support.legacy_rows import legacy_session
 
 
@@ -32,13 +32,6 @@ async def node(engine: AsyncEngine, database_url: str) -> AsyncIterator[Node]:
     await n.stop()
     await eng.dispose()
 
-
-@pytest.fixture
-async def clients() -> AsyncIterator[list[WsClient]]:
-    made: list[WsClient] = []
-    yield made
-    for c in made:
-        await c.close()
 
 
 async def subscribed(clients: list[WsClient], node: Node, session_id: str) -> WsClient:

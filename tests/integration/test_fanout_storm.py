@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.fanout.limits import ConnectionSlots
 from bridge.metrics import REGISTRY
 from bridge.store import db
-from tests.integration.fanout_node import Node
 from tests.support.fanout_client import WsClient
+from tests.support.fanout_node import Node
 from tests.support.waiting import wait_until
 
 SESSIONS = 30
@@ -26,26 +26,6 @@ STORED = 20  # events stored per session before the storm
 LIVE = 5  # events written per session while the storm runs
 
 
-@pytest.fixture
-async def nodes(engine: AsyncEngine, database_url: str) -> AsyncIterator[Callable[..., Any]]:
-    made: list[Node] = []
-
-    async def make(**kw: Any) -> Node:
-        n = Node(engine, database_url, **kw)
-        made.append(n)
-        await n.start()
-        return n
-
-    yield make
-    for n in made:
-        await n.stop()
-
-
-@pytest.fixture
-async def clients() -> AsyncIterator[list[WsClient]]:
-    made: list[WsClient] = []
-    yield made
-    await asyncio.gather(*(c.close() for c in made))
 
 
 def _sample(name: str, **labels: str) -> float:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -18,41 +19,20 @@ from bridge.fanout import protocol as p
 from bridge.fanout.queue import QueueLimits
 from bridge.fanout.relay import LiveRelay
 from bridge.store.chat_sessions import LeaseStore
-from bridge.store.db import make_engine
 from bridge.store.writes import EventStore
-from tests.integration.fanout_node import Node
 from tests.support.fanout_client import WsClient
+from tests.support.fanout_node import Node
 
 SID = "ses_fanout_a"
 OTHER = "ses_fanout_b"
 
 
-@pytest.fixture
-async def nodes(engine: AsyncEngine, database_url: str) -> AsyncIterator[Callable[..., Any]]:
-    made: list[Node] = []
-    engines: list[AsyncEngine] = []
-
-    async def make(**kw: Any) -> Node:
-        eng = make_engine(database_url)  # its own pool, like another process
-        engines.append(eng)
-        n = Node(eng, database_url, **kw)
-        made.append(n)
-        await n.start()
-        return n
-
-    yield make
-    for n in made:
-        await n.stop()
-    for e in engines:
-        await e.dispose()
 
 
 @pytest.fixture
-async def clients() -> AsyncIterator[list[WsClient]]:
-    made: list[WsClient] = []
-    yield made
-    for c in made:
-        await c.close()
+def nodes(nodes: Callable[..., Any]) -> Callable[..., Any]:
+    """The shared `nodes` (tests/conftest.py), each node on its own engine, like another process."""
+    return functools.partial(nodes, own_pool=True)
 
 
 async def connect(clients: list[WsClient], node: Node, sessions: list[str] | None = None, **kw: Any) -> WsClient:

@@ -22,6 +22,7 @@ from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:1"
@@ -63,7 +64,7 @@ async def stop(task: asyncio.Task[FollowerExit]) -> None:
 
 async def wait_mirrored(store: EventStore, fake: FakeUpstream, sid: str, timeout: float = 10) -> None:
     async def same() -> bool:
-        return await store.stored_ids(sid) == upstream_ids(fake, sid)
+        return await stored_ids(store, sid) == upstream_ids(fake, sid)
 
     await wait_until(same, timeout, 0.02, message=f"stored == upstream history for {sid}")
 
@@ -172,7 +173,7 @@ async def test_hung_durable_stream_is_restarted_by_the_stall_watchdog(fake, fake
         connects = fake.durable_connects
         await turn(fake, "ses_A", "unseen")
         await asyncio.sleep(0.5)  # prove the hung stream delivers nothing by itself (not a wait for a condition)
-        assert await store.stored_ids("ses_A") == upstream_ids(fake, "ses_A")[:6]
+        assert await stored_ids(store, "ses_A") == upstream_ids(fake, "ses_A")[:6]
         f.notify_seen(12)  # what /api/event would have told us
         await wait_mirrored(store, fake, "ses_A")  # the catch-up after the stall stores it; the stream reopens next
         await wait_until(lambda: fake.durable_connects > connects, 5, 0.01, message="durable stream reopened")
@@ -188,7 +189,7 @@ async def test_deleted_session_ends_the_follower_as_gone(fake, fake_client, stor
     await fake.delete("ses_A")
     fake.drop_connections()
     assert await asyncio.wait_for(task, 10) is FollowerExit.GONE
-    assert len(await store.stored_ids("ses_A")) == 6  # history stays
+    assert len(await stored_ids(store, "ses_A")) == 6  # history stays
 
 
 async def test_rejected_cursor_stops_the_follower_without_a_hot_loop(fake, fake_client, store) -> None:
@@ -207,7 +208,7 @@ async def test_a_superseded_follower_writes_nothing_more(fake, fake_client, stor
     await store.claim("ses_A", "another-owner", holder_dead=lambda _owner: True)  # epoch moves on
     await turn(fake, "ses_A", "for the new owner")
     assert await asyncio.wait_for(task, 10) is FollowerExit.LEASE_LOST
-    assert len(await store.stored_ids("ses_A")) == 6
+    assert len(await stored_ids(store, "ses_A")) == 6
 
 
 async def test_upstream_5xx_is_retried_until_it_recovers(fake, fake_client, store) -> None:
@@ -237,7 +238,7 @@ async def test_a_seq_beyond_bigint_is_rejected_and_never_crashes_the_follower(fa
         second = await fake.append("ses_A", "session.next.step.started", {"assistantMessageID": "a"})
 
         async def stored() -> bool:
-            return await store.stored_ids("ses_A") == [(1, first["id"]), (2, second["id"])]
+            return await stored_ids(store, "ses_A") == [(1, first["id"]), (2, second["id"])]
 
         await wait_until(stored, 10, 0.02, message="the events around it stored")
         assert not task.done()

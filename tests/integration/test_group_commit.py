@@ -5,8 +5,7 @@ connection dies, a quiet session not held back."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 
 import pytest
 from sqlalchemy import text
@@ -20,10 +19,12 @@ from bridge.store.writes import BatchResult, EventStore
 from bridge.store.writes.committer import GroupCommitter
 from bridge.store.writes.transaction import Fenced, SessionWrite
 from bridge.upstream.store_sink import StoreSink
+from tests.support.chat_events import RECEIVED_AT, batch, chat_event
 from tests.support.group_commits import Groups
+from tests.support.metric_values import Since
+from tests.support.stored_rows import stored_ids
+from tests.support.tasks import in_background
 from tests.support.waiting import wait_until
-
-from .chat_events import RECEIVED_AT, batch, chat_event
 
 pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conftest)
 
@@ -31,23 +32,14 @@ pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conf
 SESSIONS = [f"ses_group{k:03d}" for k in range(12)]
 
 
-@asynccontextmanager
-async def running(committer: GroupCommitter) -> AsyncIterator[None]:
-    async with asyncio.TaskGroup() as tg:
-        task = tg.create_task(committer.run())
-        try:
-            yield
-        finally:
-            task.cancel()
-
-
 async def submit_together(
     committer: GroupCommitter, writes: Sequence[SessionWrite]
 ) -> list[BatchResult | Fenced | BaseException]:
     """Queue every write before the committer starts, so that they can only form one group."""
+    waiting = Since("bridge_group_commit_waiting_writes")
     tasks = [asyncio.create_task(committer.submit(w)) for w in writes]
-    await wait_until(lambda: committer.queued == len(writes), timeout=5, message="writes not queued")
-    async with running(committer):
+    await wait_until(lambda: waiting.value == len(writes), timeout=5, message="writes not queued")
+    async with in_background(committer.run()):
         return await asyncio.gather(*tasks, return_exceptions=True)
 
 
@@ -71,7 +63,7 @@ async def test_the_batches_of_many_sessions_commit_in_one_transaction(store: Eve
     assert len(await xmins(engine, store.upstream)) == 1  # every row written by the same transaction
     reader = AuditReader(engine, store.upstream)
     for sid in SESSIONS:
-        assert [s for s, _ in await store.stored_ids(sid)] == [1, 2, 3]
+        assert [s for s, _ in await stored_ids(store, sid)] == [1, 2, 3]
         session = await store.get_session(sid)
         assert session is not None and session.cursor_seq == 3
         assert verify_chain(await reader.chain_rows(sid)).ok
@@ -90,10 +82,10 @@ async def test_a_fenced_off_session_is_refused_while_the_others_commit(store: Ev
     assert results[0] == results[2] == BatchResult(inserted=2, duplicates=0, rejected=0, cursor_seq=2)
     assert isinstance(results[1], Fenced) and results[1].presented == epochs[b]
     assert groups.committed == 1
-    assert await store.stored_ids(b) == []
+    assert await stored_ids(store, b) == []
     session_b = await store.get_session(b)
     assert session_b is not None and session_b.cursor_seq == 0
-    assert [s for s, _ in await store.stored_ids(a)] == [s for s, _ in await store.stored_ids(c)] == [1, 2]
+    assert [s for s, _ in await stored_ids(store, a)] == [s for s, _ in await stored_ids(store, c)] == [1, 2]
 
 
 async def test_the_sink_of_a_fenced_off_session_raises_lease_lost_through_the_committer(store: EventStore) -> None:
@@ -103,7 +95,7 @@ async def test_the_sink_of_a_fenced_off_session_raises_lease_lost_through_the_co
     async with store.group_commit():
         with pytest.raises(LeaseLost):
             await StoreSink(store, sid, epoch).write(batch(1, session_id=sid), RECEIVED_AT)
-    assert await store.stored_ids(sid) == []
+    assert await stored_ids(store, sid) == []
 
 
 async def test_a_conflicting_duplicate_in_a_group_is_kept_as_a_reject(store: EventStore, engine: AsyncEngine) -> None:
@@ -148,7 +140,7 @@ async def test_a_connection_killed_mid_group_stores_nothing_and_every_waiter_fai
 
     assert all(isinstance(r, DBAPIError) for r in results), results
     for sid in epochs:
-        assert await store.stored_ids(sid) == []
+        assert await stored_ids(store, sid) == []
         session = await store.get_session(sid)
         assert session is not None and session.cursor_seq == 0
     retried = await submit_together(GroupCommitter(store.commit), writes)
@@ -175,8 +167,8 @@ async def test_a_batch_postgresql_refuses_fails_only_its_own_session(store: Even
 
     assert isinstance(results[0], RuntimeError)
     assert results[1] == BatchResult(inserted=1, duplicates=0, rejected=0, cursor_seq=1)
-    assert await store.stored_ids(a) == []
-    assert [s for s, _ in await store.stored_ids(b)] == [1]
+    assert await stored_ids(store, a) == []
+    assert [s for s, _ in await stored_ids(store, b)] == [1]
 
 
 async def test_a_quiet_session_is_committed_without_waiting_for_company(store: EventStore) -> None:
@@ -191,7 +183,7 @@ async def test_a_quiet_session_is_committed_without_waiting_for_company(store: E
         async with asyncio.timeout(10):
             assert await sink.write(batch(2, session_id=sid), RECEIVED_AT) == 2
         assert groups.committed == 2
-    assert [s for s, _ in await store.stored_ids(sid)] == [1, 2]
+    assert [s for s, _ in await stored_ids(store, sid)] == [1, 2]
 
 
 async def test_writes_of_one_session_queued_together_commit_in_order(store: EventStore) -> None:
@@ -203,21 +195,21 @@ async def test_writes_of_one_session_queued_together_commit_in_order(store: Even
     results = await submit_together(committer, writes)
 
     assert [r.cursor_seq for r in results if isinstance(r, BatchResult)] == [3, 3, 3]
-    assert [s for s, _ in await store.stored_ids(sid)] == [1, 2, 3]
+    assert [s for s, _ in await stored_ids(store, sid)] == [1, 2, 3]
 
 
 async def test_a_write_whose_follower_stopped_before_its_group_is_not_written(store: EventStore) -> None:
     a, b = SESSIONS[:2]
     epochs = {sid: (await store.claim(sid, "owner-1"))[0] for sid in (a, b)}
     committer = GroupCommitter(store.commit, groups_in_flight=1)
-    groups = Groups()
+    groups, waiting = Groups(), Since("bridge_group_commit_waiting_writes")
     stopped = asyncio.create_task(committer.submit(store.prepare(a, epochs[a], batch(1, session_id=a), RECEIVED_AT)))
     kept = asyncio.create_task(committer.submit(store.prepare(b, epochs[b], batch(1, session_id=b), RECEIVED_AT)))
-    await wait_until(lambda: committer.queued == 2, timeout=5, message="writes not queued")
+    await wait_until(lambda: waiting.value == 2, timeout=5, message="writes not queued")
     stopped.cancel()
-    async with running(committer):
+    async with in_background(committer.run()):
         assert await kept == BatchResult(inserted=1, duplicates=0, rejected=0, cursor_seq=1)
         await committer.drain()
     assert stopped.cancelled()
-    assert await store.stored_ids(a) == []
+    assert await stored_ids(store, a) == []
     assert groups.writes == 1

@@ -18,6 +18,7 @@ from bridge.upstream.follower import FollowerExit
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.group_commits import Groups
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:group"
@@ -39,7 +40,7 @@ async def follow(store: EventStore, client: UpstreamClient, sid: str) -> asyncio
 async def mirrored(store: EventStore, fake: FakeUpstream, sids: list[str]) -> bool:
     for sid in sids:
         upstream = [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events]
-        if await store.stored_ids(sid) != upstream:
+        if await stored_ids(store, sid) != upstream:
             return False
     return True
 
@@ -95,4 +96,4 @@ async def test_a_superseded_follower_stops_with_lease_lost_and_writes_nothing_mo
         assert await asyncio.wait_for(task_a, 10) is FollowerExit.LEASE_LOST
         await wait_until(lambda: mirrored(store, fake, ["ses_B"]), 10, 0.02, message="ses_B mirrored")
         await stop([task_b])
-    assert len(await store.stored_ids("ses_A")) == 6
+    assert len(await stored_ids(store, "ses_A")) == 6

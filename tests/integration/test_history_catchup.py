@@ -27,6 +27,8 @@ from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.metric_values import Since
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:catchup"
@@ -132,8 +134,7 @@ async def test_a_long_catch_up_fetches_the_next_page_while_one_is_written_and_st
     finally:
         await stop(task)
     assert sink.writes == [(s, s + PAGE - 1) for s in range(1, EVENTS, PAGE)]
-    assert f.history.pages_ahead == EVENTS // PAGE - 1
-    assert await store.stored_ids(SID) == upstream_ids(fake)
+    assert await stored_ids(store, SID) == upstream_ids(fake)
     assert await stored_count(engine) == (EVENTS, 0)
 
 
@@ -166,11 +167,11 @@ async def test_a_lease_taken_over_mid_catch_up_drops_the_page_ahead_and_the_new_
     first = follower(client, PipelineSink(store, epoch, asked, fault=taken_over))
     assert await asyncio.wait_for(first.run(), 30) is FollowerExit.LEASE_LOST
     assert asked.event(500).is_set()
-    assert [s for s, _ in await store.stored_ids(SID)] == list(range(1, 401))  # nothing of pages 5 and 6
+    assert [s for s, _ in await stored_ids(store, SID)] == list(range(1, 401))  # nothing of pages 5 and 6
 
     sink = await resume(client, store, asked, "owner-2", expected_cursor=400)
     assert sink.writes[0] == (401, 500)
-    assert await store.stored_ids(SID) == upstream_ids(fake)
+    assert await stored_ids(store, SID) == upstream_ids(fake)
     assert await stored_count(engine) == (EVENTS, 0)
 
 
@@ -199,11 +200,11 @@ async def test_a_connection_killed_mid_write_drops_the_page_ahead_and_the_follow
     assert armed == [True, False] and asked.event(700).is_set()
     row = await store.get_session(SID)
     assert row is not None and row.cursor_seq == 600
-    assert [s for s, _ in await store.stored_ids(SID)] == list(range(1, 601))  # page 7 rolled back whole
+    assert [s for s, _ in await stored_ids(store, SID)] == list(range(1, 601))  # page 7 rolled back whole
 
     sink = await resume(client, store, asked, "owner-1", expected_cursor=600)
     assert sink.writes[0] == (601, 700)
-    assert await store.stored_ids(SID) == upstream_ids(fake)
+    assert await stored_ids(store, SID) == upstream_ids(fake)
     assert await stored_count(engine) == (EVENTS, 0)
 
 
@@ -250,7 +251,7 @@ async def test_history_pages_in_flight_are_bounded_across_followers(fake: FakeUp
                                       "4 pages in flight, 6 waiting for a slot")
     assert fake.history_max_in_flight == 4
     for sid in sids:
-        assert await store.stored_ids(sid) == upstream_ids(fake, sid)
+        assert await stored_ids(store, sid) == upstream_ids(fake, sid)
 
 
 async def test_sync_logs_are_asked_together_within_the_slots(fake: FakeUpstream, engine: AsyncEngine) -> None:
@@ -268,13 +269,14 @@ async def test_sync_logs_are_asked_together_within_the_slots(fake: FakeUpstream,
         await gate.wait()
 
     fake.on_sync = held
+    asked = Since("bridge_sync_call_sessions_sum")
     async with UpstreamClient(fake.url, sync_logs_in_flight=1, sync_batch={"max_sessions": 3}) as client:
         await warm_up_through_a_bound(fake, store, client, sids, gate,
                                       lambda: fake.sync_in_flight == 1 and client.sync_slots.waiting == 1,
                                       "1 sync call in flight, the next one waiting for the slot")
-        assert client.sync_batcher.sessions_asked == 6
+        assert asked.value == 6
     assert fake.sync_max_in_flight == 1
     # The first call (whoever came within the window, at most 3), then the rest, 3 per call, not 6 calls.
     assert fake.sync_calls <= 3
     for sid in sids:
-        assert await store.stored_ids(sid) == upstream_ids(fake, sid)
+        assert await stored_ids(store, sid) == upstream_ids(fake, sid)

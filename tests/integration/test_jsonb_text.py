@@ -20,8 +20,7 @@ from bridge.store.jsonb_text import jsonb_text
 from bridge.store.reads import AuditReader
 from bridge.store.writes import EventStore
 from tests.conftest import run_sync
-
-from .chat_events import RECEIVED_AT, SESSION, chat_event
+from tests.support.chat_events import RECEIVED_AT, SESSION, chat_event
 
 VALUES: list[Any] = [
     {"b": 1, "a": 2, "aa": 3, "é": 4, "z": 5, "ab": 6, "€uro": 7, "zz": {"y": [], "x": {}}},

@@ -7,8 +7,8 @@ import pytest
 
 from bridge.errors import LeaseLost
 from bridge.store.writes import EventStore
-
-from .chat_events import RECEIVED_AT, SESSION, batch
+from tests.support.chat_events import RECEIVED_AT, SESSION, batch
+from tests.support.stored_rows import stored_ids
 
 
 async def test_claim_creates_the_session_and_returns_epoch_1_and_cursor_0(store: EventStore) -> None:
@@ -39,7 +39,7 @@ async def test_a_write_with_a_stale_epoch_is_fenced_and_writes_nothing(store: Ev
     with pytest.raises(LeaseLost):
         await store.write_batch(SESSION, old_epoch, batch(1, 2, 3), RECEIVED_AT)
 
-    assert await store.stored_ids(SESSION) == []
+    assert await stored_ids(store, SESSION) == []
     session = await store.get_session(SESSION)
     assert session is not None and session.cursor_seq == 0
     assert (await store.write_batch(SESSION, new_epoch, batch(1), RECEIVED_AT)).inserted == 1
@@ -61,7 +61,7 @@ async def test_release_keeps_history_and_cursor_and_fences_the_released_epoch(st
     session = await store.get_session(SESSION)
     assert session is not None
     assert (session.lease_owner, session.lease_epoch, session.cursor_seq) == (None, epoch, 2)
-    assert [s for s, _ in await store.stored_ids(SESSION)] == [1, 2]
+    assert [s for s, _ in await stored_ids(store, SESSION)] == [1, 2]
     with pytest.raises(LeaseLost):
         await store.write_batch(SESSION, epoch, batch(3), RECEIVED_AT)
     assert await store.claim(SESSION, "owner-2") == (epoch + 1, 2)

@@ -13,9 +13,10 @@ from bridge.lease import ClaimVerdict
 from bridge.store.chat_sessions import LeaseStore
 from bridge.store.db import make_engine
 from bridge.store.writes import EventStore
+from tests.support.chat_events import RECEIVED_AT, SESSION, batch, chat_event
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
-from .chat_events import RECEIVED_AT, SESSION, batch, chat_event
 from .conftest import UPSTREAM
 
 A = "host-a:100:aaaaaaaaaaaa"
@@ -53,7 +54,7 @@ async def test_an_expired_lease_is_taken_over_with_a_new_epoch_that_fences_the_o
     assert (new, cursor) == (old + 1, 2)
     with pytest.raises(LeaseLost):
         await store.write_batch(SESSION, old, batch(3), RECEIVED_AT)
-    assert [s for s, _ in await store.stored_ids(SESSION)] == [1, 2]
+    assert [s for s, _ in await stored_ids(store, SESSION)] == [1, 2]
 
 
 async def test_reclaiming_our_own_lease_moves_the_epoch_on(store: EventStore) -> None:

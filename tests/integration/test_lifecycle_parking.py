@@ -22,6 +22,7 @@ from bridge.store.reads import AuditReader, SessionFilter
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:parking"
@@ -56,7 +57,7 @@ async def turn(fake: FakeUpstream, sid: str) -> None:
 
 
 async def mirrored(store: EventStore, fake: FakeUpstream, sid: str) -> bool:
-    return await store.stored_ids(sid) == [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events]
+    return await stored_ids(store, sid) == [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events]
 
 
 @contextlib.asynccontextmanager
@@ -83,7 +84,7 @@ async def test_a_session_whose_claim_always_fails_is_parked_with_its_reason_and_
         assert sup.warm("ses_bad", reason="listed")
         assert sup.warm("ses_ok", reason="listed")
         await wait_until(lambda: "ses_bad" in sup.parked(), 10, 0.02, message="parked")
-        assert failing.failures == LIMIT and not sup.is_warm("ses_bad")
+        assert failing.failures == LIMIT and "ses_bad" not in sup.warm_sessions()
         await wait_until(lambda: mirrored(failing, fake, "ses_ok"), 10, 0.05, message="the other one flows")
 
         row = await failing.get_session("ses_bad")
@@ -165,7 +166,7 @@ async def test_a_database_outage_is_retried_with_backoff_and_never_parks(
     async with running(outage, fake_client) as sup:
         sup.warm("ses_A", reason="listed")
         await wait_until(lambda: outage.failures >= 3 * LIMIT, 10, 0.02, message="failing past the ceiling")
-        assert sup.is_warm("ses_A") and not sup.parked()
+        assert "ses_A" in sup.warm_sessions() and not sup.parked()
         outage.failing.clear()
         await wait_until(lambda: mirrored(outage, fake, "ses_A"), 10, 0.05, message="mirrored after the outage")
 

@@ -29,6 +29,7 @@ from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:1"
@@ -122,7 +123,7 @@ def upstream_ids(fake: FakeUpstream, sid: str) -> list[tuple[int, str]]:
 async def wait_mirrored(store: EventStore, fake: FakeUpstream, *sids: str, timeout: float = 15) -> None:
     async def same() -> bool:
         for sid in sids:
-            if await store.stored_ids(sid) != upstream_ids(fake, sid):
+            if await stored_ids(store, sid) != upstream_ids(fake, sid):
                 return False
         return True
 
@@ -148,7 +149,7 @@ async def test_two_supervisors_never_follow_one_session_twice(fake, store, start
     assert a.sup.warm("ses_A", reason="listed")
     await wait_until(lambda: a.sup.owns("ses_A"), 10, 0.02, message="a owns ses_A")
     b.sup.warm("ses_A", reason="listed")
-    await wait_until(lambda: not b.sup.is_warm("ses_A"), 10, 0.02, message="b refused")
+    await wait_until(lambda: "ses_A" not in b.sup.warm_sessions(), 10, 0.02, message="b refused")
     # A refused trigger is not retried on every live event until the refusal cools down.
     assert not b.sup.warm("ses_A", reason="session.next.text.delta")
     await turn(fake, "ses_A")
@@ -206,9 +207,9 @@ async def test_a_lost_lease_stops_the_follower_and_it_writes_nothing_more(fake, 
     a.sup.warm("ses_A")
     await wait_mirrored(store, fake, "ses_A")
     await store.claim("ses_A", "operator", holder_dead=taken_over)  # taken away (a peer after a partition)
-    await wait_until(lambda: not a.sup.is_warm("ses_A"), 10, 0.02, message="follower stopped")
+    await wait_until(lambda: "ses_A" not in a.sup.warm_sessions(), 10, 0.02, message="follower stopped")
     await turn(fake, "ses_A", end=False)
-    assert len(await store.stored_ids("ses_A")) == 6
+    assert len(await stored_ids(store, "ses_A")) == 6
     assert await owner_of(store, "ses_A") == "operator"
 
 
@@ -260,7 +261,7 @@ async def test_supersede_race_the_old_followers_late_write_is_fenced_and_it_exit
         async with store.engine.connect() as c:
             rejects = (await c.execute(text("select count(*) from chat_event_rejects"))).scalar_one()
         assert rejects == 0
-        assert [s for s, _ in await store.stored_ids("ses_A")] == list(range(1, 13))
+        assert [s for s, _ in await stored_ids(store, "ses_A")] == list(range(1, 13))
     finally:
         new_task.cancel()
         old_task.cancel()
@@ -274,7 +275,7 @@ async def test_idle_gc_releases_and_the_next_activity_warms_again_with_nothing_l
     a = await start("host:1:a", idle_ttl_s=0.5)
     a.sup.warm("ses_A")
     await wait_mirrored(store, fake, "ses_A")
-    await wait_until(lambda: not a.sup.is_warm("ses_A"), 10, 0.02, message="released when idle")
+    await wait_until(lambda: "ses_A" not in a.sup.warm_sessions(), 10, 0.02, message="released when idle")
     row = await store.get_session("ses_A")
     assert row is not None and row.lease_owner is None and row.cursor_seq == 6  # history and cursor stay
     # Activity while released: the session shows up in /api/session/active → warmed again.
@@ -435,7 +436,7 @@ async def test_a_heartbeat_outage_past_the_ttl_keeps_the_follower_when_nobody_to
         await wait_until(lambda: leases.renewed >= renewed + 2, 10, 0.02, message="heartbeats resumed")
 
         # Same follower, same epoch: nothing was stopped, re-claimed or re-read.
-        assert sup.is_warm("ses_A")
+        assert "ses_A" in sup.warm_sessions()
         row = await store.get_session("ses_A")
         assert row is not None and row.lease_owner == "host:1:a" and row.lease_epoch == epoch
         await turn(fake, "ses_A")
@@ -453,7 +454,7 @@ async def test_an_id_the_upstream_does_not_know_yet_is_not_tombstoned_and_is_fol
     a = await start("host:1:a")
     # A page subscribes to a session its backend is about to create (POST /api/session accepts an id).
     assert a.sup.warm("ses_later", reason="subscriber")
-    await wait_until(lambda: not a.sup.is_warm("ses_later"), 10, 0.02, message="follower ended on 404")
+    await wait_until(lambda: "ses_later" not in a.sup.warm_sessions(), 10, 0.02, message="follower ended on 404")
     row = await store.get_session("ses_later")
     assert row is not None and not row.deleted and row.lease_owner is None and row.status != "deleted"
 
@@ -474,7 +475,7 @@ async def test_a_session_deleted_upstream_after_we_stored_it_is_tombstoned_and_n
     await a.sup.release("ses_A")
     fake.sessions["ses_A"].deleted = True  # a 404 from now on, without the live session.deleted
     assert a.sup.warm("ses_A", reason="request")
-    await wait_until(lambda: not a.sup.is_warm("ses_A"), 10, 0.02, message="follower ended on 404")
+    await wait_until(lambda: "ses_A" not in a.sup.warm_sessions(), 10, 0.02, message="follower ended on 404")
 
     async def tombstoned() -> bool:
         row = await store.get_session("ses_A")
@@ -482,4 +483,4 @@ async def test_a_session_deleted_upstream_after_we_stored_it_is_tombstoned_and_n
 
     await wait_until(tombstoned, 10, 0.05, message="tombstone written")
     assert not a.sup.warm("ses_A", reason="request")
-    assert len(await store.stored_ids("ses_A")) == 6
+    assert len(await stored_ids(store, "ses_A")) == 6

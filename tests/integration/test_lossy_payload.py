@@ -12,8 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.store.payload import REPLACEMENT
 from bridge.store.schema import chat_event_rejects, chat_session_events
 from bridge.store.writes import BatchResult, EventStore
-
-from .chat_events import RECEIVED_AT, SESSION, batch, chat_event
+from tests.support.chat_events import RECEIVED_AT, SESSION, batch, chat_event
 
 pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conftest)
 

@@ -27,8 +27,9 @@ from bridge.store.hash_chain import verify_chain
 from bridge.store.reads import AuditReader
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
-from tests.integration.chat_events import batch
+from tests.support.chat_events import batch
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:lost"
@@ -54,7 +55,7 @@ async def test_a_write_above_what_the_database_holds_is_refused_whole(engine: As
     with pytest.raises(CursorBehind) as refused:
         await store.write_batch(sid, epoch, batch(4, 5, session_id=sid), now, expected_cursor=3)
     assert refused.value.stored == 1
-    assert await store.stored_ids(sid) == [(1, "evt_ses_refused_00000001")]  # nothing of the batch went in
+    assert await stored_ids(store, sid) == [(1, "evt_ses_refused_00000001")]  # nothing of the batch went in
     # The writer that knows the stored cursor goes on (and without a check, as before).
     assert (await store.write_batch(sid, epoch, batch(2, session_id=sid), now, expected_cursor=1)).cursor_seq == 2
     assert (await store.write_batch(sid, epoch, batch(3, session_id=sid), now)).cursor_seq == 3
@@ -71,7 +72,7 @@ async def test_lost_rows_are_read_again_from_the_sync_log(engine: AsyncEngine, f
     async def mirrored() -> bool:
         for sid in (active, quiet):
             want = [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events]
-            if await store.stored_ids(sid) != want:
+            if await stored_ids(store, sid) != want:
                 return False
         return True
 
@@ -113,4 +114,4 @@ async def test_lost_rows_are_read_again_from_the_sync_log(engine: AsyncEngine, f
 
 
 async def _stored_equals_log(store: EventStore, fake: FakeUpstream, sid: str) -> bool:
-    return await store.stored_ids(sid) == [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events]
+    return await stored_ids(store, sid) == [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events]

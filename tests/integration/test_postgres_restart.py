@@ -23,6 +23,7 @@ from bridge.store.db import make_engine, upgrade_to_head
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:pgrestart"
@@ -89,7 +90,7 @@ async def test_postgres_restart_mid_stream_loses_and_duplicates_nothing(
             async def mirrored() -> bool:
                 for sid in sids:
                     want = [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events]
-                    if await store.stored_ids(sid) != want:
+                    if await stored_ids(store, sid) != want:
                         return False
                 return True
 

@@ -17,9 +17,8 @@ from bridge.events.envelope import parse_envelope
 from bridge.fanout import protocol as p
 from bridge.store.reads import FanoutStore
 from bridge.store.writes.event_store import EventStore
+from tests.support.chat_events import RECEIVED_AT
 from tests.unit.test_session_content import X14, X15, mapped_log
-
-from .chat_events import RECEIVED_AT
 
 V2_SID = "ses_dcc8dbc8effeTwaLrwelAKi9EV"
 # v2 durable events with content fields (docs/upstream.md §20): shapes from the bundle's schemas.

@@ -15,9 +15,8 @@ from bridge.events import normalize, parse_frame
 from bridge.fanout import protocol as p
 from bridge.store.reads import FanoutStore
 from bridge.store.writes import EventStore
+from tests.support.chat_events import RECEIVED_AT, chat_event
 from tests.support.legacy_rows import STORES, legacy_session
-
-from .chat_events import RECEIVED_AT, chat_event
 
 CAPTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode-1.18.33"
 # Scenarios whose durable stream carried something (l2's legacy-only turn left it empty): no skips.

@@ -28,10 +28,11 @@ from bridge.store.db import make_read_engine, migrate_database, to_async_url
 from bridge.store.hash_chain import verify_chain
 from bridge.store.reads import AuditReader, FanoutStore
 from bridge.store.writes import EventStore
-from tests.integration.chat_events import batch
 from tests.support.bridge_proc import BridgeProcess
+from tests.support.chat_events import batch
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.replication import ReplicatedPostgres, kill_tree
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:replicated"
@@ -131,7 +132,7 @@ async def test_failover_to_a_lagging_standby_loses_nothing_the_sync_log_has(
 
     async def mirrored(names: list[str]) -> bool:
         for sid in names:
-            if await check.stored_ids(sid) != upstream_ids(fake, sid):
+            if await stored_ids(check, sid) != upstream_ids(fake, sid):
                 return False
         return True
 
@@ -158,8 +159,8 @@ async def test_failover_to_a_lagging_standby_loses_nothing_the_sync_log_has(
         # to it yet, so the bridge's repair cannot race this check): it has the first burst only.
         survivor = EventStore(plain_engine(pair.standby_url), UPSTREAM)
         for sid in sids:
-            assert len(await survivor.stored_ids(sid)) < lost_before[sid]
-        assert await survivor.stored_ids(late) == []
+            assert len(await stored_ids(survivor, sid)) < lost_before[sid]
+        assert await stored_ids(survivor, late) == []
         await asyncio.to_thread(pair.promote)
         await producing
 

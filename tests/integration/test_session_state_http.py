@@ -24,16 +24,17 @@ from bridge.store.chat_sessions import tree
 from bridge.store.commands_pending.command_store import CommandStore
 from bridge.store.session_errors import SessionErrorStore
 from bridge.store.writes.event_store import EventStore
+from tests.support.chat_events import chat_event
+from tests.support.commands_twin import SID, Clock, UpstreamCommandsTwin
 
-from .chat_events import chat_event
 from .test_audit_openapi import SPEC, conforms
-from .test_commands_http import SECRET, SID, UPSTREAM, Clock, TwinUpstream, auth
+from .test_commands_http import SECRET, UPSTREAM, auth
 
 CHILD = "ses_dd5b82c1bffeRY2dx3KoNdpwXy"  # the twin's other session, here a subagent of SID
 TODOS = [{"content": "Write tests", "status": "in_progress", "priority": "high"}]
 
 
-class StateTwin(TwinUpstream):
+class StateTwin(UpstreamCommandsTwin):
     async def session_op(self, sid: str, directory: str, method: str, tail: str,
                          body: dict[str, Any] | None) -> tuple[int, Any]:
         self.calls.append(("session_op", (sid, method, tail)))

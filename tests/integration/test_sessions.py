@@ -11,8 +11,8 @@ from bridge.store.chat_sessions import LeaseStore
 from bridge.store.payload import REPLACEMENT
 from bridge.store.schema import chat_event_rejects
 from bridge.store.writes import EventStore
-
-from .chat_events import RECEIVED_AT, SESSION, batch
+from tests.support.chat_events import RECEIVED_AT, SESSION, batch
+from tests.support.stored_rows import stored_ids
 
 
 async def _rejects(engine: AsyncEngine) -> list[dict[str, Any]]:
@@ -36,7 +36,7 @@ async def test_mark_deleted_keeps_history_and_hides_the_session_from_the_default
     assert session.deleted_at is not None
     assert [s.session_id for s in await store.sessions()] == ["ses_alive"]
     assert [s.session_id for s in await store.sessions(include_deleted=True)] == [SESSION, "ses_alive"]
-    assert len(await store.stored_ids(SESSION)) == 2
+    assert len(await stored_ids(store, SESSION)) == 2
 
 
 async def test_mark_deleted_twice_keeps_the_first_deletion_time(store: EventStore) -> None:

@@ -14,6 +14,8 @@ from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.metric_values import Since
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:batched"
@@ -41,7 +43,7 @@ async def _catch_up(fake: FakeUpstream, store: EventStore, client: UpstreamClien
 
     async def mirrored() -> bool:
         for sid in sids:
-            if await store.stored_ids(sid) != _upstream_ids(fake, sid):
+            if await stored_ids(store, sid) != _upstream_ids(fake, sid):
                 return False
         return True
 
@@ -68,6 +70,7 @@ async def test_200_sessions_catch_up_in_a_few_sync_calls_of_bounded_bytes(fake: 
                                                                        engine: AsyncEngine) -> None:
     store = EventStore(engine, UPSTREAM)
     sids = await _sessions(fake, 3)
+    asked = Since("bridge_sync_call_sessions_sum")
     async with UpstreamClient(fake.url) as client:
         await client.list_sessions()  # every session known: each body names all 200
         await _catch_up(fake, store, client, sids)  # from seq 0: the first pass
@@ -80,7 +83,7 @@ async def test_200_sessions_catch_up_in_a_few_sync_calls_of_bounded_bytes(fake: 
         # One body names every known session (~35 B each): a few bodies for 400 events, not 200 of them.
         per_event = (fake.sync_request_bytes - sent) / (2 * SESSIONS)
         assert per_event <= 5 * 35 * SESSIONS / (2 * SESSIONS), per_event
-        assert client.sync_batcher.sessions_asked >= 2 * SESSIONS
+        assert asked.value >= 2 * SESSIONS
 
 
 async def test_a_connection_dropped_in_the_middle_of_a_call_loses_nothing(fake: FakeUpstream,
@@ -98,4 +101,4 @@ async def test_a_connection_dropped_in_the_middle_of_a_call_loses_nothing(fake: 
         assert fake.sync_drop_next == 0
         assert fake.sync_calls - calls <= 10, fake.sync_calls - calls  # asked again together, not per session
     for sid in sids:
-        assert await store.stored_ids(sid) == _upstream_ids(fake, sid)
+        assert await stored_ids(store, sid) == _upstream_ids(fake, sid)

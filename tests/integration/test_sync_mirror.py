@@ -24,6 +24,7 @@ from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.live import LiveStream
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:1"
@@ -124,7 +125,7 @@ async def mirrored(store: EventStore, fake: FakeUpstream, sid: str = SID) -> Non
     want = log_ids(fake, sid)
 
     async def same() -> bool:
-        return await store.stored_ids(sid) == want
+        return await stored_ids(store, sid) == want
 
     await wait_until(same, 15, 0.02, message="stored == sync log")
 
@@ -150,8 +151,7 @@ async def test_a_durable_batch_above_the_cursor_is_repaired_from_the_sync_log(fa
 
 
 async def test_a_legacy_only_turn_is_mirrored_from_its_twins_with_few_requests(fake, store, engine, start) -> None:
-    fake.add_session(SID).next_seq = 0  # seq 0 is the session's `session.created` (docs/mirror.md "Seq 0")
-    await fake.append_legacy(SID, "session.created", {"info": {"id": SID, "title": "New session"}}, live=False)
+    fake.add_session(SID, created=True)  # seq 0 is the session's `session.created` (docs/mirror.md "Seq 0")
     b = await start()
     b.sup.warm(SID)
     await wait_until(lambda: fake.durable_requests(SID) == 1, 10, 0.01, message="following")

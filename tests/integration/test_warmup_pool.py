@@ -18,6 +18,7 @@ from bridge.store.db import to_async_url
 from bridge.store.writes.event_store import EventStore
 from bridge.upstream.client import UpstreamClient
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.metric_values import sample
 from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:warmup"
@@ -49,7 +50,7 @@ async def test_300_sessions_warmed_at_once_queue_within_a_small_pool(fake: FakeU
         async with store.group_commit(), sup.started():  # as in the daemon: writes through the committer
             for sid in sids:  # all in the same instant, as discovery or a reconnect storm warms them
                 sup.warm(sid, reason="listed")
-            await wait_until(lambda: sup.registry._runner.db_waiting > 0, 10, 0.001,
+            await wait_until(lambda: sample("bridge_session_db_waiting") > 0, 10, 0.001,
                              message="claims queued for the gate")
             check = EventStore(engine, UPSTREAM)
 

@@ -10,8 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.store.schema import chat_event_rejects, chat_session_events
 from bridge.store.writes import BatchResult, EventStore
-
-from .chat_events import BASE_MS, RECEIVED_AT, SESSION, batch, chat_event, event_id, ms_to_datetime
+from tests.support.chat_events import BASE_MS, RECEIVED_AT, SESSION, batch, chat_event, event_id, ms_to_datetime
+from tests.support.stored_rows import stored_ids
 
 pytestmark = pytest.mark.usefixtures("write_path")  # both ways rows go in (conftest)
 
@@ -38,7 +38,7 @@ async def test_first_batch_stores_every_event_and_moves_the_cursor(store: EventS
     result = await store.write_batch(SESSION, epoch, batch(1, 2, 3), RECEIVED_AT)
 
     assert result == BatchResult(inserted=3, duplicates=0, rejected=0, cursor_seq=3)
-    assert await store.stored_ids(SESSION) == [(s, event_id(s)) for s in (1, 2, 3)]
+    assert await stored_ids(store, SESSION) == [(s, event_id(s)) for s in (1, 2, 3)]
     session = await store.get_session(SESSION)
     assert session is not None and session.cursor_seq == 3
 
@@ -108,7 +108,7 @@ async def test_overlapping_batch_inserts_only_the_new_events(store: EventStore) 
     result = await store.write_batch(SESSION, epoch, batch(2, 3, 4, 5), RECEIVED_AT)
 
     assert result == BatchResult(inserted=2, duplicates=2, rejected=0, cursor_seq=5)
-    assert [s for s, _ in await store.stored_ids(SESSION)] == [1, 2, 3, 4, 5]
+    assert [s for s, _ in await stored_ids(store, SESSION)] == [1, 2, 3, 4, 5]
 
 
 async def test_seq_gaps_are_stored_as_they_come_and_the_cursor_is_the_highest(store: EventStore) -> None:
@@ -118,7 +118,7 @@ async def test_seq_gaps_are_stored_as_they_come_and_the_cursor_is_the_highest(st
     result = await store.write_batch(SESSION, epoch, batch(1, 2, 5, 9), RECEIVED_AT)
 
     assert result.cursor_seq == 9
-    assert [s for s, _ in await store.stored_ids(SESSION)] == [1, 2, 5, 9]
+    assert [s for s, _ in await stored_ids(store, SESSION)] == [1, 2, 5, 9]
 
 
 async def test_replaying_an_older_batch_never_moves_the_cursor_back(store: EventStore) -> None:
@@ -142,7 +142,7 @@ async def test_an_older_event_filling_a_gap_is_stored_without_moving_the_cursor_
     result = await store.write_batch(SESSION, epoch, batch(5), RECEIVED_AT)
 
     assert result == BatchResult(inserted=1, duplicates=0, rejected=0, cursor_seq=9)
-    assert [s for s, _ in await store.stored_ids(SESSION)] == [1, 5, 9]
+    assert [s for s, _ in await stored_ids(store, SESSION)] == [1, 5, 9]
 
 
 async def test_event_times_set_first_once_and_last_forward_only(store: EventStore) -> None:
@@ -175,7 +175,7 @@ async def test_a_batch_of_200_events_is_written_in_one_call(store: EventStore) -
     result = await store.write_batch(SESSION, epoch, events, RECEIVED_AT)
 
     assert result == BatchResult(inserted=200, duplicates=0, rejected=0, cursor_seq=200)
-    assert await store.stored_ids(SESSION) == [(s, event_id(s)) for s in range(1, 201)]
+    assert await stored_ids(store, SESSION) == [(s, event_id(s)) for s in range(1, 201)]
 
 
 async def test_an_event_without_seq_is_a_caller_bug_and_writes_nothing(store: EventStore) -> None:
@@ -184,7 +184,7 @@ async def test_an_event_without_seq_is_a_caller_bug_and_writes_nothing(store: Ev
     with pytest.raises(ValueError, match="seq"):
         await store.write_batch(SESSION, epoch, [*batch(1, 2), chat_event(None)], RECEIVED_AT)
 
-    assert await store.stored_ids(SESSION) == []
+    assert await stored_ids(store, SESSION) == []
 
 
 async def test_an_empty_batch_returns_the_stored_cursor(store: EventStore) -> None:
@@ -203,8 +203,8 @@ async def test_sessions_do_not_share_seqs_or_cursors(store: EventStore) -> None:
     result = await store.write_batch(other, epoch_b, batch(1, 2, session_id=other), RECEIVED_AT)
 
     assert result == BatchResult(inserted=2, duplicates=0, rejected=0, cursor_seq=2)
-    assert [s for s, _ in await store.stored_ids(other)] == [1, 2]
-    assert [s for s, _ in await store.stored_ids(SESSION)] == [1, 2, 3]
+    assert [s for s, _ in await stored_ids(store, other)] == [1, 2]
+    assert [s for s, _ in await stored_ids(store, SESSION)] == [1, 2, 3]
 
 
 async def test_upstreams_do_not_share_rows(store: EventStore, engine: AsyncEngine) -> None:
@@ -216,4 +216,4 @@ async def test_upstreams_do_not_share_rows(store: EventStore, engine: AsyncEngin
     result = await elsewhere.write_batch(SESSION, epoch_elsewhere, batch(1, 2), RECEIVED_AT)
 
     assert result.inserted == 2
-    assert await elsewhere.stored_ids(SESSION) == await store.stored_ids(SESSION)
+    assert await stored_ids(elsewhere, SESSION) == await stored_ids(store, SESSION)

@@ -122,9 +122,19 @@ class FakeUpstream:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def add_session(self, sid: str) -> FakeSession:
+    def add_session(self, sid: str, *, created: bool = False) -> FakeSession:
+        """A new session; its first event takes seq 1. `created`: its seq 0 is its `session.created`, as the
+        real serve's always is (docs/upstream.md §3.1, §14): in the sync log only, never on the durable stream
+        or /history. Off by default: most tests here compare the mirror with the durable events from seq 1."""
         s = FakeSession(sid)
         self.sessions[sid] = s
+        if not created:
+            return s
+        self._counter += 1
+        s.log.append({"id": f"evt_{0:012d}{self._counter:014d}", "aggregate_id": sid, "seq": 0,
+                      "type": "session.created.1",
+                      "data": {"sessionID": sid, "info": {"id": sid, "title": "New session",
+                                                          "directory": s.directory}}})
         return s
 
     async def append(self, sid: str, type_: str, data: dict[str, Any], *, version: int = 1,

@@ -10,7 +10,7 @@ from typing import Any
 from bridge.events import ChatEvent, Envelope
 from bridge.events.legacy import normalize_legacy
 from bridge.events.legacy_state import LegacyTurnState
-from bridge.events.syncframes import parse_legacy_frame, parse_sync_item, parse_sync_log
+from bridge.events.syncframes import decode_json, parse_bus_event, parse_sync_item, parse_sync_log
 from bridge.upstream.sse import SSEEvent, SSEParser
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode-1.18.33"
@@ -26,6 +26,11 @@ STORES = {
 }
 
 
+
+def legacy_frame(data: str | bytes) -> Envelope:
+    """The `data:` text of one legacy `/event` SSE event of the captures (the daemon reads /global/event)."""
+    return parse_bus_event(decode_json(data))
+
 def message_store(name: str) -> tuple[str, list[dict[str, Any]]]:
     exchange = json.loads((FIXTURES / name / STORES[name]).read_text())
     return exchange["request"]["path"].split("/")[2], exchange["response"]["body"]
@@ -34,7 +39,7 @@ def message_store(name: str) -> tuple[str, list[dict[str, Any]]]:
 def legacy_frames(name: str, session_id: str) -> list[Envelope]:
     parser = SSEParser()
     items = parser.feed((FIXTURES / name / "legacy.sse").read_bytes()) + parser.close()
-    envs = [parse_legacy_frame(i.data) for i in items if isinstance(i, SSEEvent)]
+    envs = [legacy_frame(i.data) for i in items if isinstance(i, SSEEvent)]
     return [e for e in envs if e.session_id == session_id]
 
 

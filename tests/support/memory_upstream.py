@@ -5,6 +5,10 @@
 live streams (`/api/event` and `/global/event` alike) from queues the test feeds (`push_durable`,
 `push_live`, `end_*`): one pushed chunk is one read.
 `MemorySink` stores what the follower writes, like the store would (cursor = highest seq written).
+
+Beside the fake upstream on a real socket (fake_upstream.py, which integration, hostile, e2e and bench use) this
+one serves the unit tests that need to script single reads (one pushed chunk = one read) and no socket; both
+speak the same frames (`sync_item`, `global_frames` are fake_upstream's).
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ from bridge.errors import LeaseLost
 from bridge.events import ChatEvent
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.transport import MockTransport, Request, Response, bytes_body
+from tests.support.fake_upstream import sync_item
+
+__all__ = ["MemorySink", "MemoryUpstream", "envelope", "json_response", "sse", "sync_item"]
 
 
 def envelope(sid: str, seq: int, type_: str = "session.next.text.started", *, aggregate: str | None = None,
@@ -30,13 +37,6 @@ def envelope(sid: str, seq: int, type_: str = "session.next.text.started", *, ag
     return {"id": f"evt_{sid}_{seq}", "type": type_,
             "durable": {"aggregateID": aggregate or sid, "seq": seq, "version": 1},
             "data": {"sessionID": sid, "timestamp": 1796004921000 + seq, **data}}
-
-
-def sync_item(env: dict[str, Any]) -> dict[str, Any]:
-    """The sync-log item of a durable envelope (docs/upstream.md §14)."""
-    d = env["durable"]
-    return {"id": env["id"], "aggregate_id": d["aggregateID"], "seq": d["seq"],
-            "type": f"{env['type']}.{d.get('version', 1)}", "data": env["data"]}
 
 
 def sse(*envelopes: dict[str, Any]) -> bytes:
@@ -52,7 +52,8 @@ def json_response(status: int, body: object, headers: dict[str, str] | None = No
 class MemoryUpstream:
     history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     has_more: Callable[[str, int], bool | None] = lambda _sid, _after: None  # None: computed
-    status: dict[str, int] = field(default_factory=dict)  # route tail ("history", "event") -> HTTP status
+    # route name -> HTTP status to answer with; the names are FakeUpstream.fail_status's ("history", "durable", "sync")
+    fail_status: dict[str, int] = field(default_factory=dict)
     raw_history: dict[str, bytes] = field(default_factory=dict)  # sid -> a body served as is
     sync: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sid -> its sync log
     _durable: dict[str, asyncio.Queue[bytes | None]] = field(default_factory=dict)
@@ -89,15 +90,16 @@ class MemoryUpstream:
         if url.raw_path in ("/api/event", "/global/event"):
             return Response(200, {}, _drain(self._live))
         if url.raw_path == "/sync/history" and request.body is not None:
-            if "sync" in self.status:
-                return json_response(self.status["sync"], {"_tag": "Injected", "message": "sync"})
+            if "sync" in self.fail_status:
+                return json_response(self.fail_status["sync"], {"_tag": "Injected", "message": "sync"})
             asked = json.loads(request.body)  # like the real server: unnamed aggregates from the start
             return json_response(200, [item for sid, log in self.sync.items() for item in log
                                        if item["seq"] > asked.get(sid, -1)])
         if len(parts) == 5 and parts[:3] == ["", "api", "session"]:
             sid, route = unquote(parts[3]), parts[4]
-            if route in self.status:
-                return json_response(self.status[route], {"_tag": "Injected", "message": route})
+            name = "durable" if route == "event" else route
+            if name in self.fail_status:
+                return json_response(self.fail_status[name], {"_tag": "Injected", "message": name})
             if route == "history":
                 return self._history(sid, int(url.query["after"]), int(url.query["limit"]))
             if route == "event":

@@ -11,22 +11,22 @@ from structlog.testing import capture_logs
 from bridge.auth import mint_token
 from bridge.config import Secret, Settings
 from bridge.errors import AuthError
-from bridge.fanout.service import Fanout, auth_secret
+from bridge.fanout.service import FanoutPart, auth_secret
 from bridge.store.db import make_engine
 
 URL = "postgresql://u:p@127.0.0.1:1/none"
 
 
-def fanout(tmp_path: Path, **kw: object) -> Fanout:
+def fanout(tmp_path: Path, **kw: object) -> FanoutPart:
     settings = Settings(upstream_name="up", state_dir=tmp_path, **kw)  # type: ignore[arg-type]
-    return Fanout(settings, make_engine(URL), URL, secret=auth_secret(settings))
+    return FanoutPart(settings, make_engine(URL), URL, secret=auth_secret(settings))
 
 
 def test_disabled_auth_is_logged_loudly_and_still_needs_a_token_of_a_per_start_secret(tmp_path: Path) -> None:
     with capture_logs() as logs:
         settings = Settings(upstream_name="up", state_dir=tmp_path, auth_disabled=True)
         secret, again = auth_secret(settings), auth_secret(settings)
-        f = Fanout(settings, make_engine(URL), URL, secret=secret)
+        f = FanoutPart(settings, make_engine(URL), URL, secret=secret)
     assert any(e["event"] == "AUTH_PER_START_TOKEN" and e["log_level"] == "warning" for e in logs)
     assert secret != again and len(secret) >= 32  # a new one at every start, never stored
     assert not (tmp_path / "auth_secret").exists()

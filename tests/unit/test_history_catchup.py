@@ -32,4 +32,3 @@ async def test_a_page_ahead_over_the_body_bound_is_asked_again_one_event_at_a_ti
     ]
     assert sorted(sink.events) == [1, 2, 3]
     assert metrics.REJECTS.labels(reason="history_too_large")._value.get() == before + 2
-    assert f.history.pages_ahead == 2

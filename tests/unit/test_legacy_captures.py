@@ -17,8 +17,9 @@ from bridge.events import ChatEvent, Envelope, normalize, parse_envelope
 from bridge.events.legacy import normalize_legacy
 from bridge.events.legacy_shapes import tool_call
 from bridge.events.legacy_state import SEED_KINDS, LegacyTurnState
-from bridge.events.syncframes import parse_global_frame, parse_legacy_frame, parse_sync_log
+from bridge.events.syncframes import parse_global_frame, parse_sync_log
 from bridge.upstream.sse import SSEEvent, SSEParser
+from tests.support.legacy_rows import legacy_frame
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode-1.18.33"
 
@@ -50,7 +51,7 @@ def store(name: str) -> tuple[str, list[dict[str, Any]]]:
 
 @cache
 def legacy_stream(name: str, session_id: str) -> tuple[Envelope, ...]:
-    envs = (parse_legacy_frame(d) for d in sse_data(FIXTURES / name / "legacy.sse"))
+    envs = (legacy_frame(d) for d in sse_data(FIXTURES / name / "legacy.sse"))
     return tuple(e for e in envs if e.session_id == session_id)
 
 
@@ -309,5 +310,5 @@ def test_no_legacy_capture_has_an_unknown_event_or_part_type() -> None:
 def test_every_legacy_event_stream_frame_parses_and_maps_to_a_known_kind(path: Path) -> None:
     states: defaultdict[str | None, LegacyTurnState] = defaultdict(LegacyTurnState)
     frames = sse_data(path)
-    events = [normalize_legacy(env, states[env.session_id]) for env in map(parse_legacy_frame, frames)]
+    events = [normalize_legacy(env, states[env.session_id]) for env in map(legacy_frame, frames)]
     assert len(events) == len(frames) and [e.type for e in events if e.kind == "unknown"] == []

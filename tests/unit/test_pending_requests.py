@@ -36,10 +36,11 @@ from bridge.events.question import (
     settled_while_away,
     stored_question,
 )
-from bridge.events.syncframes import parse_global_frame, parse_legacy_frame
+from bridge.events.syncframes import parse_global_frame
 from bridge.fanout.question_frames import live_question_message, stored_question_message
 from bridge.store.commands_pending import StoredRequest
 from bridge.upstream.sse import SSEEvent, SSEParser
+from tests.support.legacy_rows import legacy_frame
 from tests.support.mock_llm import Directive, TextReply, ToolReply, plan_reply
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode-1.18.33"
@@ -148,7 +149,7 @@ def test_a_question_settled_while_away_is_unknown() -> None:
 
 
 def test_x5_legacy_permission_is_asked_then_answered() -> None:
-    events = [normalize_legacy(parse_legacy_frame(d), LegacyTurnState())
+    events = [normalize_legacy(legacy_frame(d), LegacyTurnState())
               for d in _data(FIXTURES / "x5-legacy-permission" / "legacy.sse")]
     _, seen = run(events)
     assert [(k, r, s) for k, r, _, s in seen] == [(PERMISSION, "legacy", PENDING), (PERMISSION, "legacy", ANSWERED)]

@@ -17,10 +17,11 @@ from bridge.audit.transcript import build_transcript
 from bridge.events import ChatEvent, Envelope, Kind
 from bridge.events.content import content_fields, diff_items, file_fields, todo_items
 from bridge.events.legacy import LegacyTurnState, normalize_legacy
-from bridge.events.syncframes import parse_global_frame, parse_legacy_frame, parse_sync_log
+from bridge.events.syncframes import parse_global_frame, parse_sync_log
 from bridge.fanout.protocol import event_message
 from bridge.fanout.state_frames import live_state_message
 from bridge.upstream.sse import SSEEvent, SSEParser
+from tests.support.legacy_rows import legacy_frame
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode-1.18.33"
 X14, X15 = "x14-subagent-todo-diff", "x15-undo-delete-attach"
@@ -68,7 +69,7 @@ def test_every_sync_log_event_of_the_captures_has_a_known_kind(name: str) -> Non
 @pytest.mark.parametrize("name", [X14, X15])
 def test_every_live_event_of_the_captures_has_a_known_kind(name: str) -> None:
     states: dict[str | None, LegacyTurnState] = defaultdict(LegacyTurnState)
-    legacy = [parse_legacy_frame(d) for d in _sse(FIXTURES / name / "legacy.sse")]
+    legacy = [legacy_frame(d) for d in _sse(FIXTURES / name / "legacy.sse")]
     global_ = [parse_global_frame(d).envelope for d in _sse(FIXTURES / name / "global.sse")]
     for envs in (legacy, global_):
         states.clear()
@@ -161,7 +162,7 @@ def test_live_state_frames_of_the_capture() -> None:
         {"content": "Write tests", "status": "in_progress", "priority": "high"},
         {"content": "Ship it", "status": "pending", "priority": "low"}]}]
     assert {f["type"] for f in frames} == {"todo", "diff"}
-    err = normalize_legacy(parse_legacy_frame(json.dumps({"id": "e", "type": "session.error", "properties": {
+    err = normalize_legacy(legacy_frame(json.dumps({"id": "e", "type": "session.error", "properties": {
         "sessionID": X15_SESSION, "error": {"name": "ProviderAuthError", "data": {"message": "no key"}}}})),
         LegacyTurnState())
     assert live_state_message(err) == {"type": "session_error", "session": X15_SESSION,

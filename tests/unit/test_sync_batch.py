@@ -13,6 +13,7 @@ from bridge.backoff import Backoff
 from bridge.errors import BodyTooLarge, InvalidRequest, UpstreamError, UpstreamUnavailable
 from bridge.upstream.sync_batch import SyncBatcher
 from bridge.upstream.sync_plan import SYNC_CUTOFF_MAX
+from tests.support.metric_values import Since
 from tests.support.waiting import wait_until
 
 LOGS: dict[str, list[dict[str, Any]]] = {
@@ -119,6 +120,7 @@ async def test_while_the_slot_is_busy_the_queue_grows_into_the_next_call_and_can
     serve = Serve(dict.fromkeys(LOGS, 3))
     serve.gate = asyncio.Event()
     b = serve.batcher(slots=1, max_named=len(LOGS), riders=False)
+    asked = Since("bridge_sync_call_sessions_sum")
     first = asyncio.create_task(b.fetch("ses_A", 2))
     await wait_until(lambda: serve.bodies, 5, 0.001, message="the first call posted")
     rest = [asyncio.create_task(b.fetch(sid, 2)) for sid in ("ses_B", "ses_C", "ses_D")]
@@ -130,4 +132,4 @@ async def test_while_the_slot_is_busy_the_queue_grows_into_the_next_call_and_can
     assert [seqs(await t) for t in rest] == [[3]] * 3
     assert len(serve.bodies) == 2
     assert serve.bodies[1]["ses_E"] == SYNC_CUTOFF_MAX  # left out: nobody waits for it any more
-    assert b.sessions_asked == 4
+    assert asked.value == 4

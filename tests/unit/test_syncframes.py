@@ -21,12 +21,12 @@ from bridge.events.syncframes import (
     parse_bus_event,
     parse_global_frame,
     parse_global_object,
-    parse_legacy_frame,
     parse_sync_item,
     parse_sync_log,
     split_type,
 )
 from bridge.upstream.sse import SSEEvent, SSEParser
+from tests.support.legacy_rows import legacy_frame
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "opencode-1.18.33"
 X9 = FIXTURES / "x9-sync-history"
@@ -130,7 +130,7 @@ def test_legacy_sync_items_are_kept_exactly_as_received() -> None:
 
 def test_legacy_event_stream_copies_of_persisted_events_have_the_sync_logs_id_and_data() -> None:
     log = {e.id: e for e in sync_log("04-sync-history-sid-0.json")}
-    bus = [parse_legacy_frame(d) for d in sse_data(X9 / "legacy.sse")]
+    bus = [legacy_frame(d) for d in sse_data(X9 / "legacy.sse")]
     persisted = [b for b in bus if b.id in log]
     assert len(persisted) == len(log)  # every persisted event was also on /event
     for b in persisted:
@@ -313,7 +313,7 @@ def test_parsers_raise_nothing_but_bad_frame_on_any_json_value(obj: object) -> N
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=120))
 def test_frame_parsers_raise_nothing_but_bad_frame_on_any_text(text: str) -> None:
-    for parse in (parse_global_frame, parse_legacy_frame):
+    for parse in (parse_global_frame, legacy_frame):
         with contextlib.suppress(BadFrame):
             parse(text)
 

@@ -89,11 +89,11 @@ async def test_history_pages_come_back_with_has_more() -> None:
 
 
 async def test_status_codes_map_to_typed_errors() -> None:
-    up = MemoryUpstream(history={"ses_A": []}, status={"history": 401})
+    up = MemoryUpstream(history={"ses_A": []}, fail_status={"history": 401})
     async with up.client() as client:
         with pytest.raises(Unauthorized):
             await client.history("ses_A", 0)
-        up.status["history"] = 503
+        up.fail_status["history"] = 503
         with pytest.raises(UpstreamUnavailable) as e:
             await client.history("ses_A", 0)
         assert e.value.status == 503

@@ -32,11 +32,7 @@ E = chat_session_events.c
 P = chat_permission_requests.c
 C = chat_commands.c
 
-# --- a session's events (the store: verify, the legacy mapper's seed) -----------------------------------
-
-
-def select_stored_ids(upstream: str, session_id: str) -> Select[Any]:
-    return select(E.seq, E.event_id).where(E.upstream == upstream, E.session_id == session_id).order_by(E.seq)
+# --- a session's events (the legacy mapper's seed) -----------------------------------
 
 
 def select_seed_rows(upstream: str, session_id: str, kinds: Sequence[str]) -> Select[Any]:

@@ -58,17 +58,13 @@ class GroupCommitter:
         self._in_flight = 0
         self._changed = asyncio.Condition()
 
-    @property
-    def queued(self) -> int:
-        """Writes waiting for a group (tests, metrics)."""
-        return len(self._queue)
-
     async def submit(self, write: SessionWrite) -> WriteResult:
         """Queue one session's batch; returns after the transaction that holds it committed."""
         done: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
         size = sum(len(p.payload_text) for p in write.events)
         async with self._changed:
             self._queue.append(_Pending(write, done, size))
+            metrics.GROUP_COMMIT_WAITING.inc()
             self._changed.notify_all()
         return await done
 
@@ -99,6 +95,7 @@ class GroupCommitter:
         events = size = 0
         waiting: deque[_Pending] = deque()
         held: set[str] = set()  # sessions with a write held back: a later one must not overtake it
+        queued = len(self._queue)
         while self._queue:
             p = self._queue.popleft()
             if p.done.cancelled():  # its follower stopped before the write was taken: nothing to answer
@@ -113,6 +110,7 @@ class GroupCommitter:
             group.append(p)
             events += n
             size += p.size
+        metrics.GROUP_COMMIT_WAITING.dec(queued - len(waiting))  # taken, or dropped as cancelled
         self._queue = waiting
         return group
 

@@ -204,12 +204,6 @@ class EventStore:
         async with self._engine.begin() as conn:
             await conn.execute(leases.release_session(self._upstream, session_id, epoch))
 
-    async def stored_ids(self, session_id: str) -> list[tuple[int, str]]:
-        """(seq, event_id) of every stored event of the session, ordered by seq (tests, verify)."""
-        async with self._engine.connect() as conn:
-            result = await conn.execute(reads.select_stored_ids(self._upstream, session_id))
-            return [(int(r.seq), str(r.event_id)) for r in result]
-
     async def seed_rows(self, session_id: str, kinds: Sequence[str]) -> list[dict[str, Any]]:
         """`event_id, kind, part_id, message_id, assistant_message_id` of the session's rows of these kinds,
         in seq order (a follower rebuilds its legacy turn state from them, bridge.events.legacy.SEED_KINDS)."""

@@ -14,14 +14,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
 from bridge.events import ChatEvent
-from bridge.fanout.connection import FanoutService
+from bridge.fanout.connection import WebSocketContext
 from bridge.fanout.feed import CommitListener, DurableFeed
 from bridge.fanout.hub import Hub
 from bridge.fanout.queue import QueueLimits
 from bridge.http.ws import add_websocket
 from bridge.store.reads import FanoutStore
 from bridge.store.writes import EventStore
-from tests.integration.chat_events import chat_event
+from tests.support.chat_events import chat_event
 from tests.support.waiting import wait_until
 
 SECRET = "s" * 48
@@ -40,7 +40,7 @@ class Node:
         self.listener = CommitListener(database_url, UPSTREAM, self.feed.committed, self.feed.wake_all,
                                        on_status=self.feed.status)
         self.warmed: list[str] = []
-        self.service = FanoutService(hub=self.hub, store=self.store, upstream=UPSTREAM, secret=SECRET,
+        self.service = WebSocketContext(hub=self.hub, store=self.store, upstream=UPSTREAM, secret=SECRET,
                                      allowed_origins=allowed_origins,
                                      limits=limits or QueueLimits(), warm=self.warmed.append, confirm=confirm,
                                      read_slots=read_slots)
