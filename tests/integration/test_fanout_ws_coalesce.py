@@ -14,8 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.fanout import metrics
 from bridge.fanout.queue import QueueLimits
 from bridge.store.db import make_engine
-from tests.integration.fanout_node import Node
 from tests.support.fanout_client import WsClient
+from tests.support.fanout_node import Node
 
 SID = "ses_coalesce_a"
 STORED, LIVE = 1500, 300

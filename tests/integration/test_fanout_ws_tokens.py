@@ -12,8 +12,8 @@ from bridge.auth import mint_token
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.store.db import make_engine
-from tests.integration.fanout_node import SECRET, UPSTREAM, Node
 from tests.support.fanout_client import WsClient
+from tests.support.fanout_node import SECRET, UPSTREAM, Node
 
 SID = "ses_sweep_a"
 

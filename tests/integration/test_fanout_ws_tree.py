@@ -13,9 +13,9 @@ import pytest
 from bridge.auth import Claims
 from bridge.store.chat_sessions import LeaseStore, tree
 from bridge.store.db import make_engine
-from tests.integration.chat_events import chat_event
-from tests.integration.fanout_node import UPSTREAM, Node
+from tests.support.chat_events import chat_event
 from tests.support.fanout_client import WsClient
+from tests.support.fanout_node import UPSTREAM, Node
 
 PARENT = "ses_tree_parent"
 CHILDREN = ["ses_tree_child_a", "ses_tree_child_b"]
