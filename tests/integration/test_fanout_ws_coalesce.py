@@ -31,14 +31,6 @@ async def node(engine: AsyncEngine, database_url: str) -> AsyncIterator[Node]:
     await eng.dispose()
 
 
-@pytest.fixture
-async def clients() -> AsyncIterator[list[WsClient]]:
-    made: list[WsClient] = []
-    yield made
-    for c in made:
-        await c.close()
-
-
 def _counts() -> tuple[float, float]:
     return metrics.WS_FRAMES_SENT._value.get(), metrics.WS_SOCKET_WRITES._value.get()
 

@@ -29,14 +29,6 @@ async def node(engine: AsyncEngine, database_url: str, monkeypatch: pytest.Monke
     await eng.dispose()
 
 
-@pytest.fixture
-async def clients() -> AsyncIterator[list[WsClient]]:
-    made: list[WsClient] = []
-    yield made
-    for c in made:
-        await c.close()
-
-
 async def _open(clients: list[WsClient], node: Node, token: str) -> WsClient:
     c = await WsClient.connect(node.url, token)
     clients.append(c)
