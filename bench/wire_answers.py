@@ -33,5 +33,5 @@ MAX_NAMED = 996  # the real serve answers 996 named aggregates and fails a 997th
 
 
 def too_many_named() -> web.Response:  # the real serve's 500 for a body naming more than MAX_NAMED (§14)
-    return json_answer({"name": "UnknownError", "data": {"message": "Expression tree is too large (maximum depth 1000)"}},
-                       500)
+    message = "Expression tree is too large (maximum depth 1000)"
+    return json_answer({"name": "UnknownError", "data": {"message": message}}, 500)
