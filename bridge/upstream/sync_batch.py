@@ -106,10 +106,6 @@ class SyncBatcher:
             self._queue = [a for a in self._queue if not a.answer.done()]
             if not self._queue:
                 return
-            while self._calls and len(self._known()) > self._max_named:
-                # Every answer now carries the logs of the sessions it cannot name whole (§14): a second
-                # call in flight would decode them again. One at a time, the waiting ones ride the next.
-                await asyncio.wait(set(self._calls), return_when=asyncio.FIRST_COMPLETED)
             await self._acquire()  # meanwhile the queue grows: the next call asks for more sessions
             self._queue = [a for a in self._queue if not a.answer.done()]
             if not self._queue:
