@@ -91,12 +91,20 @@ async def _serve_url(serve: Child, timeout_s: float) -> str:
     raise TimeoutError("bench.wire_serve did not start")
 
 
-def _daemon(work: Path, upstream_url: str, database_url: str, port: int) -> Child:
+def _daemon(work: Path, upstream_url: str, database_url: str, port: int, profile: str | None) -> Child:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
     env.update(BRIDGE_UPSTREAM_URL=upstream_url, BRIDGE_DATABASE_URL=database_url, BRIDGE_HTTP_PORT=str(port),
                BRIDGE_STATE_DIR=str(work / "state"), BRIDGE_UPSTREAM_NAME=UPSTREAM, BRIDGE_LOG_FORMAT="json",
                BRIDGE_LOG_LEVEL="info", BRIDGE_AUTH_DISABLED="true")
-    return Child([str(Path(sys.executable).parent / "opencode-bridge"), "run"], work / "bridge.log", env)
+    argv = [sys.executable, "-m", "bench.wire_profiled", profile] if profile else [
+        str(Path(sys.executable).parent / "opencode-bridge")]
+    return Child([*argv, "run"], work / "bridge.log", env)
+
+
+def _profile_phase(a: argparse.Namespace, pid: int) -> None:
+    """Under --profile: the daemon writes the phase just ended to its own file (bench.wire_profiled)."""
+    if a.profile:
+        os.kill(pid, signal.SIGUSR2)
 
 
 async def warm_idle_burst(a: argparse.Namespace, http: aiohttp.ClientSession, fake: str, bridge: str, pid: int,
@@ -126,6 +134,7 @@ async def warm_idle_burst(a: argparse.Namespace, http: aiohttp.ClientSession, fa
                    "cpu_percent_per_1000_warm": idle_cpu * 100 / max(res["warm_sessions"], 1) * 1000}
 
     # (b) the burst, warm
+    _profile_phase(a, pid)  # BASE.1: warm-up's tail, settle and idle
     before = await m.get_json(http, fake + "/_bench/counters")
     cpu0 = m.cpu_s(pid)
     async with http.post(fake + "/_bench/burst") as r:
@@ -134,6 +143,7 @@ async def warm_idle_burst(a: argparse.Namespace, http: aiohttp.ClientSession, fa
     with contextlib.suppress(TimeoutError):  # then reported incomplete, as it stands
         await _until("burst", lambda: stored_is(total + n), a.timeout)
     done = time.time()
+    _profile_phase(a, pid)  # BASE.2: the burst (BASE.3: what follows, to the stop)
     burst_cpu = m.cpu_s(pid) - cpu0
     after = await m.get_json(http, fake + "/_bench/counters")
     complete = await stored_is(total + n)
@@ -161,7 +171,7 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
             port = free_port()
             bridge = f"http://127.0.0.1:{port}"
             spawned = time.time()
-            daemon = _daemon(work, fake, database_url, port)
+            daemon = _daemon(work, fake, database_url, port, a.profile)
             pid = daemon.proc.pid
 
             async def stored_is(n: int) -> bool:
@@ -181,6 +191,7 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
                 done = await _until("catch-up", caught_up, a.timeout)
             except TimeoutError:  # reported as it stands (stored so far, calls, crashes); no idle, no burst
                 done = time.time()
+            _profile_phase(a, pid)  # BASE.0: start-up and catch-up
             stored = await m.stored_count(con, UPSTREAM)
             cpu_catch_up = m.cpu_s(pid)
             after_catch_up = await m.get_json(http, fake + "/_bench/counters")
@@ -254,6 +265,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="20 sessions x 5 events, short idle and naive: a test")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, database)")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--profile", help="run the daemon under cProfile: BASE.0 catch-up, .1 idle, .2 burst, .3 stop")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the children and the database too
     if a.quick:

@@ -27,3 +27,11 @@ def bad_query(message: str) -> web.Response:
 
 def bad_payload(message: str) -> web.Response:  # the shape of `/sync/history`'s 400 (docs/upstream.md §14)
     return json_answer({"name": "BadRequest", "data": {"message": message, "kind": "Payload"}}, 400)
+
+
+MAX_NAMED = 996  # the real serve answers 996 named aggregates and fails a 997th (docs/upstream.md §14)
+
+
+def too_many_named() -> web.Response:  # the real serve's 500 for a body naming more than MAX_NAMED (§14)
+    message = "Expression tree is too large (maximum depth 1000)"
+    return json_answer({"name": "UnknownError", "data": {"message": message}}, 500)

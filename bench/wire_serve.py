@@ -5,7 +5,8 @@
 - `GET /global/event`: `server.connected`, then for every persisted event its bus event and its `sync` twin
   (plus bus-only deltas), `server.heartbeat` every 10 s (§15). Live only: pre-existing events are not on it.
 - `POST /sync/history {sid: cutoff}`: every named session after its cutoff, every session the body does
-  not name whole from seq 0 (§14); cutoffs validated like `after` (400 otherwise).
+  not name whole from seq 0 (§14); cutoffs validated like `after` (400 otherwise); a body naming more
+  than 996 sessions is HTTP 500, as the real serve's SQLite expression-depth limit answers it (§14).
 - `/api/session` (one page), `…/active` (`{}`), `…/{id}`, `…/history`, `…/permission`, `…/question`, the legacy
   `/question`, `/permission`, `/session/status`, health; anything else 404, counted under its own path.
 
@@ -29,7 +30,7 @@ import orjson
 from aiohttp import web
 
 from bench import wire_workload as w
-from bench.wire_answers import bad_payload, bad_query, json_answer, not_found, route_name
+from bench.wire_answers import MAX_NAMED, bad_payload, bad_query, json_answer, not_found, route_name, too_many_named
 
 MAX_SEQ = 2**53 - 1
 HEARTBEAT_S = 10.0
@@ -155,6 +156,8 @@ class WireServe:
         for sid, cut in asked.items():
             if type(cut) is not int or not 0 <= cut <= MAX_SEQ:
                 return bad_payload(f'Expected an integer\n  at ["{sid}"]')
+        if len(asked) > MAX_NAMED:  # validated first, then SQLite's expression depth (docs/upstream.md §14)
+            return too_many_named()
         pieces: list[bytes] = []
         for sid in self.ids.difference(asked):  # not named: whole, from seq 0
             pieces.extend(self.by_id[sid].log)

@@ -215,13 +215,16 @@ class DurableFollower:
         return reason
 
     async def _catch_up(self) -> str | None:
-        """Repair from the sync log (everything missed, legacy included), then page `/history` until the
-        upstream says there is no more (it also detects a 404; over the body bound the sync log is not read
-        and `/history` gives the v2 events, the rest becomes a recorded gap). Returns why the cursor
+        """Repair from the sync log (everything missed, legacy included). When that read brought news and
+        was whole (every event of the answer stored, no hole, no reject) the cursor is the log's end: the
+        durable stream goes on from it (and answers a 404 itself), no `/history` page is asked. Otherwise
+        page `/history` until the upstream says there is no more (over the body bound the sync log is not
+        read and `/history` gives the v2 events, the rest becomes a recorded gap). Returns why the cursor
         cannot move, or None once caught up."""
         async with self.ingest.lock:
-            await self.ingest.repair_locked("catch_up")
-        stuck = await self.history.run()
+            got = await self.ingest.repair_locked("catch_up")
+            whole = got > 0 and self.ingest.log_read_whole  # nothing new: `/history` confirms the end
+        stuck = None if whole else await self.history.run()
         if stuck is None:
             self._stuck_passes = 0
         return stuck

@@ -64,6 +64,9 @@ class SessionIngest:
         # legacy turn state is rebuilt from after a rewind.
         self._stored_cursor = stored_cursor
         self._seed = seed
+        # The last repair read the log whole: every event of this session it held is stored, no hole, no
+        # reject, so the cursor is the log's end as of that read (catch-up then needs no `/history`).
+        self.log_read_whole = False
 
     async def seed_state(self) -> None:
         """The legacy turn state rebuilt from the stored rows (at start, and after a rewind)."""
@@ -167,6 +170,7 @@ class SessionIngest:
         of events stored, or -1 when the log is over the client's body bound and was not read: the
         caller's events are then stored with a hole, which is recorded as a gap (docs/mirror.md)."""
         cursor = self.cursor
+        self.log_read_whole = False
         metrics.SYNC_REPAIRS.labels(cause=cause).inc()
         try:
             items = await self._client.sync_history(self.session_id, cursor)
@@ -175,7 +179,7 @@ class SessionIngest:
             self._log.error("sync_log_too_large", cursor_seq=cursor, error=str(e))
             return -1
         received_at = datetime.now(UTC)
-        envs = await self._accepted(items, cursor, received_at)
+        envs, rejected = await self._accepted(items, cursor, received_at)
         run = contiguous_run(cursor, envs)
         if run.missing_from is not None:
             metrics.SYNC_LOG_HOLES.inc()
@@ -187,11 +191,16 @@ class SessionIngest:
         metrics.SYNC_REPAIRED_EVENTS.inc(len(events))
         self._log.debug("sync_repair", cause=cause, cursor_seq=cursor, events=len(events))
         await self.commit(events, received_at, "sync")
+        top = max((e.seq for e in envs if e.seq is not None), default=cursor)
+        self.log_read_whole = not rejected and run.missing_from is None and self.cursor >= top
         return len(events)
 
-    async def _accepted(self, items: list[object], cursor: int, received_at: datetime) -> list[Envelope]:
-        """The log's events of this session above `cursor`, once each, in seq order; bad ones rejected."""
+    async def _accepted(self, items: list[object], cursor: int,
+                        received_at: datetime) -> tuple[list[Envelope], int]:
+        """The log's events of this session above `cursor`, once each, in seq order; bad ones rejected
+        (how many is the second value)."""
         by_seq: dict[int, Envelope] = {}
+        rejected = 0
         for i, item in enumerate(items):
             if i % 200 == 0:  # a whole log is parsed here: bounded per loop turn
                 await self.turnstile.enter()
@@ -199,9 +208,10 @@ class SessionIngest:
                 env = parse_sync_item(item)
             except BadFrame as e:
                 await self.reject(e.reason, json_text(item), received_at, None, str(e))
+                rejected += 1
                 continue
             if env.aggregate_id != self.session_id:
                 continue  # the log of an aggregate the request could not leave out (§14): not ours
             if env.seq is not None and env.seq > cursor:
                 by_seq.setdefault(env.seq, env)
-        return [by_seq[s] for s in sorted(by_seq)]
+        return [by_seq[s] for s in sorted(by_seq)], rejected

@@ -16,8 +16,9 @@ import pytest_asyncio
 from aiohttp import web
 
 from bench import wire_workload as w
+from bench.wire_answers import MAX_NAMED
 from bench.wire_serve import WireServe
-from bridge.errors import InvalidRequest
+from bridge.errors import InvalidRequest, UpstreamUnavailable
 from bridge.events import parse_frame
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.sync_plan import SYNC_CUTOFF_MAX
@@ -41,8 +42,7 @@ async def test_sync_log_names_and_unnamed_like_the_real_serve(serve: tuple[WireS
     fake, url = serve
     a, b, c = (w.session_id(k) for k in range(3))
     async with UpstreamClient(url) as client:
-        client.learn_aggregates([b])  # named with the largest cutoff: none of b's events
-        got = await client.sync_history(a, 5)
+        _, got = await client.send_json("POST", "/sync/history", {a: 5, b: SYNC_CUTOFF_MAX})  # b: none of its events
         by = {sid: [i["seq"] for i in got if i["aggregate_id"] == sid] for sid in (a, b, c)}
         assert by == {a: [6, 7, 8], b: [], c: list(range(9))}  # c unnamed: whole from seq 0
         assert {i["type"] for i in got if i["seq"] == 4} == {"message.updated.1"}  # legacy, gap-free seqs
@@ -51,6 +51,17 @@ async def test_sync_log_names_and_unnamed_like_the_real_serve(serve: tuple[WireS
         with pytest.raises(InvalidRequest):
             await client.send_json("POST", "/sync/history", {a: SYNC_CUTOFF_MAX + 1})  # refused like `after`
     assert fake.counters["POST /sync/history"][0] == 2  # the refused one counted too
+
+
+async def test_sync_log_refuses_a_997th_name_like_the_real_serve(serve: tuple[WireServe, str]) -> None:
+    _, url = serve
+    names = {w.session_id(k): SYNC_CUTOFF_MAX for k in range(3, 3 + MAX_NAMED)}  # unknown ids are accepted
+    async with UpstreamClient(url) as client:
+        _, got = await client.send_json("POST", "/sync/history", names)  # 996 named: answered
+        assert {i["aggregate_id"] for i in got} == {w.session_id(k) for k in range(3)}  # the unnamed, whole
+        names[w.session_id(0)] = 0
+        with pytest.raises(UpstreamUnavailable, match="HTTP 500"):  # 997: SQLite's expression depth (§14)
+            await client.send_json("POST", "/sync/history", names)
 
 
 async def test_durable_stream_sends_nothing_before_its_first_event(serve: tuple[WireServe, str]) -> None:

@@ -12,7 +12,7 @@ from bridge import metrics
 from bridge.events import SEQ_MAX
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
-from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope, sse
+from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope, sse, sync_item
 from tests.support.tasks import in_background
 from tests.support.waiting import wait_until
 
@@ -51,6 +51,28 @@ async def test_catch_up_then_stream_stores_every_event_once_in_order() -> None:
     assert sorted(sink.events) == [1, 3, 4, 5]
     assert "/api/session/ses_A/event?after=3" in up.paths  # resumed after the catch-up's cursor
     assert sink.writes == 2  # one write per history page, one per stream read
+
+
+async def test_a_whole_sync_log_read_with_news_asks_no_history_page() -> None:
+    log = [envelope(SID, 0, "session.created"), envelope(SID, 1), envelope(SID, 2)]  # seq 0: the log's first
+    up = MemoryUpstream(history={SID: log[1:]}, sync={SID: [sync_item(e) for e in log]})
+    sink = MemorySink()
+    f = follower(up, sink)
+    async with in_background(f.run()):
+        await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
+    assert sorted(sink.events) == [0, 1, 2]
+    assert rest_paths(up) == ["/api/session/ses_A/event?after=2"]  # the log's end: streamed from it
+
+
+async def test_a_sync_log_read_with_a_hole_still_pages_history() -> None:
+    log = [envelope(SID, 0, "session.created"), envelope(SID, 1), envelope(SID, 2), envelope(SID, 3)]
+    up = MemoryUpstream(history={SID: log[1:]}, sync={SID: [sync_item(e) for e in (log[0], log[1], log[3])]})
+    sink = MemorySink()
+    f = follower(up, sink)
+    async with in_background(f.run()):
+        await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")  # seq 2 lost
+    assert 3 in sink.events
+    assert any("/history" in p for p in rest_paths(up))
 
 
 async def test_a_frame_split_across_reads_is_stored_once_complete() -> None:
