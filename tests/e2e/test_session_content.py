@@ -54,7 +54,9 @@ class Bridge:
 
 @pytest.fixture
 async def bridge(bridge_processes: BridgeFactory, opencode: OpencodeServe) -> AsyncIterator[Bridge]:
-    proc = bridge_processes(BRIDGE_AUTH_SECRET=SECRET, BRIDGE_ALLOWED_DIRECTORIES=str(opencode.project_dir))
+    # named for this module's UPSTREAM, which its tokens carry, also when another module uses the fixture
+    proc = bridge_processes(BRIDGE_UPSTREAM_NAME=UPSTREAM, BRIDGE_AUTH_SECRET=SECRET,
+                            BRIDGE_ALLOWED_DIRECTORIES=str(opencode.project_dir))
     proc.start()
     http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
     try:
