@@ -138,6 +138,9 @@ async def test_sigkill_of_the_bridge_in_the_middle_of_a_legacy_turn_then_restart
     async def some_stored() -> bool:
         return len(await stored_ids(store, sid)) >= 3
 
+    # The model holds the turn (so the next prompt is a turn of its own, not folded into this one by a
+    # loop that had not started yet), and part of it is stored.
+    await mock_llm.wait_gate_reached("g1", timeout=60)
     await wait_until(some_stored, 60, 0.1, message="part of the legacy turn stored")
     first.kill()
     mock_llm.release("g1")
@@ -169,6 +172,7 @@ async def test_a_global_event_cut_mid_turn_is_repaired(
         async def some_stored() -> bool:
             return len(await stored_ids(store, sid)) >= 3
 
+        await mock_llm.wait_gate_reached("g2", timeout=60)  # the turn is running, held by the model
         await wait_until(some_stored, 60, 0.1, message="part of the legacy turn stored")
         assert proxy.cut(b"GET /global/event") == 1
         mock_llm.release("g2")  # the rest of the turn happens around the cut
