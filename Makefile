@@ -8,6 +8,8 @@ OPENCODE_VERSION := 1.18.33
 OPENCODE_DIR := .opencode
 OPENCODE_BIN := $(OPENCODE_DIR)/node_modules/.bin/opencode
 PYTEST_ARGS ?=
+# `make test` runs the tests on this many processes (pytest-xdist; each has its own embedded PostgreSQL).
+PYTEST_WORKERS ?= 2
 
 .PHONY: chromium systemd-analyze promtool run demo test test-unit test-integration test-migration test-e2e lint bench soak opencode venv clean
 
@@ -58,7 +60,7 @@ demo: $(STAMP) $(OPENCODE_BIN)
 
 # Every test: unit (pure), integration (real PostgreSQL), migration (schema), e2e (real opencode serve + mock provider).
 test: $(STAMP) $(OPENCODE_BIN) chromium systemd-analyze promtool
-	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra $(PYTEST_ARGS)
+	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-unit: $(STAMP) systemd-analyze promtool
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)

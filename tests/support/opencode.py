@@ -108,6 +108,10 @@ def opencode_config(mock_base_url: str) -> dict[str, Any]:
     }
 
 
+# Seconds a closing serve gets after SIGTERM before SIGKILL (`OpencodeServe.close`).
+CLOSE_GRACE_S = 2.0
+
+
 class OpencodeServe:
     """One ``opencode serve`` process (restartable on the same port and HOME) plus a REST client."""
 
@@ -268,8 +272,10 @@ class OpencodeServe:
         await self.start()
 
     async def close(self) -> None:
-        """Stop the serve and release everything; safe to call more than once."""
-        await self.stop()
+        """Stop the serve and release everything; safe to call more than once. A short grace: after a CLI
+        turn the serve often ignores SIGTERM (it was killed after 10 s in every such teardown, a tenth of
+        the e2e suite's time), and at teardown nothing is left to check of a graceful exit."""
+        await self.stop(timeout=CLOSE_GRACE_S)
 
     async def __aenter__(self) -> OpencodeServe:
         await self.start()
