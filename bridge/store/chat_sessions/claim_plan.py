@@ -15,11 +15,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from bridge.lease import ClaimVerdict, LeaseView, decide_claim
 
-A = TypeVar("A", bound="ClaimAsk")
+
+class OfSession(Protocol):
+    @property
+    def session_id(self) -> str: ...
+
+
+A = TypeVar("A", bound=OfSession)
 
 
 @dataclass(frozen=True)
