@@ -13,11 +13,17 @@ bridge.sessions.parking.is_transient) fails every claim of it, each caller retry
 failure (a value one session's row cannot hold) is asked again in two halves, so one bad claim fails alone.
 A caller cancelled while its batch runs may leave a lease taken without a follower: the lease keeper gives
 such a stray lease back at its next heartbeat (bridge.sessions.keeper).
+
+`settled()` waits until no claim is waiting or running (at most `max_wait_s`): a claimed session starts its
+catch-up then, so that a warm-up claims every session first, undisturbed, and their catch-ups then ask the
+sync log together — a few calls answer thousands of sessions — instead of one call per batch of claims,
+each carrying the whole logs of every session not named (docs/upstream.md §14).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -50,11 +56,14 @@ class ClaimBatcher:
         self._queue: list[_Waiting] = []
         self._drainer: asyncio.Task[None] | None = None
         self._batches: set[asyncio.Task[None]] = set()
+        self._settled = asyncio.Event()  # nothing waiting, nothing running
+        self._settled.set()
 
     async def claim(self, session_id: str, directory: str | None = None) -> Claim:
         """The session's lease (raises `LeaseHeld` when a live peer holds it or it is deleted)."""
         answer: asyncio.Future[Claim] = asyncio.get_running_loop().create_future()
         self._queue.append(_Waiting(session_id, directory, answer))
+        self._settled.clear()
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain(), name="claim-batcher")
         return await answer
@@ -62,6 +71,17 @@ class ClaimBatcher:
     @property
     def waiting(self) -> int:
         return len(self._queue)
+
+    async def settled(self, max_wait_s: float) -> None:
+        """Until no claim waits or runs, or `max_wait_s` passed (a steady stream of claims never holds a
+        claimed session's catch-up longer)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max_wait_s):
+                await self._settled.wait()
+
+    def _check_settled(self) -> None:
+        if not self._batches and not self._pending():
+            self._settled.set()
 
     def _pending(self) -> list[_Waiting]:
         return [w for w in self._queue if not w.answer.done()]  # a cancelled caller is left out
@@ -71,16 +91,22 @@ class ClaimBatcher:
         while True:
             self._queue = self._pending()
             if not self._queue:
+                self._check_settled()
                 return
             await self._slots.acquire()  # meanwhile the queue grows: the next batch takes more
             self._queue = self._pending()
             if not self._queue:
                 self._slots.release()
+                self._check_settled()
                 return
             batch, self._queue = next_batch(self._queue, self._max_batch)
             task = asyncio.create_task(self._run(batch), name="claim-batch")
             self._batches.add(task)
-            task.add_done_callback(self._batches.discard)
+            task.add_done_callback(self._batch_done)
+
+    def _batch_done(self, task: asyncio.Task[None]) -> None:
+        self._batches.discard(task)
+        self._check_settled()
 
     async def _run(self, batch: list[_Waiting]) -> None:
         try:
