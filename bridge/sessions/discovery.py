@@ -2,7 +2,7 @@
 
 Live hints are lost while we are disconnected (docs/upstream.md §15), so after every (re)connect the
 bridge looks again. Warming every listed session would open one durable stream per session the upstream
-ever had (and keep idle ones from being released); instead (docs/mirror.md "Discovery"):
+ever had (and keep idle ones from being released); instead (docs/mirror.md "Which sessions are followed"):
 - a session the upstream lists as active is warmed (`active`);
 - a listed session we never stored is warmed without asking: its log holds at least seq 0, which we lack
   (`new_events`; docs/upstream.md §14);
