@@ -134,3 +134,21 @@ async def test_a_caller_cancelled_before_its_batch_is_left_out() -> None:
     with pytest.raises(asyncio.CancelledError):
         await gone
     assert tx.batches == [["ses_A"], ["ses_kept"]] and "ses_gone" not in tx.store.rows
+
+
+async def test_settled_waits_until_no_claim_waits_or_runs_and_at_most_its_bound() -> None:
+    tx = Transactions()
+    tx.gate = asyncio.Event()
+    b = ClaimBatcher(tx.claim_many, max_batch=2, at_once=1)
+    await b.settled(0.0)  # nothing asked: settled at once
+    claims = [asyncio.create_task(b.claim(f"ses_{k}")) for k in range(5)]
+    await wait_until(lambda: len(tx.batches) == 1, 5, 0.001, message="the first batch running")
+    waiter = asyncio.create_task(b.settled(30.0))
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    started = asyncio.get_running_loop().time()
+    await b.settled(0.05)  # its bound: a stream of claims never holds a catch-up longer
+    assert asyncio.get_running_loop().time() - started >= 0.05
+    tx.gate.set()
+    await asyncio.wait_for(waiter, 5)
+    assert all(c.done() for c in claims) and len(tx.batches) == 3
