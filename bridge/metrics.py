@@ -181,6 +181,14 @@ REQUEST_RESYNC_PASSES = Counter(
     "after every live-stream (re)connect and for new subscribers (docs/websocket.md)",
     registry=REGISTRY,
 )
+CLAIM_BATCHES = Counter(
+    "bridge_claim_batches_total", "Claim transactions (each takes the leases of many warming sessions at once)",
+    registry=REGISTRY,
+)
+CLAIM_BATCH_SESSIONS = Histogram(
+    "bridge_claim_batch_sessions", "Sessions one claim transaction asked for (docs/lifecycle.md \"Warm-up\")",
+    registry=REGISTRY, buckets=(1, 2, 5, 10, 50, 100, 200),
+)
 SYNC_CALLS = Counter(
     "bridge_sync_calls_total", "POST /sync/history calls (each asks for the logs of many sessions at once)",
     registry=REGISTRY,

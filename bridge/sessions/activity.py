@@ -119,11 +119,12 @@ class ActivityTracker:
         return False
 
     # -- inputs -----------------------------------------------------------------------------------
-    async def resume(self, session_id: str, cursor: int) -> None:
+    async def resume(self, session_id: str, cursor: int, state: TurnState | None = None) -> None:
         """A session was claimed: continue its status machine from what is stored (a turn the previous
-        owner saw start is still open for us and may end idle, stalled or interrupted)."""
+        owner saw start is still open for us and may end idle, stalled or interrupted). `state`: as the
+        claim read it (bridge.sessions.session_run), else read here."""
         tracker = TurnTracker(self._stall_timeout_s, TURN_SETTLE_S)
-        state = await self._store.turn_state(session_id)
+        state = state or await self._store.turn_state(session_id)
         if state.status == Status.RUNNING.value:
             tracker.on_events(state.tail_kinds, self._clock())
             # Running without stored turn events (seen only in /api/session/active): still running, so

@@ -2,16 +2,22 @@
 
 Live hints are lost while we are disconnected (docs/upstream.md §15), so after every (re)connect the
 bridge looks again. Warming every listed session would open one durable stream per session the upstream
-ever had (and keep idle ones from being released); instead each candidate costs one cheap request,
-`/history?after=<stored cursor>&limit=1`, and, when that shows no v2 event, a read of its sync log after
-the cursor (`POST /sync/history`, §14: a session driven only by OpenCode's own clients has legacy events
-alone, §13). Only sessions with events past our cursor, sessions the upstream lists as active, and
-sessions that vanished upstream (so the follower records the deletion) are warmed. New activity after
-that arrives as live hints.
+ever had (and keep idle ones from being released); instead (docs/mirror.md "Which sessions are followed"):
+- a session the upstream lists as active is warmed (`active`);
+- a listed session we never stored is warmed without asking: its log holds at least seq 0, which we lack
+  (`new_events`; docs/upstream.md §14);
+- a stored session the list no longer shows was deleted upstream (`GET /api/session` lists every session
+  of the server, §6): warmed so that its follower meets the 404 and records the deletion (`gone_upstream`),
+  if anything of it was stored (cursor > 0);
+- a listed stored session is asked for its sync log after the stored cursor (`POST /sync/history`, §14:
+  both runtimes' events, so a session driven only by OpenCode's own clients is seen too, §13); those
+  probes go out together, many sessions a call (bridge.upstream.sync_batch), and one with events is
+  warmed (`new_events`).
+New activity after that arrives as live hints.
 
 Sessions whose lease is held are not probed at all: a live holder (this process or a peer) is following
 them, and a dead holder's lease expires and the lease sweep adopts them (docs/lifecycle.md). So a reconnect
-costs one request per *cold* known session, not per session.
+costs a share of a few sync-log calls per *cold* known session, and nothing per session never stored.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import structlog
 
 from bridge import metrics
 from bridge.backoff import Backoff
-from bridge.errors import SessionNotFound, UpstreamError
+from bridge.errors import UpstreamError
 from bridge.events import location_directory
 from bridge.outage import OutageLog
 from bridge.store.writes import EventStore
@@ -39,41 +45,33 @@ class WarmCandidate:
     reason: str  # active | new_events | gone_upstream
 
 
-async def sessions_to_warm(client: UpstreamClient, store: EventStore, *, concurrency: int = 8) -> list[WarmCandidate]:
+async def sessions_to_warm(client: UpstreamClient, store: EventStore) -> list[WarmCandidate]:
     """Raises UpstreamError when the session list itself cannot be read (the caller retries)."""
     listed = {str(s["id"]): location_directory(s) for s in await client.list_sessions()}
     try:
         active = set(await client.active())
     except UpstreamError:
-        active = set()  # only an optimisation: /history below still finds running sessions' events
+        active = set()  # only an optimisation: the sync log below still finds running sessions' events
     rows = {r.session_id: r for r in await store.sessions(include_deleted=True)}
     candidates = {sid for sid, row in rows.items() if not row.deleted} | set(listed)
     candidates -= {sid for sid, row in rows.items() if row.deleted or row.lease_owner is not None}
-    gate = asyncio.Semaphore(concurrency)
 
     async def probe(sid: str) -> WarmCandidate | None:
         row = rows.get(sid)
         directory = listed.get(sid, row.directory if row else None)
         if sid in active:
             return WarmCandidate(sid, directory, "active")
-        async with gate:
-            try:
-                page = await client.history(sid, row.cursor_seq if row else 0, limit=1)
-            except SessionNotFound:  # tombstoned by its follower, if we stored anything of it
-                return WarmCandidate(sid, directory, "gone_upstream") if row and row.cursor_seq > 0 else None
-            except UpstreamError:
-                return WarmCandidate(sid, directory, "new_events")  # cannot tell: follow to be safe
-        if not page.events:
-            # Outside the gate: the probes waiting here are asked together, in one or a few requests
-            # (bridge.upstream.sync_batch).
-            try:
-                logged = await client.sync_history(sid, row.cursor_seq if row else 0)
-                page_events = [i for i in logged if isinstance(i, dict) and i.get("aggregate_id") == sid]
-            except UpstreamError:
-                page_events = [{}]  # cannot tell (e.g. over the body bound): follow to be safe
-            if not page_events:
-                return None
-        return WarmCandidate(sid, directory, "new_events")
+        if row is None:  # listed, never stored: seq 0 at least is news
+            return WarmCandidate(sid, directory, "new_events")
+        if sid not in listed:  # gone upstream: its follower records the deletion, if anything was stored
+            return WarmCandidate(sid, directory, "gone_upstream") if row.cursor_seq > 0 else None
+        try:  # asked together with the other probes (bridge.upstream.sync_batch)
+            logged = await client.sync_history(sid, row.cursor_seq)
+        except UpstreamError:
+            return WarmCandidate(sid, directory, "new_events")  # cannot tell (e.g. over the body bound): follow
+        if any(isinstance(i, dict) and i.get("aggregate_id") == sid for i in logged):
+            return WarmCandidate(sid, directory, "new_events")
+        return None
 
     found = await asyncio.gather(*(probe(sid) for sid in sorted(candidates)))
     return [c for c in found if c is not None]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from structlog.typing import FilteringBoundLogger
 
@@ -21,8 +21,10 @@ from bridge.events import ChatEvent
 from bridge.events.legacy_state import SEED_KINDS
 from bridge.perf.turnstile import Turnstile
 from bridge.sessions.activity import ActivityTracker
+from bridge.sessions.claim_batch import ClaimBatcher
 from bridge.sessions.parking import FailureStreak, is_transient
-from bridge.store.chat_sessions import LeaseStore
+from bridge.sessions.status_machine import Status
+from bridge.store.chat_sessions import Claim, LeaseStore, TurnState
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
@@ -32,12 +34,16 @@ from bridge.upstream.store_sink import StoreSink
 StopMode = Literal["release", "handoff", "lease_lost"]
 T = TypeVar("T")
 
-# A session's own database work outside the group committer (claim, status resume, legacy seed, stored
-# cursor, release) runs at most this many at once for the whole process, below the write pool (5 + 10
+# A session's own database work outside the group committer (a batch of claims, a running turn's tail, legacy
+# seed, stored cursor, release) runs at most this many at once for the whole process, below the write pool (5 + 10
 # overflow; the rest for the group commits, heartbeat, sweep, status writer, commands): 10,000 sessions
 # warming at once queue here, in order, instead of failing on the pool's acquire timeout (docs/lifecycle.md
 # "Warm-up"). 8 made a warm-up of 200 sessions 2.5x slower than unbounded here; 10 to 12 as fast.
 SESSION_DB_AT_ONCE = 10
+
+# A claimed session's catch-up waits at most this long for the other sessions' claims to be taken
+# (bridge.sessions.claim_batch `settled`; 10,000 claims take ~2 s alone on the 2-core machine).
+CLAIMS_FIRST_MAX_S = 10.0
 
 # Triggers that try a claim even when a peer refused it moments ago.
 INSISTENT = frozenset({"request", "subscriber", "orphan", "orphan_holder_dead", "last_running"})
@@ -88,6 +94,9 @@ class SessionRunner:
         self._clock = clock
         self._turnstile = turnstile  # one for every follower of the process (bridge.perf.turnstile)
         self._db_gate = asyncio.Semaphore(SESSION_DB_AT_ONCE)
+        # Every warm session's claim, batched: one transaction (and one gate place) for many sessions.
+        self._claims = ClaimBatcher(lambda asks: self._gated(lambda: store.claim_many(
+            asks, owner, lease_ttl_s=settings.lease_ttl_s, holder_dead=holder_dead)))
 
     async def _gated(self, work: Callable[[], Awaitable[T]]) -> T:
         """One piece of a session's database work, within `SESSION_DB_AT_ONCE`."""
@@ -139,28 +148,44 @@ class SessionRunner:
     async def _follow_once(self, session_id: str, directory: str | None, w: WarmSession) -> tuple[FollowerExit, int]:
         s = self._settings
         w.epoch = None
-
-        async def claim_and_resume() -> tuple[int, int]:
-            taken = await self._store.claim(session_id, self._owner, directory, lease_ttl_s=s.lease_ttl_s,
-                                            holder_dead=self._holder_dead)
-            self._marks.refused.pop(session_id, None)
-            w.epoch, w.claimed_at = taken[0], self._clock()
-            await self._activity.resume(session_id, taken[1])
-            return taken
-
-        epoch, cursor = await self._gated(claim_and_resume)
+        claim = await self._claims.claim(session_id, directory)
+        self._marks.refused.pop(session_id, None)
+        w.epoch, w.claimed_at = claim.epoch, self._clock()
+        await self._activity.resume(session_id, claim.cursor_seq, await self._turn_state(session_id, claim))
+        epoch, cursor = claim.epoch, claim.cursor_seq
         self._log.info("lease_claimed", session_id=session_id, epoch=epoch, cursor_seq=cursor)
         metrics.LEASE_CLAIMS.labels(reason=_claim_label(w.reason)).inc()
+        await self._claims.settled(CLAIMS_FIRST_MAX_S)  # a warm-up: every claim first (claim_batch)
         sink = StoreSink(self._store, session_id, epoch, cursor)
         w.follower = DurableFollower(
             session_id, self._client, sink, cursor, stored_cursor=lambda: self._gated(sink.stored_cursor),
             batch_max_events=s.batch_max_events, reconnect_min_s=s.reconnect_min_s,
             reconnect_max_s=s.reconnect_max_s, stall_s=s.durable_stall_s, upstream=s.upstream_name,
-            on_committed=self._on_committed(session_id, w),
-            seed=lambda: self._gated(lambda: self._store.seed_rows(session_id, sorted(SEED_KINDS))),
+            on_committed=self._on_committed(session_id, w), seed=self._seed(session_id, cursor),
             turnstile=self._turnstile,
         )
         return await w.follower.run(), w.follower.cursor
+
+    async def _turn_state(self, session_id: str, claim: Claim) -> TurnState:
+        """Where the status machine resumes: the claim returned the stored status; only an open turn needs
+        its stored tail (one read), every other status continues from the status alone."""
+        if claim.status == Status.RUNNING.value:
+            return await self._gated(lambda: self._leases.turn_state(session_id))
+        return TurnState(claim.status, claim.status_reason, [])
+
+    def _seed(self, session_id: str, claimed_cursor: int) -> Callable[[], Awaitable[list[dict[str, Any]]]]:
+        """The stored rows the legacy turn state starts from. At a claimed cursor of 0 or less nothing but
+        seq 0 (`session.created`, not a seed kind) can be stored: the first seed reads nothing. A later one
+        (after a rewind) always reads."""
+        nothing_stored = [claimed_cursor <= 0]
+
+        async def seed() -> list[dict[str, Any]]:
+            if nothing_stored[0]:
+                nothing_stored[0] = False
+                return []
+            return await self._gated(lambda: self._store.seed_rows(session_id, sorted(SEED_KINDS)))
+
+        return seed
 
     def _on_committed(self, session_id: str, w: WarmSession) -> Callable[[Sequence[ChatEvent]], None]:
         def committed(events: Sequence[ChatEvent]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -18,6 +18,7 @@ from bridge.config import Settings
 from bridge.ops.doctor import run_doctor
 from bridge.sessions.parking import FailureStreak
 from bridge.sessions.supervisor import FollowerSupervisor
+from bridge.store.chat_sessions import ClaimAsk, ClaimOutcome
 from bridge.store.reads import AuditReader, SessionFilter
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
@@ -33,8 +34,8 @@ LIMIT = 3
 
 
 class FailingClaims(EventStore):
-    """Claims of the sessions in `failing` raise `error` after the real claim (so the lease is ours when it
-    fails, the hardest case: parking must give it back)."""
+    """Claims of the sessions in `failing` fail with `error` after the real claim (so the lease is ours when
+    it fails, the hardest case: parking must give it back); the others of the same batch are taken."""
 
     def __init__(self, engine: AsyncEngine, error: Exception) -> None:
         super().__init__(engine, UPSTREAM)
@@ -42,12 +43,10 @@ class FailingClaims(EventStore):
         self.failing: set[str] = set()
         self.failures = 0
 
-    async def claim(self, session_id: str, owner: str, directory: str | None = None, **kw: Any) -> tuple[int, int]:
-        taken = await super().claim(session_id, owner, directory, **kw)
-        if session_id in self.failing:
-            self.failures += 1
-            raise self.error
-        return taken
+    async def claim_many(self, asks: Sequence[ClaimAsk], owner: str, **kw: Any) -> list[ClaimOutcome]:
+        taken = await super().claim_many(asks, owner, **kw)
+        self.failures += sum(1 for a in asks if a.session_id in self.failing)
+        return [self.error if a.session_id in self.failing else t for a, t in zip(asks, taken, strict=True)]
 
 
 async def turn(fake: FakeUpstream, sid: str) -> None:

@@ -1,7 +1,8 @@
 """The `chat_sessions` table (and the incarnations and gaps that go with it): leases, status, titles,
 parking, the deletion tombstone, the session tree, and the one row reader (docs/lifecycle.md).
 
-    leases.py   claim, renew, hand-off, release, adoption; incarnations; `LeaseStore` (executes leases and status)
+    claims.py   the claim, of one session or a batch in one transaction (claim_plan.py: its pure part)
+    leases.py   renew, hand-off, release, adoption; incarnations; `LeaseStore` (executes leases and status)
     status.py   status writes by the lease holder, parking, deletion, title, gaps (statements)
     tree.py     parent and children from the stored seq 0 (docs/upstream.md §20), a token widened to them
     reader.py   `read_session`: the one reader of a row; the listings
@@ -9,7 +10,9 @@ parking, the deletion tombstone, the session tree, and the one row reader (docs/
                 unit tests of the session parts
 """
 
-from bridge.store.chat_sessions.leases import Claim, LeaseStore, TurnState
+from bridge.store.chat_sessions.claim_plan import ClaimAsk
+from bridge.store.chat_sessions.claims import Claim, ClaimOutcome
+from bridge.store.chat_sessions.leases import LeaseStore, TurnState
 from bridge.store.chat_sessions.reader import read_session
 
-__all__ = ["Claim", "LeaseStore", "TurnState", "read_session"]
+__all__ = ["Claim", "ClaimAsk", "ClaimOutcome", "LeaseStore", "TurnState", "read_session"]

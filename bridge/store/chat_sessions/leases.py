@@ -1,21 +1,19 @@
-"""SQL of the leases on `chat_sessions` (claim, renew, hand-off, release, orphan adoption) and of the
-incarnation heartbeats; `LeaseStore` executes them and the status statements (bridge.store.chat_sessions.status).
+"""SQL of the leases on `chat_sessions` (renew, hand-off, release, orphan adoption; the claim is
+bridge.store.chat_sessions.claims) and of the incarnation heartbeats; `LeaseStore` executes them and the
+status statements (bridge.store.chat_sessions.status).
 
 All lease times use the database clock (`now()`), so replicas with skewed clocks still agree on expiry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Insert, Select, Update, and_, false, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.errors import LeaseHeld
-from bridge.lease import ClaimVerdict, LeaseView, decide_claim
 from bridge.store.chat_sessions import status as st
 from bridge.store.codecs import SessionRow, row_dict, session_row
 from bridge.store.notices import notify_status
@@ -25,38 +23,11 @@ S = chat_sessions.c
 I = bridge_incarnations.c  # noqa: E741 - the table's column namespace, as S and E elsewhere
 
 
-def _ttl(seconds: float) -> Any:
+def ttl_from_now(seconds: float) -> Any:
     return func.now() + func.make_interval(0, 0, 0, 0, 0, 0, seconds)
 
 
 # --- statements ---------------------------------------------------------------------------------------
-
-
-def ensure_session(upstream: str, session_id: str, directory: str | None) -> Insert:
-    if directory is not None and "\x00" in directory:
-        directory = None  # upstream data PostgreSQL text cannot hold; the directory is only a hint
-    stmt = pg_insert(chat_sessions).values(upstream=upstream, session_id=session_id, directory=directory)
-    return stmt.on_conflict_do_update(
-        index_elements=[S.upstream, S.session_id],
-        set_={"directory": func.coalesce(stmt.excluded.directory, S.directory)},
-    )
-
-
-def lock_lease(upstream: str, session_id: str) -> Select[Any]:
-    return (
-        select(S.lease_owner, S.lease_epoch, S.lease_expires_at, S.cursor_seq, S.deleted, func.now().label("now"))
-        .where(session_key(upstream, session_id))
-        .with_for_update()
-    )
-
-
-def take_lease(upstream: str, session_id: str, owner: str, ttl_s: float) -> Update:
-    return (
-        chat_sessions.update()
-        .where(session_key(upstream, session_id))
-        .values(lease_owner=owner, lease_epoch=S.lease_epoch + 1, lease_expires_at=_ttl(ttl_s), updated_at=func.now())
-        .returning(S.lease_epoch, S.cursor_seq)
-    )
 
 
 def release_session(upstream: str, session_id: str, epoch: int) -> Update:
@@ -79,7 +50,7 @@ def renew_leases(upstream: str, owner: str, ttl_s: float) -> Update:
     return (
         chat_sessions.update()
         .where(S.upstream == ours.c.upstream, S.session_id == ours.c.session_id)
-        .values(lease_expires_at=_ttl(ttl_s))
+        .values(lease_expires_at=ttl_from_now(ttl_s))
         .returning(S.session_id, S.lease_epoch)
     )
 
@@ -122,10 +93,10 @@ def select_adoption_candidates(upstream: str, me: str) -> Select[Any]:
 
 def upsert_incarnation(incarnation_id: str, upstream: str, hostname: str, pid: int, ttl_s: float) -> Insert:
     stmt = pg_insert(bridge_incarnations).values(
-        incarnation_id=incarnation_id, upstream=upstream, hostname=hostname, pid=pid, expires_at=_ttl(ttl_s)
+        incarnation_id=incarnation_id, upstream=upstream, hostname=hostname, pid=pid, expires_at=ttl_from_now(ttl_s)
     )
     return stmt.on_conflict_do_update(
-        index_elements=[I.incarnation_id], set_={"heartbeat_at": func.now(), "expires_at": _ttl(ttl_s)}
+        index_elements=[I.incarnation_id], set_={"heartbeat_at": func.now(), "expires_at": ttl_from_now(ttl_s)}
     )
 
 
@@ -148,38 +119,10 @@ def select_incarnations(upstream: str) -> Select[Any]:
 
 
 @dataclass(frozen=True)
-class Claim:
-    epoch: int
-    cursor_seq: int
-    verdict: ClaimVerdict
-    previous_owner: str | None
-
-
-@dataclass(frozen=True)
 class TurnState:
     status: str
     reason: str | None
     tail_kinds: list[str]  # kinds of the latest stored events since the last prompt, oldest first
-
-
-async def claim_in(
-    conn: AsyncConnection,
-    upstream: str,
-    session_id: str,
-    owner: str,
-    directory: str | None,
-    ttl_s: float,
-    holder_dead: Callable[[str], bool],
-) -> Claim:
-    """Inside one transaction: create the row if needed, lock it, decide (pure), take or refuse."""
-    await conn.execute(ensure_session(upstream, session_id, directory))
-    row = (await conn.execute(lock_lease(upstream, session_id))).one()
-    lease = LeaseView(row.lease_owner, int(row.lease_epoch), row.lease_expires_at, bool(row.deleted))
-    verdict = decide_claim(lease, owner, row.now, holder_dead)
-    if not verdict.takes:
-        raise LeaseHeld(session_id, verdict, lease.owner)
-    taken = (await conn.execute(take_lease(upstream, session_id, owner, ttl_s))).one()
-    return Claim(int(taken.lease_epoch), int(taken.cursor_seq), verdict, lease.owner)
 
 
 class LeaseStore:

@@ -12,13 +12,15 @@ status notifications (`bridge_status`) and the rows of a real database would sho
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bridge.errors import LeaseHeld, LeaseLost
-from bridge.lease import LeaseView, decide_claim, nobody_dead
+from bridge.lease import LeaseView, nobody_dead
+from bridge.store.chat_sessions.claim_plan import ClaimAsk, decide_batch, sorted_rows, storable_directory
+from bridge.store.chat_sessions.claims import Claim, ClaimOutcome
 from bridge.store.chat_sessions.leases import TurnState
 from bridge.store.codecs import SessionRow
 
@@ -64,16 +66,32 @@ class MemoryLeaseStore:
 
     async def claim(self, session_id: str, owner: str, directory: str | None = None, *, lease_ttl_s: float = 15.0,
                     holder_dead: Callable[[str], bool] = nobody_dead) -> tuple[int, int]:
-        row = self.rows.get(session_id) or self.put(session_id)
-        row.directory = directory if directory is not None else row.directory
-        lease = self._lease(row)
-        verdict = decide_claim(lease, owner, self._clock(), holder_dead)
-        if not verdict.takes:
-            raise LeaseHeld(session_id, verdict, lease.owner)
-        row.lease_owner, row.lease_epoch = owner, row.lease_epoch + 1
-        row.lease_expires_at = self._clock() + timedelta(seconds=lease_ttl_s)
-        self.journal.append(("claim", session_id, owner, row.lease_epoch))
-        return row.lease_epoch, row.cursor_seq
+        (outcome,) = await self.claim_many([ClaimAsk(session_id, directory)], owner, lease_ttl_s=lease_ttl_s,
+                                           holder_dead=holder_dead)
+        if isinstance(outcome, Claim):
+            return outcome.epoch, outcome.cursor_seq
+        raise outcome
+
+    async def claim_many(self, asks: Sequence[ClaimAsk], owner: str, *, lease_ttl_s: float = 15.0,
+                         holder_dead: Callable[[str], bool] = nobody_dead) -> list[ClaimOutcome]:
+        sorted_rows(asks)  # one ask per session, as the real batch requires
+        for a in asks:
+            row = self.rows.get(a.session_id) or self.put(a.session_id)
+            row.directory = storable_directory(a.directory) or row.directory
+        locked = {a.session_id: self._lease(self.rows[a.session_id]) for a in asks}
+        verdicts = decide_batch(asks, locked, owner, self._clock(), holder_dead)
+        out: list[ClaimOutcome] = []
+        for a in asks:
+            row, verdict = self.rows[a.session_id], verdicts[a.session_id]
+            if not verdict.takes:
+                out.append(LeaseHeld(a.session_id, verdict, row.lease_owner))
+                continue
+            previous = row.lease_owner
+            row.lease_owner, row.lease_epoch = owner, row.lease_epoch + 1
+            row.lease_expires_at = self._clock() + timedelta(seconds=lease_ttl_s)
+            self.journal.append(("claim", a.session_id, owner, row.lease_epoch))
+            out.append(Claim(row.lease_epoch, row.cursor_seq, verdict, previous, row.status, row.status_reason))
+        return out
 
     async def release(self, session_id: str, epoch: int) -> None:
         row = self.rows.get(session_id)

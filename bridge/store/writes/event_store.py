@@ -1,7 +1,8 @@
 """The store of one upstream: batches (`write_batch`, through the group committer while `group_commit()`
 runs; the transaction itself is `bridge.store.writes.transaction`), rejects, and its session rows: claim
-and release (`bridge.store.chat_sessions.leases`), the deletion tombstone (`bridge.store.chat_sessions.status`),
-the listings (`bridge.store.chat_sessions.reader`), each row a `SessionRow` (`bridge.store.codecs`).
+(`bridge.store.chat_sessions.claims`: one session, or many in one transaction) and release
+(`bridge.store.chat_sessions.leases`), the deletion tombstone (`bridge.store.chat_sessions.status`), the listings
+(`bridge.store.chat_sessions.reader`), each row a `SessionRow` (`bridge.store.codecs`).
 
 Connection-level failures (PostgreSQL restarted, connection killed) propagate as
 `sqlalchemy.exc.DBAPIError`; the transaction is then rolled back by PostgreSQL, so neither events nor the
@@ -24,8 +25,10 @@ from bridge.events import ChatEvent
 from bridge.lease import nobody_dead
 from bridge.log import get_logger
 from bridge.store import notices
-from bridge.store.chat_sessions import leases, reader
+from bridge.store.chat_sessions import claims, leases, reader
 from bridge.store.chat_sessions import status as st
+from bridge.store.chat_sessions.claim_plan import ClaimAsk
+from bridge.store.chat_sessions.claims import Claim, ClaimOutcome
 from bridge.store.codecs import SessionRow, opt_text, row_dict, session_row
 from bridge.store.payload import exact_json_text, storable_text
 from bridge.store.reads import queries as reads
@@ -100,9 +103,25 @@ class EventStore:
         """Upsert the session row and take the lease if it is free, expired, ours, or its holder is known
         dead (bridge.lease.decide_claim): lease_epoch += 1, lease_owner = owner, expiry = now +
         lease_ttl_s. Raises `LeaseHeld` otherwise. Returns (epoch, cursor_seq)."""
+        (outcome,) = await self.claim_many([ClaimAsk(session_id, directory)], owner, lease_ttl_s=lease_ttl_s,
+                                           holder_dead=holder_dead)
+        if isinstance(outcome, Claim):
+            return outcome.epoch, outcome.cursor_seq
+        raise outcome
+
+    async def claim_many(
+        self,
+        asks: Sequence[ClaimAsk],
+        owner: str,
+        *,
+        lease_ttl_s: float = 15.0,
+        holder_dead: Callable[[str], bool] = nobody_dead,
+    ) -> list[ClaimOutcome]:
+        """`claim` for many sessions (one ask each) in one transaction: each ask's `Claim` (with the stored
+        status), `LeaseHeld`, or error, in the asks' order (bridge.store.chat_sessions.claims). A failure
+        of the transaction itself (the database away) raises."""
         async with self._engine.begin() as conn:
-            taken = await leases.claim_in(conn, self._upstream, session_id, owner, directory, lease_ttl_s, holder_dead)
-        return taken.epoch, taken.cursor_seq
+            return await claims.claim_batch_in(conn, self._upstream, asks, owner, lease_ttl_s, holder_dead)
 
     async def write_batch(
         self, session_id: str, epoch: int, events: Sequence[ChatEvent], received_at: datetime,
