@@ -12,7 +12,7 @@ status notifications (`bridge_status`) and the rows of a real database would sho
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 from bridge.errors import LeaseHeld, LeaseLost
 from bridge.lease import LeaseView, decide_claim, nobody_dead
 from bridge.store.chat_sessions.leases import TurnState
+from bridge.store.chat_sessions.status_batch import StatusWrite
 from bridge.store.codecs import SessionRow
 
 _PROMPTS = ("prompt:admitted", "prompt:started")
@@ -166,6 +167,13 @@ class MemoryLeaseStore:
         if row is not None and row.title != title:
             row.title = title
             self.journal.append(("title", session_id, title))
+
+    async def write_activity(self, owner: str, rounds: Sequence[Sequence[StatusWrite]],
+                             titles: Sequence[tuple[str, str]]) -> list[set[str]]:
+        for sid, title in titles:
+            await self.set_title(sid, title)
+        return [{sid for sid, status, reason in r if await self.set_status(sid, owner, status, reason)}
+                for r in rounds]
 
     async def gaps(self, session_id: str) -> list[tuple[int, int]]:
         row = self.rows.get(session_id)
