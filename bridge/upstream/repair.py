@@ -100,10 +100,13 @@ class SyncRepair:
 
     async def _hold(self) -> bool:
         """Twins wait above a hole: until it fills (each stored batch wakes them), a repair is requested, or
-        their wait (`hole_wait`, from now) is over. True if the log is to be asked."""
+        their wait (`hole_wait`) is over, counted from the cursor's last move: a durable stream that keeps
+        delivering is waited for. True if the log is to be asked."""
         loop = asyncio.get_running_loop()
-        start = loop.time()
+        start, cursor = loop.time(), self._ingest.cursor
         while True:
+            if self._ingest.cursor > cursor:
+                start, cursor = loop.time(), self._ingest.cursor
             wait = hole_wait(self._ingest.cursor, self._twins.keys(), self._announced,
                              debounce_s=self._debounce_s, hold_s=self._hold_s)
             remaining = start + wait - loop.time()
