@@ -72,7 +72,7 @@ class DurableFollower:
         max_stuck_passes: int = 5,
         seed: Callable[[], Awaitable[Iterable[Mapping[str, Any]]]] | None = None,
         repair_debounce_s: float = 0.03,
-        twin_hold_s: float = 0.5,
+        twin_hold_s: float = 3.0,
         history_prefetch: bool = True,
         turnstile: Turnstile | None = None,
         stored_cursor: Callable[[], Awaitable[int | None]] | None = None,

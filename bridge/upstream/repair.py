@@ -30,13 +30,14 @@ MAX_PENDING_TWINS = 2000  # more waiting twins than this: drop them, the repair 
 
 class SyncRepair:
     def __init__(self, ingest: SessionIngest, log: FilteringBoundLogger, *, debounce_s: float = 0.03,
-                 retry_s: float = 1.0, hold_s: float = 0.5) -> None:
+                 retry_s: float = 1.0, hold_s: float = 3.0) -> None:
         self._ingest = ingest
         self._log = log
         self._debounce_s = debounce_s
         self._hold_s = hold_s
         self._retry_s = retry_s
         self._twins: dict[int, Envelope] = {}
+        ingest.waiting_twins = self._twins  # a durable batch fills its holes from them
         self._announced: set[int] = set()  # v2 seqs above the cursor shown by /global/event
         self._wanted: str | None = None  # the cause of a requested repair not yet run
         self._wake = asyncio.Event()
