@@ -94,3 +94,4 @@ async def test_a_title_is_written_only_when_it_changes_and_nothing_is_a_no_op(
 async def test_a_session_twice_in_one_statement_is_refused(leases: LeaseStore) -> None:
     with pytest.raises(ValueError, match="successive statements"):
         await leases.write_activity(A, [[("ses_x", "idle", None), ("ses_x", "running", None)]], [])
+

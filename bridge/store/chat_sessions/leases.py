@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bridge.errors import LeaseHeld
 from bridge.lease import ClaimVerdict, LeaseView, decide_claim
 from bridge.store.chat_sessions import status as st
-from bridge.store.chat_sessions.status_batch import StatusWrite, set_statuses_if_owner, set_titles
+from bridge.store.chat_sessions.status_batch import StatusWrite, lock_sessions, set_statuses_if_owner, set_titles
 from bridge.store.codecs import SessionRow, row_dict, session_row
 from bridge.store.notices import notify_status
 from bridge.store.schema import bridge_incarnations, chat_sessions, session_key
@@ -268,6 +268,7 @@ class LeaseStore:
         """Titles, then rounds of statuses (a session at most once per round), of many sessions in one
         transaction (bridge.store.chat_sessions.status_batch); per round, the sessions written."""
         async with self._engine.begin() as conn:
+            await lock_sessions(conn, self._upstream, [t[0] for t in titles] + [w[0] for r in rounds for w in r])
             await set_titles(conn, self._upstream, titles)
             return [await set_statuses_if_owner(conn, self._upstream, owner, r) for r in rounds]
 

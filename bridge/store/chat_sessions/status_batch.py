@@ -8,11 +8,15 @@ and one transaction per session was the largest cost of an idle daemon (BENCHMAR
   never a deleted session), then one `pg_notify` per row written, in the same transaction (delivered only
   if it commits, as bridge.store.notices' `notify_status`); each session at most once per statement;
 - titles: one `UPDATE … FROM unnest(…)`, only a change writes (as `set_title`).
+
+First of all the transaction locks every row it will write **in `session_id` order** (`lock_sessions`), the
+order the group commit and the lease renewal lock in: an `UPDATE … FROM unnest` locks rows in whatever
+order its join meets them, and two transactions locking many rows in different orders can deadlock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -38,7 +42,19 @@ SET_TITLES = text(
     " WHERE s.upstream = :u AND s.session_id = v.session_id AND s.title IS DISTINCT FROM v.title"
 ).bindparams(bindparam("u"), bindparam("sids"), bindparam("titles"))
 
+LOCK_IN_ORDER = text(
+    "SELECT session_id FROM chat_sessions WHERE upstream = :u AND session_id = ANY(CAST(:sids AS text[]))"
+    " ORDER BY session_id FOR UPDATE"
+).bindparams(bindparam("u"), bindparam("sids"))
+
 StatusWrite = tuple[str, str, str | None]  # session id, status, reason
+
+
+async def lock_sessions(conn: AsyncConnection, upstream: str, session_ids: Iterable[str]) -> None:
+    """Lock the rows of these sessions in `session_id` order (before writing many of them)."""
+    sids = sorted(set(session_ids))
+    if sids:
+        await conn.execute(LOCK_IN_ORDER, {"u": upstream, "sids": sids})
 
 
 async def set_statuses_if_owner(conn: AsyncConnection, upstream: str, owner: str,
