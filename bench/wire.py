@@ -136,6 +136,7 @@ async def warm_idle_burst(a: argparse.Namespace, http: aiohttp.ClientSession, fa
     # (b) the burst, warm
     _profile_phase(a, pid)  # BASE.1: warm-up's tail, settle and idle
     before = await m.get_json(http, fake + "/_bench/counters")
+    metrics_before = await m.daemon_metrics(http, bridge)
     cpu0 = m.cpu_s(pid)
     async with http.post(fake + "/_bench/burst") as r:
         started = (await r.json())["started_at"]
@@ -150,6 +151,7 @@ async def warm_idle_burst(a: argparse.Namespace, http: aiohttp.ClientSession, fa
     res["burst"] = {"complete": complete, "events": n, "seconds": done - started, "events_per_s": n / (done - started),
                     "published_s": (after["burst_published_at"] or done) - started,
                     "cpu_us_per_event": burst_cpu / n * 1e6,
+                    "ingest": m.ingest_counters(metrics_before, await m.daemon_metrics(http, bridge)),
                     **m.Phase.between(before, after).per_event(n)}
     return res
 
@@ -202,8 +204,9 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
                 "from_spawn_s": done - spawned, "cpu_us_per_event_with_start": cpu_catch_up / max(stored, 1) * 1e6,
                 "cpu_us_per_event": (cpu_catch_up - (cpu_at_first or [0.0])[0]) / max(stored, 1) * 1e6,
                 **m.Phase.between({"routes": {}}, after_catch_up).per_event(max(stored, 1))}
-            out["catch_up"]["follower_crashes"] = (await m.daemon_metrics(http, bridge)).get(
-                "bridge_follower_crashes_total", 0.0)
+            metrics = await m.daemon_metrics(http, bridge)
+            out["catch_up"]["follower_crashes"] = metrics.get("bridge_follower_crashes_total", 0.0)
+            out["catch_up"]["ingest"] = m.ingest_counters({}, metrics)
             if out["catch_up"]["complete"]:
                 out.update(await warm_idle_burst(a, http, fake, bridge, pid, total, done, stored_is))
             out["burst_global_bytes"] = (await m.get_json(http, fake + "/_bench/counters"))["burst_global_bytes"]
@@ -236,7 +239,8 @@ def summary(r: dict[str, Any]) -> str:
         f"{c['events_per_s']:.0f} ev/s, {c['over_copy']:.3f}x COPY, {c['over_naive']:.1f}x naive, "
         f"{c['ms_per_session']:.2f} ms/session, CPU {c['cpu_us_per_event']:.1f} us/event",
         f"  sync-log calls {c['sync_calls']} ({c['sync_request_bytes'] / 1e6:.1f} MB sent), "
-        f"{c['sync_request_bytes_per_event']:.0f} B/event; other calls {c['other_calls']}: {c['calls']}"]
+        f"{c['sync_request_bytes_per_event']:.0f} B/event; other calls {c['other_calls']}: {c['calls']}",
+        f"  ingest: {c['ingest']}"]
     if "burst" in r:
         b, i = r["burst"], r["idle"]
         lines += [
@@ -245,6 +249,7 @@ def summary(r: dict[str, Any]) -> str:
             f"CPU {b['cpu_us_per_event']:.1f} us/event",
             f"  sync-log calls {b['sync_calls']}, {b['sync_request_bytes_per_event']:.0f} B/event; "
             f"other {b['other_calls']}: {b['calls']}",
+            f"  ingest: {b['ingest']}",
             f"idle: {i['cpu_percent_of_a_core']:.2f} % of a core (settling before: {r['settle_cpu_percent']:.1f} %) "
             f"with {r['warm_sessions']:.0f} warm = {i['cpu_percent_per_1000_warm']:.2f} % per 1,000"]
     return "\n".join([*lines,

@@ -45,6 +45,17 @@ async def daemon_metrics(http: aiohttp.ClientSession, url: str) -> dict[str, flo
     return out
 
 
+INGEST_COUNTERS = ("bridge_sync_repairs_total{", "bridge_twin_events_total", "bridge_events_duplicate_total",
+                   "bridge_twin_holds_total{", "bridge_sync_calls_total", "bridge_upstream_reconnects_total{")
+
+
+def ingest_counters(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """How the daemon's ingest went over a phase: sync-log repairs by cause, twins stored directly,
+    benign duplicates (from two /metrics readings)."""
+    return {k: v - before.get(k, 0.0) for k, v in sorted(after.items())
+            if k.startswith(INGEST_COUNTERS) and v != before.get(k, 0.0)}
+
+
 def log_problems(path: Path) -> dict[str, int]:
     """warning, error and critical lines of the daemon's JSON log, counted by `level:event`."""
     counts: dict[str, int] = {}

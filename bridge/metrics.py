@@ -212,6 +212,10 @@ TWINS_WRITTEN = Counter(
     "bridge_twin_events_total", "Exact sync twins from /global/event stored directly (no REST call)",
     registry=REGISTRY,
 )
+TWIN_HOLDS = Counter(
+    "bridge_twin_holds_total", "Exact sync twins that waited above a hole: filled by the durable stream, or "
+    "the sync log was asked (docs/mirror.md rule 3)", ["outcome"], registry=REGISTRY,
+)
 SYNC_LOG_HOLES = Counter(
     "bridge_sync_log_holes_total", "Holes in a session's sync log itself: recorded as gaps, skipped",
     registry=REGISTRY,

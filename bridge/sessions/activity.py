@@ -8,7 +8,8 @@ Inputs: batches committed by a session's follower (`committed`), observations of
 and session titles, written to the database in the order they happened by one writer task (`run`), since
 the inputs come from synchronous callbacks. A status is written only while we hold the session's lease;
 the write sends `NOTIFY bridge_status`, which is how every process (this one too) tells its WebSocket
-subscribers (docs/websocket.md).
+subscribers (docs/websocket.md). What is queued when the writer looks goes in one transaction
+(`bridge.sessions.activity_batch`): a sweep or a warm-up of a thousand sessions is a few statements.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -27,6 +27,7 @@ from bridge import metrics
 from bridge.events import ChatEvent
 from bridge.events.legacy_shapes import SessionStatus, session_title
 from bridge.events.pending import QUESTION, REJECTED, PendingRequests, RequestChange, stored_waiting
+from bridge.sessions.activity_batch import Gap, StatusRounds, Title, Write, plan_writes
 from bridge.sessions.gaps import find_gaps
 from bridge.sessions.status_machine import Status, Transition, TurnTracker
 from bridge.store.chat_sessions import TurnState
@@ -44,20 +45,11 @@ class LifecycleStore(Protocol):
     async def set_status(self, session_id: str, owner: str, status: str, reason: str | None) -> bool: ...
     async def record_gap(self, session_id: str, from_seq: int, to_seq: int) -> None: ...
     async def set_title(self, session_id: str, title: str) -> None: ...
+    async def write_activity(self, owner: str, rounds: StatusRounds,
+                             titles: Sequence[tuple[str, str]]) -> list[set[str]]: ...
 
 
-@dataclass(frozen=True)
-class _Gap:
-    from_seq: int
-    to_seq: int
-
-
-@dataclass(frozen=True)
-class _Title:
-    title: str
-
-
-_Write = Transition | _Gap | _Title
+MAX_WRITES_PER_BATCH = 2000
 
 
 def retry_reason(st: SessionStatus, now_ms: float) -> str:
@@ -82,7 +74,7 @@ class ActivityTracker:
         self._last_seq: dict[str, int] = {}
         self._active: set[str] = set()
         self._titles: dict[str, str] = {}
-        self._writes: asyncio.Queue[tuple[str, _Write]] = asyncio.Queue()
+        self._writes: asyncio.Queue[tuple[str, Write]] = asyncio.Queue()
         self._turn_started = asyncio.Event()
         self._requests = PendingRequests()  # every session's, owned or not: a later claim starts from it
         self._log = structlog.get_logger("bridge.supervisor").bind(upstream=upstream, owner=owner)
@@ -166,13 +158,13 @@ class ActivityTracker:
         seqs = [e.seq for e in events if e.seq is not None]
         last = self._last_seq.get(session_id, 0)
         for a, b in find_gaps(last, seqs):
-            self._writes.put_nowait((session_id, _Gap(a, b)))
+            self._writes.put_nowait((session_id, Gap(a, b)))
         if seqs:
             self._last_seq[session_id] = max(last, *seqs)
         titles = [title for e in events if e.kind in _TITLED and (title := session_title(e.envelope)) is not None]
         if titles and self._titles.get(session_id) != titles[-1]:
             self._titles[session_id] = titles[-1]
-            self._writes.put_nowait((session_id, _Title(titles[-1])))
+            self._writes.put_nowait((session_id, Title(titles[-1])))
         t = self._trackers.get(session_id)
         if t is not None:
             self._emit(session_id, t.on_events([e.kind for e in events], self._clock()))
@@ -214,22 +206,24 @@ class ActivityTracker:
     # -- the writer ---------------------------------------------------------------------------------
     async def run(self) -> None:
         while True:
-            sid, item = await self._writes.get()
+            batch = [await self._writes.get()]
+            while len(batch) < MAX_WRITES_PER_BATCH and not self._writes.empty():
+                batch.append(self._writes.get_nowait())
             try:
-                await self._write(sid, item)
+                await self._write(batch)
             except Exception as e:
-                self._log.warning("lifecycle_write_failed", session_id=sid, error=f"{type(e).__name__}: {e}")
+                self._log.warning("lifecycle_write_failed", session_id=batch[0][0], writes=len(batch),
+                                  error=f"{type(e).__name__}: {e}")
 
-    async def _write(self, sid: str, item: _Write) -> None:
-        if isinstance(item, _Gap):
-            await self._store.record_gap(sid, item.from_seq, item.to_seq)
+    async def _write(self, batch: list[tuple[str, Write]]) -> None:
+        plan = plan_writes(batch)
+        for sid, gap in plan.gaps:
+            await self._store.record_gap(sid, gap.from_seq, gap.to_seq)
             metrics.SESSION_GAPS.inc()
-            self._log.warning("seq_gap_recorded", session_id=sid, from_seq=item.from_seq, to_seq=item.to_seq)
-        elif isinstance(item, _Title):
-            await self._store.set_title(sid, item.title)
-        else:
-            if item.status is not Status.DELETED and not await self._store.set_status(
-                    sid, self._owner, item.status.value, item.reason):
-                return  # not ours any more: the new owner speaks for it
-            self._log.info("session_status", session_id=sid, status=item.status.value, reason=item.reason)
-            metrics.SESSION_STATUS.labels(status=item.status.value).inc()
+            self._log.warning("seq_gap_recorded", session_id=sid, from_seq=gap.from_seq, to_seq=gap.to_seq)
+        written = await self._store.write_activity(self._owner, plan.status_rounds, plan.titles)
+        for sid, tr, k in plan.transitions:
+            if k is not None and sid not in written[k]:
+                continue  # not ours any more: the new owner speaks for it
+            self._log.info("session_status", session_id=sid, status=tr.status.value, reason=tr.reason)
+            metrics.SESSION_STATUS.labels(status=tr.status.value).inc()

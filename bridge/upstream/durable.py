@@ -72,6 +72,7 @@ class DurableFollower:
         max_stuck_passes: int = 5,
         seed: Callable[[], Awaitable[Iterable[Mapping[str, Any]]]] | None = None,
         repair_debounce_s: float = 0.03,
+        twin_hold_s: float = 3.0,
         history_prefetch: bool = True,
         turnstile: Turnstile | None = None,
         stored_cursor: Callable[[], Awaitable[int | None]] | None = None,
@@ -95,7 +96,8 @@ class DurableFollower:
                                     turnstile=turnstile or Turnstile(), on_batch=self._committed,
                                     stored_cursor=stored_cursor, seed=seed)
         self._stall = StallWatch(self.ingest, stall_s)
-        self.sync = SyncRepair(self.ingest, self._log, debounce_s=repair_debounce_s, retry_s=reconnect_max_s)
+        self.sync = SyncRepair(self.ingest, self._log, debounce_s=repair_debounce_s, retry_s=reconnect_max_s,
+                               hold_s=twin_hold_s)
         # `/history` pages one ahead of the writes (`history_prefetch=False`: one at a time, for comparison).
         self.history = HistoryCatchUp(self.ingest, client, self._log, page_size=history_page,
                                       prefetch=history_prefetch)
@@ -108,8 +110,10 @@ class DurableFollower:
 
     # -- hints from the live stream -------------------------------------------------------------
     def notify_seen(self, seq: int) -> None:
-        """/global/event showed this v2 seq; if it does not arrive soon, the stream is stuck."""
+        """/global/event showed this v2 seq; if it does not arrive soon, the stream is stuck (and twins
+        after it wait for it instead of asking the sync log)."""
         self._stall.seen(seq)
+        self.sync.announce(seq)
 
     def offer_twin(self, env: Envelope) -> None:
         """An exact sync twin of `/global/event` (a legacy event, docs/upstream.md §15): stored directly
@@ -252,3 +256,4 @@ class DurableFollower:
         if self._on_committed is not None:
             self._on_committed(batch)
         self._stall.arm(progress=True)
+        self.sync.progressed()

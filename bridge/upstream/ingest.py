@@ -67,6 +67,8 @@ class SessionIngest:
         # The last repair read the log whole: every event of this session it held is stored, no hole, no
         # reject, so the cursor is the log's end as of that read (catch-up then needs no `/history`).
         self.log_read_whole = False
+        # Exact twins of `/global/event` waiting above a hole, by seq (owned by the session's SyncRepair).
+        self.waiting_twins: Mapping[int, Envelope] = {}
 
     async def seed_state(self) -> None:
         """The legacy turn state rebuilt from the stored rows (at start, and after a rewind)."""
@@ -106,12 +108,27 @@ class SessionIngest:
         async with self.lock:
             fresh = [e for e in events if e.seq is not None and e.seq > self.cursor]
             if fresh and contiguous_run(self.cursor, [e.envelope for e in fresh]).missing_from is not None:
+                fresh = self._with_waiting_twins(fresh)
+            if fresh and contiguous_run(self.cursor, [e.envelope for e in fresh]).missing_from is not None:
                 await self.repair_locked(f"{source}_ahead")
                 skipped = sum(1 for e in fresh if e.seq is not None and e.seq <= self.cursor)
                 if skipped:
                     metrics.EVENTS_DUPLICATE.inc(skipped)
                 fresh = [e for e in fresh if e.seq is not None and e.seq > self.cursor]
             await self.commit(fresh, received_at, source)
+
+    def _with_waiting_twins(self, fresh: list[ChatEvent]) -> list[ChatEvent]:
+        """`fresh` with the exact twins waiting in the holes between its seqs (bridge.upstream.repair holds
+        them for the durable stream), in seq order: a durable batch that arrives after the legacy twins
+        between its events needs no repair (docs/mirror.md rule 3)."""
+        have = {e.seq for e in fresh}
+        top = max(s for s in have if s is not None)
+        fill = sorted(s for s in self.waiting_twins if self.cursor < s < top and s not in have)
+        if not fill:
+            return fresh
+        merged = fresh + [self.map(self.waiting_twins[s]) for s in fill]
+        merged.sort(key=lambda e: e.seq or 0)
+        return merged
 
     async def commit(self, events: list[ChatEvent], received_at: datetime, source: str) -> None:
         """Store events in order (the caller holds `lock`); batches of `batch_max_events`. A batch the

@@ -2,15 +2,18 @@
 sync-log repair (docs/mirror.md, "One cursor, two sources"; the cursor, the lock and the repair itself
 are the session's `SessionIngest`, bridge.upstream.ingest).
 
-- An exact twin at cursor+1 is stored directly (no REST call); twins above it wait for the hole to fill
-  for `debounce_s`, then poke a repair. Pokes coalesce: at most one repair runs per session, so a long
-  legacy turn costs a handful of requests.
+- An exact twin at cursor+1 is stored directly (no REST call); twins above it wait for the hole to fill,
+  then poke a repair: up to `hold_s` when every missing seq is a v2 seq `/global/event` announced (the
+  durable stream delivers it, usually within milliseconds), else `debounce_s` (bridge.upstream.twin_hold).
+  Every stored batch wakes the waiting twins. Pokes coalesce: at most one repair runs per session, so a
+  long legacy turn costs a handful of requests.
 - A repair the upstream could not answer is asked again after `retry_s`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import UTC, datetime
 
 from structlog.typing import FilteringBoundLogger
@@ -20,18 +23,22 @@ from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
 from bridge.events import Envelope
 from bridge.events.syncframes import contiguous_run
 from bridge.upstream.ingest import SessionIngest
+from bridge.upstream.twin_hold import forget_through, hole_wait
 
 MAX_PENDING_TWINS = 2000  # more waiting twins than this: drop them, the repair reads the log anyway
 
 
 class SyncRepair:
     def __init__(self, ingest: SessionIngest, log: FilteringBoundLogger, *, debounce_s: float = 0.03,
-                 retry_s: float = 1.0) -> None:
+                 retry_s: float = 1.0, hold_s: float = 3.0) -> None:
         self._ingest = ingest
         self._log = log
         self._debounce_s = debounce_s
+        self._hold_s = hold_s
         self._retry_s = retry_s
         self._twins: dict[int, Envelope] = {}
+        ingest.waiting_twins = self._twins  # a durable batch fills its holes from them
+        self._announced: set[int] = set()  # v2 seqs above the cursor shown by /global/event
         self._wanted: str | None = None  # the cause of a requested repair not yet run
         self._wake = asyncio.Event()
         # Re-read the cursor from the database before the next repair (after the database came back:
@@ -49,6 +56,19 @@ class SyncRepair:
             self._wanted = self._wanted or "twin_overflow"
         self._twins[env.seq] = env
         self._wake.set()
+
+    def announce(self, seq: int) -> None:
+        """/global/event showed this v2 seq: the durable stream delivers it (a hole of such seqs is waited for)."""
+        if seq <= self._ingest.cursor:
+            return
+        if len(self._announced) >= MAX_PENDING_TWINS:
+            self._announced.clear()  # holes look unexplained: asked for after the debounce, as before
+        self._announced.add(seq)
+
+    def progressed(self) -> None:
+        """A batch was stored: twins waiting above a hole may be next in line now."""
+        if self._twins:
+            self._wake.set()
 
     def request(self, cause: str) -> None:
         """Read the sync log from the cursor soon (coalesced with every other request and twin)."""
@@ -70,15 +90,45 @@ class SyncRepair:
             hole = await self._drain_twins()
             if not hole and self._wanted is None:
                 continue
-            await asyncio.sleep(self._debounce_s)  # a burst of twins and pokes costs one request
+            if self._wanted is None:
+                if not await self._hold():
+                    continue
+            else:
+                await asyncio.sleep(self._debounce_s)  # a burst of twins and pokes costs one request
+                self._wake.clear()
+                await self._drain_twins()
+            await self._repair(self._wanted or "twin_hole")
+
+    async def _hold(self) -> bool:
+        """Twins wait above a hole: until it fills (each stored batch wakes them), a repair is requested, or
+        their wait (`hole_wait`) is over, counted from the cursor's last move: a durable stream that keeps
+        delivering is waited for. True if the log is to be asked."""
+        loop = asyncio.get_running_loop()
+        start, cursor = loop.time(), self._ingest.cursor
+        while True:
+            if self._ingest.cursor > cursor:
+                start, cursor = loop.time(), self._ingest.cursor
+            wait = hole_wait(self._ingest.cursor, self._twins.keys(), self._announced,
+                             debounce_s=self._debounce_s, hold_s=self._hold_s)
+            remaining = start + wait - loop.time()
+            if remaining <= 0:
+                metrics.TWIN_HOLDS.labels(outcome="repaired").inc()
+                return True
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await self._wake.wait()
             self._wake.clear()
-            if await self._drain_twins() or self._wanted is not None:
-                await self._repair(self._wanted or "twin_hole")
+            if not await self._drain_twins():
+                metrics.TWIN_HOLDS.labels(outcome="filled").inc()
+                return self._wanted is not None
+            if self._wanted is not None:
+                return True
 
     def _forget_stored(self) -> None:
         cursor = self._ingest.cursor
         for seq in [s for s in self._twins if s <= cursor]:
             del self._twins[seq]
+        forget_through(self._announced, cursor)
 
     async def _drain_twins(self) -> bool:
         """Store the twins that continue the cursor; True if some wait above a hole."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest_asyncio
@@ -66,8 +66,8 @@ async def start(engine: AsyncEngine, fake: FakeUpstream, fake_client: UpstreamCl
                 statuses: Statuses) -> AsyncIterator[Callable[..., Any]]:
     made: list[Bridge] = []
 
-    async def make(owner: str = "host:1:a", store: EventStore | None = None) -> Bridge:
-        sup = FollowerSupervisor(store or EventStore(engine, UPSTREAM), fake_client, FAST, owner)
+    async def make(owner: str = "host:1:a", store: EventStore | None = None, settings: Settings = FAST) -> Bridge:
+        sup = FollowerSupervisor(store or EventStore(engine, UPSTREAM), fake_client, settings, owner)
         live = LiveStream(fake_client, LiveDispatch(sessions=sup), reconnect_min_s=0.01, reconnect_max_s=0.05,
                           heartbeat_timeout_s=30)
         tasks = [asyncio.create_task(sup.run())]
@@ -176,6 +176,29 @@ async def test_a_legacy_only_turn_is_mirrored_from_its_twins_with_few_requests(f
                                     {"s": SID})).scalar()
 
     await wait_until(lambda: _eq(title(), "Mock title 3"), 10, 0.02, message="title stored")
+
+
+async def test_twins_held_for_a_durable_stream_that_never_brings_the_hole_still_ask_the_log(
+        fake, store, start) -> None:
+    # docs/mirror.md rule 3: legacy twins above a v2 seq /global/event announced wait for the durable
+    # stream (up to the hold), then ask the log. No stall watchdog here: only the hold ends the wait.
+    fake.add_session(SID)
+    b = await start(settings=replace(FAST, durable_stall_s=600.0))
+    b.sup.warm(SID)
+    await v2_turn(fake, SID)
+    await mirrored(store, fake)
+    await wait_until(lambda: fake.durable_requests(SID) == 1, 10, 0.01, message="following")
+    holds = metrics.TWIN_HOLDS.labels(outcome="repaired")._value.get()
+    repairs = metrics.SYNC_REPAIRS.labels(cause="twin_hole")._value.get()
+    calls = fake.sync_calls
+    fake.hang_durable_streams()  # silent from now on, never closed
+    await fake.append(SID, "session.next.prompt.admitted", {"messageID": "msg_x", "prompt": {"text": "again"}})
+    await legacy_turn(fake, SID, 1)  # seqs 5-13: their twins wait above the announced seq 4
+    await mirrored(store, fake)
+    assert metrics.TWIN_HOLDS.labels(outcome="repaired")._value.get() == holds + 1
+    assert metrics.SYNC_REPAIRS.labels(cause="twin_hole")._value.get() == repairs + 1
+    assert fake.sync_calls == calls + 1
+    assert await LeaseStore(store.engine, UPSTREAM).gaps(SID) == []
 
 
 async def test_a_global_event_reconnect_repairs_what_was_missed(fake, store, start) -> None:

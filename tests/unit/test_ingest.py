@@ -47,6 +47,22 @@ async def test_a_batch_above_the_cursor_is_repaired_from_the_sync_log_first() ->
     assert up.paths.count("/sync/history") == 1
 
 
+async def test_a_batch_whose_holes_are_waiting_twins_is_written_with_them_without_the_sync_log() -> None:
+    # docs/mirror.md rule 3: the legacy twins between a durable batch's events arrived first, on /global/event
+    up, sink = MemoryUpstream(sync={SID: []}), MemorySink()
+    i = ingest(up, sink, cursor=2)
+    i.waiting_twins = {4: parse_envelope(envelope(SID, 4)), 6: parse_envelope(envelope(SID, 6)),
+                       9: parse_envelope(envelope(SID, 9))}
+    async with up.client():
+        await i.write([event(3), event(5), event(7)], AT, "stream")
+    assert (i.cursor, sorted(sink.events)) == (7, [3, 4, 5, 6, 7])  # 9 waits for 8
+    assert "/sync/history" not in up.paths
+    i.waiting_twins = {}
+    async with up.client():
+        await i.write([event(10)], AT, "stream")  # 8 and 9 not waiting: the log is asked
+    assert up.paths.count("/sync/history") == 1
+
+
 async def test_events_at_or_below_the_cursor_are_not_written_again() -> None:
     up, sink = MemoryUpstream(sync={SID: []}), MemorySink()
     i = ingest(up, sink, cursor=2)

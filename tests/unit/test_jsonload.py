@@ -13,6 +13,7 @@ from bridge.errors import BadFrame
 from bridge.events import parse_frame
 from bridge.events.syncframes import decode_json
 from bridge.perf.jsonload import (
+    MAX_FAST_DEPTH,
     MAX_FAST_OPENINGS,
     STRICT_DECODER,
     _stdlib_strict,
@@ -103,7 +104,9 @@ def test_fast_decoding_is_the_stdlib_decoding_or_both_refuse(text: str, data: st
 
 
 @pytest.mark.parametrize("text", [*EDGE_NUMBERS, *EDGE_STRINGS, '{"a": 1, "b": 2, "a": 3}', "[1]x", "1 2", "",
-                                  "[" * 450 + "]" * 450, "[" * 1000 + "]" * 1000, '{"a":' * 995 + "1" + "}" * 995])
+                                  "[" * 450 + "]" * 450, "[" * 1000 + "]" * 1000, '{"a":' * 995 + "1" + "}" * 995,
+                                  "[" + "[[]]," * 500 + "[" * 300 + "]" * 300 + "]",
+                                  "[" + "[[]]," * 500 + "[" * 990 + "]" * 990 + "]"])
 def test_edge_texts(text: str) -> None:
     assert_same(text)
     assert_same(f'{{"v": {text}}}')
@@ -143,3 +146,28 @@ def test_bad_frames_are_rejected_as_before() -> None:
             decode_json(text)
     env = parse_frame('{"id": "e\\ud800", "type": "t", "data": {}}')
     assert env.id == "e\ud800"
+
+
+def _nested(depth: int) -> str:
+    return '{"a":' * (depth - 1) + "[]" + "}" * (depth - 1)
+
+
+def test_a_large_shallow_document_is_decoded_by_orjson() -> None:
+    # A sync-log answer: thousands of `[`/`{` in all, a few levels deep (docs/upstream.md §14).
+    item = '{"id":"evt_1","aggregate_id":"ses_A","seq":%d,"type":"message.part.updated.1",' \
+           '"data":{"part":{"state":{"input":{"cmd":["a","[{"]},"time":{"start":1}}}}}'
+    text = "[" + ",".join(item % i for i in range(2000)) + "]"
+    assert text.count("{") > 10 * MAX_FAST_OPENINGS
+    assert fast_loads(text, _refuse) == json.loads(text)
+    assert fast_loads(text.encode(), _refuse) == json.loads(text)
+    wide_and_deep = "[" + "[[]]," * MAX_FAST_OPENINGS + _nested(MAX_FAST_DEPTH - 1) + "]"
+    assert fast_loads(wide_and_deep, _refuse) == json.loads(wide_and_deep)
+
+
+@pytest.mark.parametrize("depth", [MAX_FAST_DEPTH + 1, 300, 1000, 5000])
+def test_a_large_deep_document_is_the_stdlib_s_business(depth: int) -> None:
+    # Deeper than the bound, with more `[`/`{` than the count bound: the stdlib decides (and may refuse).
+    text = "[" + "[[]]," * MAX_FAST_OPENINGS + _nested(depth) + "]"
+    with pytest.raises(AssertionError, match="the stdlib was asked"):
+        fast_loads(text, _refuse)
+    assert_same(text)

@@ -21,7 +21,7 @@ from bridge.upstream.sync_plan import (
 )
 
 
-def _size(call: list[Wanted], known: dict[str, int], max_named: int = 960) -> int:
+def _size(call: list[Wanted], known: dict[str, int], max_named: int = MAX_NAMED) -> int:
     return len(body_bytes(body(call, known, max_named)))
 
 
@@ -83,7 +83,7 @@ def test_a_session_asked_twice_goes_into_a_later_call() -> None:
 
 @pytest.mark.parametrize("bound", [60, 100, 150, 300, 1000, 3000])
 @pytest.mark.parametrize("n_known", [0, 3, 10, 40])
-@pytest.mark.parametrize("max_named", [1, 4, 960])
+@pytest.mark.parametrize("max_named", [1, 4, MAX_NAMED])
 def test_every_planned_body_is_within_the_bounds_and_every_session_is_asked_once(bound: int, n_known: int,
                                                                                  max_named: int) -> None:
     known = {f"ses_K{i}": i for i in range(n_known)}

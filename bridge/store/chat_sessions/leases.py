@@ -7,6 +7,7 @@ All lease times use the database clock (`now()`), so replicas with skewed clocks
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.store.chat_sessions import status as st
+from bridge.store.chat_sessions.status_batch import StatusWrite, lock_sessions, set_statuses_if_owner, set_titles
 from bridge.store.codecs import SessionRow, row_dict, session_row
 from bridge.store.notices import notify_status
 from bridge.store.schema import bridge_incarnations, chat_sessions, session_key
@@ -204,6 +206,15 @@ class LeaseStore:
     async def set_title(self, session_id: str, title: str) -> None:
         async with self._engine.begin() as conn:
             await conn.execute(st.set_title(self._upstream, session_id, title))
+
+    async def write_activity(self, owner: str, rounds: Sequence[Sequence[StatusWrite]],
+                             titles: Sequence[tuple[str, str]]) -> list[set[str]]:
+        """Titles, then rounds of statuses (a session at most once per round), of many sessions in one
+        transaction (bridge.store.chat_sessions.status_batch); per round, the sessions written."""
+        async with self._engine.begin() as conn:
+            await lock_sessions(conn, self._upstream, [t[0] for t in titles] + [w[0] for r in rounds for w in r])
+            await set_titles(conn, self._upstream, titles)
+            return [await set_statuses_if_owner(conn, self._upstream, owner, r) for r in rounds]
 
     async def gaps(self, session_id: str) -> list[tuple[int, int]]:
         async with self._engine.connect() as conn:

@@ -22,6 +22,7 @@ from bridge.lease import LeaseView, nobody_dead
 from bridge.store.chat_sessions.claim_plan import ClaimAsk, decide_batch, sorted_rows, storable_directory
 from bridge.store.chat_sessions.claims import Claim, ClaimOutcome
 from bridge.store.chat_sessions.leases import TurnState
+from bridge.store.chat_sessions.status_batch import StatusWrite
 from bridge.store.codecs import SessionRow
 
 _PROMPTS = ("prompt:admitted", "prompt:started")
@@ -184,6 +185,13 @@ class MemoryLeaseStore:
         if row is not None and row.title != title:
             row.title = title
             self.journal.append(("title", session_id, title))
+
+    async def write_activity(self, owner: str, rounds: Sequence[Sequence[StatusWrite]],
+                             titles: Sequence[tuple[str, str]]) -> list[set[str]]:
+        for sid, title in titles:
+            await self.set_title(sid, title)
+        return [{sid for sid, status, reason in r if await self.set_status(sid, owner, status, reason)}
+                for r in rounds]
 
     async def gaps(self, session_id: str) -> list[tuple[int, int]]:
         row = self.rows.get(session_id)

@@ -1,0 +1,46 @@
+"""How long exact sync twins waiting above a hole wait for it to fill before the sync log is asked (pure;
+docs/mirror.md "One cursor, two sources", rule 3).
+
+`/global/event` shows every persisted event of a session in seq order: a v2 event as a twin that only
+announces its seq (the durable stream stores it), a legacy event as an exact twin that is stored directly
+once it is next in line. Under load the durable stream runs behind `/global/event`, so a legacy twin often
+arrives while the v2 events before it are still on their way: its hole fills by itself within
+milliseconds. Asking the log then only brings what the durable stream brings anyway (and makes its copies
+duplicates). So:
+
+- every seq between the cursor and the highest waiting twin is a waiting twin or an **announced** v2 seq:
+  the durable stream delivers the rest, wait up to `hold_s` for it;
+- some seq was never shown (a twin lost on `/global/event`, a reconnect's gap): only the log has it, wait
+  `debounce_s` (a burst of twins costs one request) and ask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, MutableSet
+
+# A hole wider than this is not looked into seq by seq: it is asked for after the debounce.
+MAX_EXPLAINED_SPAN = 4000
+
+
+def hole_explained(cursor: int, waiting: Collection[int], announced: Collection[int]) -> bool:
+    """Every seq above `cursor` and below the highest waiting twin is waiting or announced (v2)."""
+    if not waiting:
+        return True
+    top = max(waiting)
+    if top - cursor > MAX_EXPLAINED_SPAN:
+        return False
+    return all(s in waiting or s in announced for s in range(cursor + 1, top))
+
+
+def hole_wait(cursor: int, waiting: Collection[int], announced: Collection[int], *, debounce_s: float,
+              hold_s: float) -> float:
+    """Seconds the waiting twins may wait, from when the hole was first seen, before the log is asked."""
+    if hole_explained(cursor, waiting, announced):
+        return max(debounce_s, hold_s)
+    return debounce_s
+
+
+def forget_through(seqs: MutableSet[int], cursor: int) -> None:
+    """Drop the seqs at or below the cursor (stored)."""
+    for s in [s for s in seqs if s <= cursor]:
+        seqs.discard(s)
