@@ -60,7 +60,7 @@ demo: $(STAMP) $(OPENCODE_BIN)
 
 # Every test: unit (pure), integration (real PostgreSQL), migration (schema), e2e (real opencode serve + mock provider).
 test: $(STAMP) $(OPENCODE_BIN) chromium systemd-analyze promtool
-	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 test-unit: $(STAMP) systemd-analyze promtool
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
