@@ -198,6 +198,18 @@ class TurnTracker:
         return self._move(Status.DELETED, "deleted upstream")
 
     @property
+    def quiet(self) -> bool:
+        """An observation "not active" would change nothing (`on_active(False, …)` returns None and leaves
+        every field as it is): no turn, step, wait or stall clock is open, and the inactivity is already
+        noted. Anything that changes that goes through an input the owner watches again
+        (bridge.sessions.activity), so a poll need not visit quiet machines."""
+        if self.status is Status.DELETED:
+            return True
+        return (self.waiting is None and not self.step_open and self.inactive_since is not None
+                and self.status not in (Status.RUNNING, Status.RETRYING)
+                and (self.prompted_at is None or self.status is Status.STALLED))
+
+    @property
     def wants_polling(self) -> bool:
         """A turn may be running: poll /api/session/active quickly until it settles."""
         return self.status in (Status.RUNNING, Status.RETRYING)

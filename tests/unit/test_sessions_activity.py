@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 
 from bridge.events.legacy_shapes import SessionStatus
 from bridge.sessions.activity import TURN_SETTLE_S, ActivityTracker
-from bridge.sessions.status_machine import Status
+from bridge.sessions.status_machine import Status, TurnTracker
 from bridge.store.chat_sessions.memory import MemoryLeaseStore
 from tests.support.waiting import wait_until
 
@@ -125,3 +125,40 @@ async def test_a_deletion_is_announced_without_a_status_write_of_its_own(parts: 
         await wait_until(lambda: any(e["event"] == "session_status" for e in logs), 5, 0.01)
     assert [e["status"] for e in logs if e["event"] == "session_status"] == ["deleted"]
     assert store.journal == [] and tracker.status("ses_A") is None
+
+
+async def test_a_poll_visits_the_machines_that_may_move_not_every_quiet_warm_session(
+    parts: Any, monkeypatch: Any
+) -> None:
+    tracker, store, clock = parts
+    for i in range(200):
+        store.put(f"ses_Q{i:03d}", lease_owner=ME)
+        await tracker.resume(f"ses_Q{i:03d}", 0)
+    await tracker.resume("ses_A", 0)
+    tracker.observe_active([], observed_at=clock.now)  # every machine notes the inactivity: all quiet now
+    visited: list[str] = []
+    real = TurnTracker.on_active
+
+    def counting(self: TurnTracker, active: bool, observed_at: float, now: float) -> Any:
+        visited.append(next(sid for sid, t in tracker._trackers.items() if t is self))
+        return real(self, active, observed_at, now)
+
+    monkeypatch.setattr(TurnTracker, "on_active", counting)
+    clock.now += 1
+    tracker.observe_active([], observed_at=clock.now)
+    assert visited == []
+    tracker.committed("ses_A", [ev(1, "prompt:admitted"), ev(2, "step:start")])
+    clock.now += 1
+    tracker.observe_active(["ses_Q007"], observed_at=clock.now)  # a turn of ses_A runs; ses_Q007 is listed
+    assert sorted(visited) == ["ses_A", "ses_Q007"]
+    assert tracker.status("ses_Q007") is Status.RUNNING and tracker.status("ses_A") is Status.RUNNING
+    visited.clear()
+    tracker.committed("ses_A", [ev(3, "step:end")])
+    for _ in range(2):  # each leaves active: idle, then quiet again
+        clock.now += 1
+        tracker.observe_active([], observed_at=clock.now)
+    assert tracker.status("ses_Q007") is Status.IDLE and tracker.status("ses_A") is Status.IDLE
+    visited.clear()
+    clock.now += 1
+    tracker.observe_active([], observed_at=clock.now)
+    assert visited == []

@@ -174,3 +174,45 @@ def test_any_history_keeps_the_machine_consistent(steps: list[tuple[str, object]
             assert t.status is Status.DELETED
         if t.status is not Status.RUNNING:
             assert not t.wants_polling
+
+
+@given(STEPS, st.floats(0.0, 100.0))
+def test_a_quiet_machine_is_left_exactly_as_it_was_by_any_later_not_active_observation(
+    steps: list[tuple[str, object]], later: float
+) -> None:
+    """What lets a poll skip quiet machines (bridge.sessions.activity): for them "not active" is a no-op."""
+    t = tracker()
+    now = 0.0
+    for what, arg in steps:
+        if what == "events":
+            assert isinstance(arg, list)
+            t.on_events(arg, now)
+        elif what == "active":
+            t.on_active(bool(arg), now, now)
+        elif what == "advance":
+            assert isinstance(arg, float)
+            now += arg
+        else:
+            t.on_deleted()
+    if not t.quiet:
+        return
+    before = dict(vars(t))
+    assert inactive(t, now + later) is None
+    assert vars(t) == before
+
+
+def test_a_machine_is_quiet_once_its_turn_ended_and_not_while_a_prompt_or_step_is_open() -> None:
+    t = tracker()
+    assert not t.quiet  # inactivity not noted yet
+    inactive(t, 0.0)
+    assert t.quiet
+    t.on_events(["prompt:admitted"], now=1.0)
+    assert not t.quiet
+    inactive(t, 1.5)
+    assert not t.quiet  # the stall clock runs
+    t.on_events(["step:start"], now=2.0)
+    inactive(t, 2.5)
+    assert not t.quiet  # a step is open
+    t.on_events(["step:end"], now=3.0)
+    tr = inactive(t, 3.5)
+    assert tr is not None and tr.status is Status.IDLE and t.quiet
