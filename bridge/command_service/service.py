@@ -6,7 +6,6 @@ other commands are idempotent upstream (interrupt, model, agent) or checked firs
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -17,20 +16,15 @@ import structlog
 
 from bridge import metrics
 from bridge.auth import Claims
+from bridge.command_service.admission import authorize, placed
 from bridge.command_service.message_ids import MessageIds
 from bridge.command_service.model_check import ModelCheck
 from bridge.command_service.permission_reply import reply_where_pending
 from bridge.command_service.prompt_router import PromptRouter
 from bridge.command_service.questions import QuestionCommands
-from bridge.commands.model import (
-    Command,
-    CommandError,
-    approval_problem,
-    scope_allows,
-)
+from bridge.commands.model import Command, CommandError
 from bridge.commands.ratelimit import RateLimiter
 from bridge.commands.session_ops import SESSION_OP_SCOPES, result_body, route
-from bridge.directories import DirectoryRefused, check_directory
 from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
 from bridge.log import correlation_id
 from bridge.store.commands_pending import CommandKey, CommandRow, CommandStore, PromptQueueStore
@@ -101,34 +95,11 @@ class CommandService:
         self.prompts = PromptRouter(queue or PromptQueueStore(store.engine, store.upstream), upstream,
                                     prompt_runtime, exit_after=self._exit_after)
 
-    def authorize(self, claims: Claims, cmd: Command) -> None:
-        if not scope_allows(claims.scope, cmd.name):
-            raise CommandError("forbidden", f"a {claims.scope} token may not {cmd.name.replace('_', ' ')}")
-        if cmd.session_id is not None and not claims.allows(cmd.session_id):
-            raise CommandError("forbidden", f"token does not grant session {cmd.session_id}")
-        if cmd.session_id is None and claims.sessions is not None:
-            raise CommandError("forbidden", "a token limited to sessions may not create sessions")
-        if cmd.name == "permission_reply":
-            problem = approval_problem(cmd.args["reply"], claims.approve, claims.sessions is not None)
-            if problem is not None:
-                raise CommandError("forbidden", problem)
-
-    def placed(self, cmd: Command) -> Command:
-        """A create_session with its directory checked against the allow-list and resolved (symlinks), before
-        any row or upstream call (docs/security.md, "Directories"); other commands unchanged."""
-        if cmd.name != "create_session":
-            return cmd
-        try:
-            real = check_directory(cmd.args["directory"], self.directories, self._resolve)
-        except DirectoryRefused as e:
-            raise CommandError(e.code, e.message) from None
-        return dataclasses.replace(cmd, args={**cmd.args, "directory": real})
-
     async def execute(self, claims: Claims, cmd: Command) -> Outcome:
         if self.widen is not None and cmd.session_id is not None and not claims.allows(cmd.session_id):
             claims = await self.widen(claims, cmd.session_id)
-        self.authorize(claims, cmd)
-        cmd = self.placed(cmd)
+        authorize(claims, cmd)
+        cmd = placed(cmd, self.directories, self._resolve)
         wait = self.limiter.take(rate_key(claims))
         if wait > 0:
             raise CommandError("rate_limited", f"too many commands, retry in {wait:.1f} s")

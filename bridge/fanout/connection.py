@@ -17,6 +17,7 @@ from bridge.errors import AuthError, ProtocolError
 from bridge.events.stored import stored_permission
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
+from bridge.fanout.command_op import command_reply
 from bridge.fanout.hub import Client, Hub, Subscription
 from bridge.fanout.limits import ConnectionSlots, OpLimits
 from bridge.fanout.question_frames import stored_question_message
@@ -150,7 +151,7 @@ class Connection:
                 return
             self._send(p.sessions_message(listed, op.ref, nxt))
         elif isinstance(op, p.CommandOp):
-            await self._command(op)
+            self._send(await command_reply(self._svc.commands, self.claims, self.expired, op, self._log))
         elif isinstance(op, p.Unsubscribe):
             if op.session not in self.client.subscriptions:
                 self._send(p.error_message(p.ERR_NOT_SUBSCRIBED, "not subscribed", op.ref, op.session))
@@ -226,23 +227,6 @@ class Connection:
             self._send(stored_question_message(row))
         if self._svc.resync_session is not None:
             self._svc.resync_session(sid)
-
-    async def _command(self, op: p.CommandOp) -> None:
-        if self._svc.commands is None:
-            self._send(p.error_message(p.ERR_BAD_MESSAGE, "commands are not offered here", op.ref))
-        elif self.expired():
-            self._send(p.error_message(p.ERR_TOKEN_EXPIRED, "token expired", op.ref))
-        else:
-            try:
-                out = await self._svc.commands(self.claims, op.command, op.body, op.session, op.request_id)
-            except Exception as e:  # keep the connection, as for the other ops
-                ref = correlation_id()
-                self._log.error("ws_command_failed", command=op.command, correlation_id=ref,
-                                error=f"{type(e).__name__}: {e}"[:300])
-                self._send(p.error_message(p.ERR_INTERNAL, "command failed, retry with the same command_id "
-                                           f"(correlation id {ref})", op.ref))
-                return
-            self._send(p.command_result_message(op.command, out.status, out.body, op.ref))
 
     async def _exists(self, sid: str) -> bool:
         """Stored here already, or confirmed by the upstream (docs/websocket.md, `unknown_session`)."""
