@@ -29,23 +29,26 @@ async def store_up_to(store: EventStore, fake: FakeUpstream, sid: str, seq: int)
     await store.release(sid, epoch)
 
 
+async def upstream_and_stored(store: EventStore, fake: FakeUpstream, sid: str, n: int,
+                              stored: int | None = None) -> None:
+    """n events upstream, the first `stored` of them (all by default) stored here."""
+    await events(fake, sid, n)
+    await store_up_to(store, fake, sid, n if stored is None else stored)
+
+
 async def test_only_sessions_with_something_new_are_warmed(
     fake: FakeUpstream, fake_client: UpstreamClient, engine: AsyncEngine
 ) -> None:
     store = EventStore(engine, "fake")
-    await events(fake, "ses_caught_up", 3)
-    await store_up_to(store, fake, "ses_caught_up", 3)
-    await events(fake, "ses_behind", 5)
-    await store_up_to(store, fake, "ses_behind", 2)
+    await upstream_and_stored(store, fake, "ses_caught_up", 3)
+    await upstream_and_stored(store, fake, "ses_behind", 5, stored=2)
     await events(fake, "ses_new_with_events", 2)
     await events(fake, "ses_new_empty", 0)
-    await events(fake, "ses_vanished", 2)
-    await store_up_to(store, fake, "ses_vanished", 2)
+    await upstream_and_stored(store, fake, "ses_vanished", 2)
     await fake.delete("ses_vanished")
     await events(fake, "ses_deleted_here", 2)
     await store.mark_deleted("ses_deleted_here")
-    await events(fake, "ses_active", 1)
-    await store_up_to(store, fake, "ses_active", 1)
+    await upstream_and_stored(store, fake, "ses_active", 1)
     fake.active["ses_active"] = {"type": "running"}
 
     epoch, _ = await store.claim("ses_never_created", "test")  # subscribed to, never created upstream
@@ -70,8 +73,7 @@ async def test_a_session_whose_lease_is_held_is_not_even_probed(
     fake: FakeUpstream, fake_client: UpstreamClient, engine: AsyncEngine
 ) -> None:
     store = EventStore(engine, "fake")
-    await events(fake, "ses_held", 5)
-    await store_up_to(store, fake, "ses_held", 2)
+    await upstream_and_stored(store, fake, "ses_held", 5, stored=2)
     await store.claim("ses_held", "host-b:200:peer", lease_ttl_s=60)  # a peer follows it (or will be adopted)
     fake.active["ses_held"] = {"type": "running"}
 
@@ -83,10 +85,8 @@ async def test_a_session_deleted_upstream_while_the_bridge_was_away_is_tombstone
     fake: FakeUpstream, fake_client: UpstreamClient, engine: AsyncEngine
 ) -> None:
     store = EventStore(engine, "fake")
-    await events(fake, "ses_vanished", 2)
-    await store_up_to(store, fake, "ses_vanished", 2)
-    await events(fake, "ses_kept", 2)
-    await store_up_to(store, fake, "ses_kept", 2)
+    await upstream_and_stored(store, fake, "ses_vanished", 2)
+    await upstream_and_stored(store, fake, "ses_kept", 2)
     await fake.delete("ses_vanished")  # its live `session.deleted` reaches nobody: no bridge runs
     settings = Settings(upstream_name="fake", reconnect_min_s=0.01, reconnect_max_s=0.05, idle_ttl_s=3600.0)
     sup = FollowerSupervisor(store, fake_client, settings, "host:1:disc")

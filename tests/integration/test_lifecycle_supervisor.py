@@ -20,7 +20,6 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.config import Settings
-from bridge.fanout.feed import CommitListener
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.chat_sessions import LeaseStore
 from bridge.store.writes import EventStore
@@ -29,6 +28,7 @@ from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.status_listener import status_listener
 from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
@@ -71,18 +71,8 @@ class Running:
 async def statuses(database_url: str) -> AsyncIterator[Statuses]:
     """Every status stored for the upstream, in commit order, as the fan-out of any process hears it."""
     seen: Statuses = []
-
-    def heard(_session_id: str, _seq: int) -> None:
-        return None
-
-    listener = CommitListener(database_url, UPSTREAM, heard, lambda: None,
-                              on_status=lambda n: seen.append((n.session_id, n.status, n.reason)))
-    task = asyncio.create_task(listener.run())
-    await wait_until(listener.connected.is_set, 20, 0.02, message="LISTEN connected")
-    yield seen
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    async with status_listener(database_url, UPSTREAM, lambda n: seen.append((n.session_id, n.status, n.reason))):
+        yield seen
 
 
 @pytest_asyncio.fixture

@@ -4,18 +4,16 @@ statuses in their order."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.fanout.feed import CommitListener
 from bridge.store.chat_sessions import LeaseStore
 from bridge.store.notices import StatusNotice
 from bridge.store.writes import EventStore
+from tests.support.status_listener import status_listener
 from tests.support.waiting import wait_until
 
 from .conftest import UPSTREAM
@@ -32,13 +30,8 @@ def leases(engine: AsyncEngine) -> LeaseStore:
 @pytest_asyncio.fixture
 async def notices(database_url: str) -> AsyncIterator[list[StatusNotice]]:
     seen: list[StatusNotice] = []
-    listener = CommitListener(database_url, UPSTREAM, lambda _s, _q: None, lambda: None, on_status=seen.append)
-    task = asyncio.create_task(listener.run())
-    await wait_until(listener.connected.is_set, 20, 0.02, message="LISTEN connected")
-    yield seen
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    async with status_listener(database_url, UPSTREAM, seen.append):
+        yield seen
 
 
 async def test_many_sessions_statuses_and_titles_in_one_transaction(

@@ -17,13 +17,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bridge import metrics
 from bridge.config import Settings
 from bridge.dispatch import LiveDispatch
-from bridge.fanout.feed import CommitListener
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.chat_sessions import LeaseStore
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.live import LiveStream
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.status_listener import status_listener
 from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
@@ -51,14 +51,8 @@ class Bridge:
 @pytest_asyncio.fixture
 async def statuses(database_url: str) -> AsyncIterator[Statuses]:
     seen: Statuses = []
-    listener = CommitListener(database_url, UPSTREAM, lambda _s, _q: None, lambda: None,
-                              on_status=lambda n: seen.append((n.session_id, n.status, n.reason)))
-    task = asyncio.create_task(listener.run())
-    await wait_until(listener.connected.is_set, 20, 0.02, message="LISTEN connected")
-    yield seen
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    async with status_listener(database_url, UPSTREAM, lambda n: seen.append((n.session_id, n.status, n.reason))):
+        yield seen
 
 
 @pytest_asyncio.fixture
