@@ -7,18 +7,18 @@ recorded gap.
     .venv/bin/python -m bench.soak --minutes 3 --seed 7
     .venv/bin/python -m bench.soak --minutes 2 --failover   # a replicated database, and a failover fault
 
-Faults, one every 2-6 s (weights in FAULTS): SIGKILL of a replica (restarted 0-3 s later), SIGTERM of a
-replica (restarted at once), SIGTERM or SIGKILL of `opencode serve` (restarted on the same port and home),
-every bridge connection to PostgreSQL terminated (`pg_terminate_backend`), and with `--failover` the
-primary SIGKILLed after its standby was cut off, the standby promoted (docs/scaling.md). The workload prompts random
-sessions with the mock provider's directives (text, tools, reasoning, slow streams) through three runtimes
-(weights in RUNTIMES): the v2 API, legacy `prompt_async` (as the web app does) and OpenCode's own CLI
-(`opencode run --attach … --session …`), so most sessions mix both runtimes; prompts that fail because the
-serve is down are counted, not fatal. Exit status 1 when the database and the sync log differ, or when any
-stored event is of kind `unknown` (the report lists those types: map them in bridge/events/). Before
-the first fault, one `prompt_async` turn each of a subagent (`task`), a plan (`todowrite`) and a file
-write, so that those kinds are in the database whatever the faults do later (`subagent_sessions` in the
-report counts the children stored).
+Faults (bench/soak_faults.py), one every 2-6 s (weights in FAULTS): SIGKILL of a replica (restarted 0-3 s
+later), SIGTERM of a replica (restarted at once), SIGTERM or SIGKILL of `opencode serve` (restarted on the
+same port and home), every bridge connection to PostgreSQL terminated (`pg_terminate_backend`), and with
+`--failover` the primary SIGKILLed after its standby was cut off, the standby promoted (docs/scaling.md). The
+workload prompts random sessions with the mock provider's directives (text, tools, reasoning, slow streams)
+through three runtimes (weights in RUNTIMES): the v2 API, legacy `prompt_async` (as the web app does) and
+OpenCode's own CLI (`opencode run --attach … --session …`), so most sessions mix both runtimes; prompts that
+fail because the serve is down are counted, not fatal. Exit status 1 (bench/soak_verdict.py) when the database
+and the sync log differ, or when any stored event is of kind `unknown` (the report lists those types: map them
+in bridge/events/). Before the first fault, one `prompt_async` turn each of a subagent (`task`), a plan
+(`todowrite`) and a file write, so that those kinds are in the database whatever the faults do later
+(`subagent_sessions` in the report counts the children stored).
 
 Continuity (docs/commands.md, "Runtime affinity"): `--continuity-sessions` more sessions are driven only
 by OpenCode's CLI and by prompts through the bridge (steer or queue, to a random replica, retried with the
@@ -46,18 +46,15 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from sqlalchemy import text
 
-from bench.footprint import footprint
 from bench.soak_continuity import SECRET, Conversations
-from bridge.store.db import make_engine
+from bench.soak_faults import Faults, admin_sql
+from bench.soak_verdict import logged, verdict
 from bridge.store.embedded import start_embedded
-from bridge.store.writes import EventStore
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeError, OpencodeServe
 from tests.support.replication import ReplicatedPostgres
-from tests.support.stored_rows import stored_ids
 from tests.support.waiting import WaitTimeout, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,28 +66,7 @@ DIRECTIVES = ["MOCK:text", "MOCK:tool", "MOCK:reason", "MOCK:slow:20:0.05", "MOC
 # Before the first fault, one turn of each through `prompt_async`, so that their events are stored whatever the faults
 # do to later turns (a subagent turn rarely completes between faults 2-6 s apart).
 CONTENT_TURNS = ["MOCK:task", "MOCK:todo", "MOCK:write"]
-# Every stored event must map to a known kind (docs/upstream.md §9): the soak fails listing the types that did not.
-UNKNOWN_TYPES = "select type, count(*) from chat_session_events where kind = 'unknown' group by type order by type"
 RUNTIMES = {"v2": 2, "prompt_async": 1, "cli": 1}
-FAULTS = {"kill9_bridge": 4, "sigterm_bridge": 2, "restart_opencode": 1, "kill9_opencode": 1, "drop_db": 2}
-# `--failover`: the database is a primary and a streaming standby (tests/support/replication.py), the bridges
-# on a two-host URL; this fault cuts the standby off, lets commits land on the primary only, SIGKILLs the
-# primary and promotes the standby (docs/scaling.md, "Failover"), then clones a new standby.
-FAILOVER_WEIGHT = 2
-
-
-async def _admin(url: str, sql: str) -> None:
-    from sqlalchemy import pool
-    from sqlalchemy.ext.asyncio import create_async_engine
-
-    from bridge.store.db import to_async_url
-
-    engine = create_async_engine(to_async_url(url), poolclass=pool.NullPool, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as conn:
-            await conn.execute(text(sql))
-    finally:
-        await engine.dispose()
 
 
 def _database(server_url: str, name: str) -> str:
@@ -103,13 +79,9 @@ class Soak:
     def __init__(self, args: argparse.Namespace, workdir: Path, database_url: str,
                  pair: ReplicatedPostgres | None = None) -> None:
         self.args = args
-        self.pair = pair
-        self.rows_lost = 0  # event rows the failovers lost (at least), re-read by the bridges
-        self.fault_weights = {**FAULTS, **({"failover": FAILOVER_WEIGHT} if pair is not None else {})}
         self.rng = random.Random(args.seed)
         self.workdir = workdir
         self.database_url = database_url
-        self.faults: Counter[str] = Counter()
         self.turns: Counter[str] = Counter()
         self.sessions: list[str] = []
         self.mock = MockLLM(log_path=workdir / "mock-llm.jsonl")
@@ -117,6 +89,7 @@ class Soak:
         self.replicas: list[BridgeProcess] = []
         self._busy: set[str] = set()
         self.talk = Conversations(self.rng, self.mock, self.turns, UPSTREAM)
+        self.faults = Faults(self.rng, database_url, self.replicas, pair)
 
     async def run(self) -> int:
         await self.mock.start()
@@ -134,6 +107,7 @@ class Soak:
         for _ in range(self.args.continuity_sessions):
             self.talk.sessions[await self.serve.create_session()] = []
         self.talk.serve, self.talk.replicas = self.serve, self.replicas
+        self.faults.serve = self.serve
         for i, directive in enumerate(CONTENT_TURNS):
             # legacy: the v2 runtime has no `task` tool (docs/upstream.md §20)
             await self._turn(self.sessions[i % len(self.sessions)], directive, "prompt_async")
@@ -142,7 +116,7 @@ class Soak:
         deadline = started + self.args.minutes * 60
         work = asyncio.create_task(self._workload(deadline))
         talk = asyncio.create_task(self.talk.run(deadline, self._settled))
-        await self._inject_faults(deadline)
+        await self.faults.inject(deadline)
         await work
         await talk
         return await self._verify(started)
@@ -193,55 +167,6 @@ class Soak:
 
         await wait_until(quiet, timeout, 0.3, message=f"session {sid} settled")
 
-    async def _inject_faults(self, deadline: float) -> None:
-        kinds = list(self.fault_weights)
-        weights = [self.fault_weights[k] for k in kinds]
-        while time.monotonic() < deadline:
-            await asyncio.sleep(self.rng.uniform(2.0, 6.0))
-            kind = self.rng.choices(kinds, weights)[0]
-            self.faults[kind] += 1
-            await getattr(self, f"_{kind}")()
-
-    async def _kill9_bridge(self) -> None:
-        b = self.rng.choice(self.replicas)
-        if b.proc is not None and b.proc.poll() is None:
-            b.kill()
-        await asyncio.sleep(self.rng.uniform(0.0, 3.0))
-        b.start()
-
-    async def _sigterm_bridge(self) -> None:
-        b = self.rng.choice(self.replicas)
-        b.stop()
-        b.start()
-
-    async def _restart_opencode(self) -> None:
-        assert self.serve is not None
-        await self.serve.restart()
-
-    async def _kill9_opencode(self) -> None:
-        assert self.serve is not None
-        await self.serve.restart(kill=True)
-
-    async def _drop_db(self) -> None:
-        await _admin(self.database_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                        "WHERE application_name LIKE 'opencode-bridge%'")
-
-    async def _failover(self) -> None:
-        pair = self.pair
-        assert pair is not None
-        count = "SELECT count(*) FROM chat_session_events"
-        await asyncio.to_thread(pair.detach_standby)
-        kept = int(await asyncio.to_thread(pair.psql, pair.standby, count, "bridge"))
-        # Commits now land on the primary only: wait (a little) until some do, so that the failover loses them.
-        with contextlib.suppress(WaitTimeout):
-            await wait_until(lambda: int(pair.psql(pair.primary, count, "bridge")) > kept, 10, 0.2)
-        await asyncio.sleep(self.rng.uniform(0.0, 1.0))
-        on_primary = int(await asyncio.to_thread(pair.psql, pair.primary, count, "bridge"))  # a floor
-        await asyncio.to_thread(pair.kill_primary)
-        await asyncio.to_thread(pair.promote)
-        self.rows_lost += on_primary - int(await asyncio.to_thread(pair.psql, pair.standby, count, "bridge"))
-        await asyncio.to_thread(pair.rebuild_standby)
-
     async def _verify(self, started: float) -> int:
         assert self.serve is not None
         for b in self.replicas:
@@ -250,96 +175,41 @@ class Soak:
         for b in self.replicas:
             await b.wait_ready(60)
         quiet = time.monotonic()
-        engine = make_engine(self.database_url)
-        store = EventStore(engine, UPSTREAM)
-        state: dict[str, tuple[int, int]] = {}
-        upstream_total = 0
-        try:
-            async def drained() -> bool:  # every queued bridge prompt sent (the queue loses none)
-                async with engine.connect() as conn:
-                    return int((await conn.execute(text(
-                        "select count(*) from chat_commands where state in ('queued', 'sending') "
-                        "and result->>'state' = 'queued'"))).scalar_one()) == 0
-
-            try:
-                await wait_until(drained, 120, 0.5, message="the bridge's legacy queue drained")
-            except WaitTimeout:
-                self.turns["queue_not_drained"] += 1
-            for sid in [*self.sessions, *self.talk.sessions]:
-                await self._settled(sid, 120)
-
-            async def same() -> bool:
-                nonlocal upstream_total
-                upstream_total = 0
-                ok = True
-                for sid in [*self.sessions, *self.talk.sessions]:
-                    assert self.serve is not None
-                    log = await self.serve.sync_log(sid)  # from seq 0: `session.created` is stored too
-                    upstream = [(int(e["seq"]), str(e["id"])) for e in log]
-                    stored = await stored_ids(store, sid)
-                    upstream_total += len(upstream)
-                    state[sid] = (len(stored), len(upstream))
-                    ok = ok and stored == upstream
-                return ok
-
-            try:
-                await wait_until(same, 180, 0.5, message="stored == the sync log from seq 0 for every session")
-                converged = True
-            except WaitTimeout:
-                converged = False
-            async with engine.connect() as conn:
-                rejects = int((await conn.execute(text("select count(*) from chat_event_rejects"))).scalar_one())
-                gaps = int((await conn.execute(text("select count(*) from chat_session_gaps"))).scalar_one())
-                legacy = int((await conn.execute(text(
-                    "select count(*) from chat_session_events where type not like 'session.next.%'"))).scalar_one())
-                unknown = {str(t): int(n) for t, n in (await conn.execute(text(UNKNOWN_TYPES))).all()}
-                children = int((await conn.execute(text(
-                    "select count(*) from chat_session_events where seq = 0 "
-                    "and payload #>> '{data,info,parentID}' is not null"))).scalar_one())
-            sizes = await footprint(engine)  # docs/scaling.md: bytes and rows per event, session and turn
-        finally:
-            await engine.dispose()
+        sessions = [*self.sessions, *self.talk.sessions]
+        v = await verdict(self.database_url, UPSTREAM, self.serve, sessions, self._settled)
+        if not v.queue_drained:
+            self.turns["queue_not_drained"] += 1
         report: dict[str, Any] = {
-            "converged": converged,
-            "rejects": rejects,
-            "unrepaired_gaps": gaps,
-            "legacy_events": legacy,
-            "unknown_kind_types": unknown,  # type -> rows of kind `unknown`; must be empty
-            "subagent_sessions": children,  # child sessions stored (their seq 0 names a parent)
+            "converged": v.converged,
+            "rejects": v.rejects,
+            "unrepaired_gaps": v.gaps,
+            "legacy_events": v.legacy_events,
+            "unknown_kind_types": v.unknown,  # type -> rows of kind `unknown`; must be empty
+            "subagent_sessions": v.subagent_sessions,  # child sessions stored (their seq 0 names a parent)
             "minutes": self.args.minutes,
             "seed": self.args.seed,
             "replicas": self.args.replicas,
             "sessions": len(self.sessions),
-            "upstream_events": upstream_total,
+            "upstream_events": v.upstream_events,
             "turns": dict(self.turns),
-            "faults": dict(self.faults),
+            "faults": dict(self.faults.counts),
             "converged_after_s": round(time.monotonic() - quiet, 1),
             # What the bridges found the database had lost and re-read (docs/scaling.md, "Failover").
-            "rows_lost_in_failovers": self.rows_lost,
-            "lost_commit_repairs": self._logged(("cursor_behind_database", "session_row_lost",
-                                                 "command_row_recovered")),
-            "footprint": sizes,
+            "rows_lost_in_failovers": self.faults.rows_lost,
+            "lost_commit_repairs": logged(self.replicas, ("cursor_behind_database", "session_row_lost",
+                                                          "command_row_recovered")),
+            "footprint": v.footprint,
             "wall_s": round(time.monotonic() - started, 1),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         }
-        if not converged:
-            report["mismatch (stored, upstream)"] = {s: v for s, v in state.items() if v[0] != v[1]}
+        if not v.converged:
+            report["mismatch (stored, upstream)"] = {s: c for s, c in v.counts.items() if c[0] != c[1]}
         cont = report["continuity"] = await self.talk.report()
         print(json.dumps(report, indent=2))
         continuous = cont["miss_count"] == 0 and not cont["not_once"] and not self.turns["queue_not_drained"]
-        if unknown:
-            print(f"stored events of kind 'unknown' (map them in bridge/events/): {sorted(unknown)}")
-        return 0 if converged and rejects == 0 and gaps == 0 and continuous and not unknown else 1
-
-    def _logged(self, events: tuple[str, ...]) -> dict[str, int]:
-        """How many times the replicas logged each event (their logs span every restart)."""
-        found: Counter[str] = Counter()
-        for b in self.replicas:
-            for line in b.log_path.read_text(errors="replace").splitlines():
-                for event in events:
-                    if f'"event": "{event}"' in line:
-                        found[event] += 1
-        return dict(found)
+        if v.unknown:
+            print(f"stored events of kind 'unknown' (map them in bridge/events/): {sorted(v.unknown)}")
+        return 0 if v.converged and v.rejects == 0 and v.gaps == 0 and continuous and not v.unknown else 1
 
     async def close(self) -> None:
         for b in self.replicas:
@@ -360,13 +230,13 @@ async def main(args: argparse.Namespace) -> int:
         pg = start_embedded(workdir / "pg")
         server_url = pg.url
     name = f"soak_{uuid.uuid4().hex[:12]}"
-    await _admin(server_url, f'CREATE DATABASE "{name}"')
+    await admin_sql(server_url, f'CREATE DATABASE "{name}"')
     soak = Soak(args, workdir, _database(server_url, name))
     try:
         rc = await soak.run()
     finally:
         await soak.close()
-        await _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin_sql(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if pg is not None:
             pg.stop()
     if rc == 0 and not args.keep:
