@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from bench.write_path import frames
+from bench.write_path_phases import frames
 from bridge.events import normalize, parse_envelope, parse_frame
 from bridge.perf.jsonload import strict_decode
 from bridge.perf.runtime import GEN0_THRESHOLD, tune_gc

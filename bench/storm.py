@@ -30,7 +30,7 @@ from typing import Any
 import aiohttp
 
 from bench.storm_server import SECRET, UPSTREAM
-from bench.write_path import replay
+from bench.write_path_phases import replay
 from bridge.auth import mint_token
 from bridge.events import ChatEvent, normalize, parse_envelope
 from bridge.fanout.read_queue import ReadQueue

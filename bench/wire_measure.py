@@ -14,7 +14,7 @@ import aiohttp
 import asyncpg  # type: ignore[import-untyped]
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.write_path import _COLUMNS, copy_ceiling, naive_mirror
+from bench.write_path_baselines import COLUMNS, copy_ceiling, naive_mirror
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -132,7 +132,7 @@ async def baselines(url: str, upstream: str, naive_s: float) -> dict[str, Any]:
     """COPY (median of three) and the naive mirror, on exactly the rows the daemon stored."""
     con = await asyncpg.connect(_raw(url))
     try:
-        cols = ", ".join("payload::text" if c == "payload" else c for c in _COLUMNS)
+        cols = ", ".join("payload::text" if c == "payload" else c for c in COLUMNS)
         rows = [tuple(r) for r in await con.fetch(
             f"SELECT {cols} FROM chat_session_events WHERE upstream = $1 ORDER BY session_id, seq", upstream)]
         version = await con.fetchval("SHOW server_version")

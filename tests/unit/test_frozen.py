@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.write_path import frames
+from bench.write_path_phases import frames
 from bridge.events import ChatEvent, Envelope, normalize, parse_frame
 from bridge.store.payload import StorableText, storable_json_text
 from bridge.store.writes.rows import PreparedEvent, prepare_event
