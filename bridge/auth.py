@@ -69,6 +69,12 @@ def default_approve(scope: str) -> str:
     return "none" if scope == "read" else "once"
 
 
+def new_jti() -> str:
+    """A token's id: 16 url-safe characters that never begin with `-`, so that `--revoke <jti>` on a
+    command line is never read as an option (a random url-safe id began with `-` one time in 64)."""
+    return "j" + secrets.token_urlsafe(12)[:15]
+
+
 def mint_token(secret: str, upstream: str, sessions: Iterable[str] | None = None, ttl_s: float = 3600,
                subject: str = "", now: float | None = None, scope: str = "read", approve: str | None = None,
                jti: str | None = None) -> str:
@@ -82,7 +88,7 @@ def mint_token(secret: str, upstream: str, sessions: Iterable[str] | None = None
         raise ValueError(problem)
     t = time.time() if now is None else now
     payload: dict[str, object] = {"iss": ISSUER, "upstream": upstream, "iat": int(t), "exp": int(t + ttl_s),
-                                  "jti": jti or secrets.token_urlsafe(12)}
+                                  "jti": jti or new_jti()}
     if sessions is not None:
         payload["sessions"] = sorted(set(sessions))
     if subject:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import secrets
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -68,7 +67,7 @@ async def _run(settings: Settings, url: str) -> int:
 
 def _token(settings: Settings, sessions: list[str] | None, ttl: float, subject: str | None, scope: str = "read",
            approve: str | None = None) -> int:
-    from bridge.auth import MAX_TTL_S, claim_problem, default_approve, load_or_create_secret, mint_token
+    from bridge.auth import MAX_TTL_S, claim_problem, default_approve, load_or_create_secret, mint_token, new_jti
     from bridge.ids import SESSION_ID_RULE, valid_session_id
 
     if subject is not None and not subject.strip():
@@ -89,10 +88,10 @@ def _token(settings: Settings, sessions: list[str] | None, ttl: float, subject: 
               file=sys.stderr)
         return 2
     secret = load_or_create_secret(settings.auth_secret.value, settings.state_dir)
-    jti = secrets.token_urlsafe(12)
+    jti = new_jti()
     print(mint_token(secret, settings.upstream_name, sessions, ttl, subject or "", scope=scope, approve=approve,
                      jti=jti))
-    print(f"jti {jti} (revoke: opencode-bridge token --revoke {jti})", file=sys.stderr)
+    print(f"jti {jti} (revoke: opencode-bridge token --revoke={jti})", file=sys.stderr)
     return 0
 
 

@@ -60,3 +60,10 @@ def test_generated_secret_is_kept_private_and_reused(tmp_path: Path) -> None:
     assert load_or_create_secret("", tmp_path / "state") == first
     assert (tmp_path / "state" / "auth_secret").stat().st_mode & 0o077 == 0
     assert load_or_create_secret("configured", tmp_path / "state") == "configured"
+
+
+def test_a_new_token_id_never_reads_as_a_command_line_option() -> None:
+    from bridge.auth import new_jti
+
+    ids = [new_jti() for _ in range(2000)]  # a url-safe id began with "-" one time in 64
+    assert not any(i.startswith("-") for i in ids) and len(set(ids)) == len(ids)
