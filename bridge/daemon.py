@@ -32,6 +32,7 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bridge import metrics
 from bridge.command_service.legacy_queue import QueueSender
 from bridge.config import Settings
 from bridge.dispatch import LiveDispatch
@@ -43,7 +44,7 @@ from bridge.http.session_state import add_session_state_routes
 from bridge.ops.pending import PendingGauges
 from bridge.ops.readiness import health_monitor, readiness_check, readiness_detail, status_line
 from bridge.ops.sdnotify import Notifier
-from bridge.perf.runtime import tune_gc
+from bridge.perf.runtime import refreeze, tune_gc
 from bridge.perf.turnstile import Turnstile
 from bridge.revocation import RevocationList
 from bridge.sessions.discovery import Discovery
@@ -79,6 +80,12 @@ async def _background(name: str, run: Callable[[], Coroutine[Any, Any, None]]) -
             yield
         finally:
             task.cancel()
+
+
+def _gc_metrics(full_s: float | None, frozen: int) -> None:
+    if full_s is not None:
+        metrics.GC_FULL_COLLECT_SECONDS.observe(full_s)
+    metrics.GC_FROZEN_OBJECTS.set(frozen)
 
 
 class Daemon:
@@ -163,6 +170,8 @@ class Daemon:
             if s.auth_disabled:
                 print_local_token(s, secret)
             await stack.enter_async_context(_background("revocation", revocations.run))
+            # The warm heap frozen as it grows, collected whole now and then (bridge.perf.runtime).
+            await stack.enter_async_context(_background("gc-refreeze", lambda: refreeze(_gc_metrics)))
             # Group commit across sessions (docs/mirror.md): entered before the followers start, so it
             # stops after them and commits what they queued.
             await stack.enter_async_context(store.group_commit())

@@ -243,3 +243,15 @@ PROMPTS = Counter(
     "bridge_prompts_total", "Prompts sent through the bridge, by runtime and how they went",
     ["runtime", "outcome"], registry=REGISTRY,
 )
+
+GC_FROZEN_OBJECTS = Gauge(
+    "bridge_gc_frozen_objects",
+    "Objects in the collector's permanent generation after the latest refreeze (bridge.perf.runtime)",
+    registry=REGISTRY,
+)
+GC_FULL_COLLECT_SECONDS = Histogram(
+    "bridge_gc_full_collect_seconds",
+    "Duration of the periodic full collection of the unfrozen heap (a pause of the event loop)",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0),
+    registry=REGISTRY,
+)

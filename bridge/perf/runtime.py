@@ -8,13 +8,27 @@ generation (`gc.freeze()`, never scanned again) and raises the gen-0 threshold; 
 still frees the acyclic garbage at once (docs/operations.md, "Garbage collector": why 5000). It runs
 before the daemon builds anything that can die (followers, tasks, connections): a frozen object is never
 collected, and a cycle through one (a finished follower's task and its exception) would never be either.
+
+`refreeze()` (a task of the daemon) then keeps the heap of a warm daemon out of the collector's way: with
+10,000 warm sessions the heap holds ~1.5 million objects, and every full collection traverses all of them
+(0.7 to 1.5 s each on this machine, tens of them during a warm-up and a burst: 53 s of 134 s of CPU in one
+10k run of `bench.wire`, BENCHMARKS.md). Every `REFREEZE_EVERY_S` what survived is frozen too, so the
+collections after it traverse only what is new; every `FULL_COLLECT_EVERY_S` everything is unfrozen and
+collected once (one pause of that size), so the cycles of what died meanwhile — a stopped follower's task
+and its exception — are reclaimed within that time instead of never.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import time
+from collections.abc import Awaitable, Callable
+from typing import Literal, Protocol
 
 GEN0_THRESHOLD = 5_000  # allocations between young collections (CPython's default: 700); docs/operations.md
+REFREEZE_EVERY_S = 60.0  # what survived this long is frozen (docs/operations.md, "Garbage collector")
+FULL_COLLECT_EVERY_S = 600.0  # everything unfrozen and collected once: the cycles of what died are freed
 
 
 def tune_gc(gen0: int = GEN0_THRESHOLD) -> None:
@@ -23,3 +37,38 @@ def tune_gc(gen0: int = GEN0_THRESHOLD) -> None:
     gc.freeze()
     _, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(gen0, gen1, gen2)
+
+
+def gc_step(now: float, last_full: float, full_every_s: float = FULL_COLLECT_EVERY_S) -> Literal["freeze", "full"]:
+    """What a refreeze tick does (pure): a full collection when the last one is `full_every_s` old."""
+    return "full" if now - last_full >= full_every_s else "freeze"
+
+
+class Collector(Protocol):
+    """The part of the `gc` module `refreeze` uses (a recording twin in unit tests)."""
+
+    def freeze(self) -> None: ...
+    def unfreeze(self) -> None: ...
+    def collect(self) -> int: ...
+    def get_freeze_count(self) -> int: ...
+
+
+async def refreeze(report: Callable[[float | None, int], None] = lambda full_s, frozen: None, *,
+                   every_s: float = REFREEZE_EVERY_S, full_every_s: float = FULL_COLLECT_EVERY_S,
+                   collector: Collector = gc, clock: Callable[[], float] = time.monotonic,
+                   sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    """Forever: every `every_s` freeze what is alive; every `full_every_s` unfreeze and collect first.
+    `report(seconds of the full collection or None, objects frozen now)` after each tick (the metrics)."""
+    last_full = clock()
+    while True:
+        await sleep(every_s)
+        now = clock()
+        full_s: float | None = None
+        if gc_step(now, last_full, full_every_s) == "full":
+            collector.unfreeze()
+            started = time.perf_counter()
+            collector.collect()
+            full_s = time.perf_counter() - started
+            last_full = now
+        collector.freeze()
+        report(full_s, collector.get_freeze_count())
