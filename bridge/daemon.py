@@ -82,12 +82,6 @@ async def _background(name: str, run: Callable[[], Coroutine[Any, Any, None]]) -
             task.cancel()
 
 
-def _gc_metrics(full_s: float | None, frozen: int) -> None:
-    if full_s is not None:
-        metrics.GC_FULL_COLLECT_SECONDS.observe(full_s)
-    metrics.GC_FROZEN_OBJECTS.set(frozen)
-
-
 class Daemon:
     def __init__(self, settings: Settings, database_url: str) -> None:
         self.settings = settings
@@ -171,7 +165,8 @@ class Daemon:
                 print_local_token(s, secret)
             await stack.enter_async_context(_background("revocation", revocations.run))
             # The warm heap frozen as it grows, collected whole now and then (bridge.perf.runtime).
-            await stack.enter_async_context(_background("gc-refreeze", lambda: refreeze(_gc_metrics)))
+            collected = metrics.GC_FULL_COLLECT_SECONDS.observe
+            await stack.enter_async_context(_background("gc-refreeze", lambda: refreeze(collected)))
             # Group commit across sessions (docs/mirror.md): entered before the followers start, so it
             # stops after them and commits what they queued.
             await stack.enter_async_context(store.group_commit())

@@ -244,11 +244,6 @@ PROMPTS = Counter(
     ["runtime", "outcome"], registry=REGISTRY,
 )
 
-GC_FROZEN_OBJECTS = Gauge(
-    "bridge_gc_frozen_objects",
-    "Objects in the collector's permanent generation after the latest refreeze (bridge.perf.runtime)",
-    registry=REGISTRY,
-)
 GC_FULL_COLLECT_SECONDS = Histogram(
     "bridge_gc_full_collect_seconds",
     "Duration of the periodic full collection of the unfrozen heap (a pause of the event loop)",

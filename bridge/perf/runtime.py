@@ -50,25 +50,23 @@ class Collector(Protocol):
     def freeze(self) -> None: ...
     def unfreeze(self) -> None: ...
     def collect(self) -> int: ...
-    def get_freeze_count(self) -> int: ...
 
 
-async def refreeze(report: Callable[[float | None, int], None] = lambda full_s, frozen: None, *,
+async def refreeze(report: Callable[[float], None] = lambda full_s: None, *,
                    every_s: float = REFREEZE_EVERY_S, full_every_s: float = FULL_COLLECT_EVERY_S,
                    collector: Collector = gc, clock: Callable[[], float] = time.monotonic,
                    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
     """Forever: every `every_s` freeze what is alive; every `full_every_s` unfreeze and collect first.
-    `report(seconds of the full collection or None, objects frozen now)` after each tick (the metrics)."""
+    `report(seconds)` after each full collection (the metric). Not the frozen count: `gc.get_freeze_count()`
+    walks the whole permanent generation (0.2 s at 10,000 warm sessions)."""
     last_full = clock()
     while True:
         await sleep(every_s)
         now = clock()
-        full_s: float | None = None
         if gc_step(now, last_full, full_every_s) == "full":
             collector.unfreeze()
             started = time.perf_counter()
             collector.collect()
-            full_s = time.perf_counter() - started
+            report(time.perf_counter() - started)
             last_full = now
         collector.freeze()
-        report(full_s, collector.get_freeze_count())
