@@ -7,7 +7,7 @@ a legacy permission request and its answer reach it, and a page opened later sti
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -17,20 +17,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.events import ChatEvent
 from bridge.fanout.relay import LiveRelay
 from bridge.fanout.resync import PermissionResync
-from bridge.store.db import make_engine
 from tests.support.fanout_client import WsClient
 from tests.support.fanout_node import Node
 from tests.support.legacy_rows import legacy_session
 
 
 @pytest.fixture
-async def node(engine: AsyncEngine, database_url: str) -> AsyncIterator[Node]:
-    eng = make_engine(database_url)
-    n = Node(eng, database_url)
-    await n.start()
-    yield n
-    await n.stop()
-    await eng.dispose()
+async def node(nodes: Callable[..., Awaitable[Node]]) -> Node:
+    return await nodes(own_pool=True)
 
 
 

@@ -3,15 +3,13 @@ every socket of an expired or revoked token is closed with its code and error; o
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable, Callable
 
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
-from bridge.store.db import make_engine
 from tests.support.fanout_client import WsClient
 from tests.support.fanout_node import SECRET, UPSTREAM, Node
 
@@ -19,14 +17,9 @@ SID = "ses_sweep_a"
 
 
 @pytest.fixture
-async def node(engine: AsyncEngine, database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Node]:
+async def node(nodes: Callable[..., Awaitable[Node]], monkeypatch: pytest.MonkeyPatch) -> Node:
     monkeypatch.setattr("bridge.http.ws.REVOCATION_CHECK_S", 0.1)  # the sweep's look at the revocation list
-    eng = make_engine(database_url)
-    n = Node(eng, database_url)
-    await n.start()
-    yield n
-    await n.stop()
-    await eng.dispose()
+    return await nodes(own_pool=True)
 
 
 async def _open(clients: list[WsClient], node: Node, token: str) -> WsClient:
