@@ -209,11 +209,15 @@ async def test_a_connection_killed_mid_write_drops_the_page_ahead_and_the_follow
 
 
 async def warm_up_through_a_bound(fake: FakeUpstream, store: EventStore, client: UpstreamClient, sids: list[str],
-                                  gate: asyncio.Event, held: Callable[[], bool], message: str) -> None:
+                                  gate: asyncio.Event, held: Callable[[], bool], message: str,
+                                  after_first: Callable[[], bool] | None = None) -> None:
     """Start a follower per session on one client; wait until `held` (requests held by the fake behind
-    `gate`, the rest waiting for a slot), open the gate, wait until every follower streams, stop them."""
+    `gate`, the rest waiting for a slot), open the gate, wait until every follower streams, stop them.
+    `after_first`: start the first session's follower alone and the others once it holds true."""
     followers, tasks = [], []
-    for sid in sids:
+    for k, sid in enumerate(sids):
+        if k == 1 and after_first is not None:
+            await wait_until(after_first, 10, 0.01, message="the first session's request held")
         epoch, cursor = await store.claim(sid, "owner-1")
         f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, upstream=UPSTREAM)
         followers.append(f)
@@ -271,9 +275,12 @@ async def test_sync_logs_are_asked_together_within_the_slots(fake: FakeUpstream,
     fake.on_sync = held
     asked = Since("bridge_sync_call_sessions_sum")
     async with UpstreamClient(fake.url, sync_logs_in_flight=1, sync_batch={"max_sessions": 3}) as client:
+        # The others ask once the first call is out (else they may all ride that one call, and nothing
+        # ever waits for the slot).
         await warm_up_through_a_bound(fake, store, client, sids, gate,
                                       lambda: fake.sync_in_flight == 1 and client.sync_slots.waiting == 1,
-                                      "1 sync call in flight, the next one waiting for the slot")
+                                      "1 sync call in flight, the next one waiting for the slot",
+                                      after_first=lambda: fake.sync_in_flight == 1)
         assert asked.value == 6
     assert fake.sync_max_in_flight == 1
     # The first call (whoever came within the window, at most 3), then the rest, 3 per call, not 6 calls.
