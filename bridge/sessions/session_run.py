@@ -29,6 +29,7 @@ from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.stall_policy import StallGovernor
 from bridge.upstream.store_sink import StoreSink
 
 StopMode = Literal["release", "handoff", "lease_lost"]
@@ -94,6 +95,8 @@ class SessionRunner:
         self._clock = clock
         self._turnstile = turnstile  # one for every follower of the process (bridge.perf.turnstile)
         self._db_gate = asyncio.Semaphore(SESSION_DB_AT_ONCE)
+        # One stall governor for every follower: whether a late stream is stuck or the process is slow.
+        self._stall_governor = StallGovernor(settings.durable_stall_s)
         # Every warm session's claim, batched: one transaction (and one gate place) for many sessions.
         self._claims = ClaimBatcher(lambda asks: self._gated(lambda: store.claim_many(
             asks, owner, lease_ttl_s=settings.lease_ttl_s, holder_dead=holder_dead)))
@@ -162,7 +165,7 @@ class SessionRunner:
             batch_max_events=s.batch_max_events, reconnect_min_s=s.reconnect_min_s,
             reconnect_max_s=s.reconnect_max_s, stall_s=s.durable_stall_s, upstream=s.upstream_name,
             on_committed=self._on_committed(session_id, w), seed=self._seed(session_id, cursor),
-            turnstile=self._turnstile,
+            turnstile=self._turnstile, stall_governor=self._stall_governor,
         )
         return await w.follower.run(), w.follower.cursor
 
