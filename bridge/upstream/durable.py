@@ -102,7 +102,7 @@ class DurableFollower:
         # slow, not the streams (bridge.upstream.stall_policy); alone, a follower judges by itself.
         self._stall = StallWatch(self.ingest, stall_s, stall_governor)
         self.sync = SyncRepair(self.ingest, self._log, debounce_s=repair_debounce_s, retry_s=reconnect_max_s,
-                               hold_s=twin_hold_s)
+                               hold_s=twin_hold_s, backlog=self._stall.backlog)
         # `/history` pages one ahead of the writes (`history_prefetch=False`: one at a time, for comparison).
         self.history = HistoryCatchUp(self.ingest, client, self._log, page_size=history_page,
                                       prefetch=history_prefetch)

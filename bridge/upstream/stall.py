@@ -49,6 +49,10 @@ class StallWatch:
         else:
             self._settle()
 
+    def backlog(self) -> float:
+        """How late the process serves the durable streams now (0 when they come on time)."""
+        return self._governor.lateness(asyncio.get_running_loop().time())
+
     def end_now(self) -> None:
         """End the watched stream at once (the follower's inbox task failed)."""
         t = self._timeout
@@ -74,11 +78,14 @@ class StallWatch:
     def _wait(self, now: float) -> None:
         self._settle()
         self._since = now
+        self._governor.opened(now)
         self._check = asyncio.get_running_loop().call_at(now + self._stall_s, self._due)
 
     def _settle(self) -> None:
         if self._check is not None:
             self._check.cancel()
+        if self._since is not None:
+            self._governor.closed()
         self._check = None
         self._since = None
         self._ticket = None

@@ -107,6 +107,7 @@ async def test_a_stored_batch_tells_the_governor_how_late_it_came() -> None:
 
     assert await w.run(stream) is False
     assert 0.05 <= g.backlog(asyncio.get_running_loop().time()) < 1.0
+    assert g.open_waits == 0  # every wait it opened is closed when the stream ends
 
 
 async def test_waits_outside_the_stream_are_not_deliveries() -> None:

@@ -38,6 +38,43 @@ def test_the_backlog_is_the_largest_wait_of_the_last_stall_s() -> None:
     assert g.bound(18.5) == 10.0
 
 
+def test_while_a_crowd_waits_a_pause_in_deliveries_is_the_process_s() -> None:
+    g = StallGovernor(1.0, crowd=3)
+    for _ in range(3):
+        g.opened(0.0)
+    g.delivered(0.5, now=1.0)
+    assert g.pause(2.5) == 1.5 and g.backlog(2.5) == 0.0  # nothing delivered for 1.5 s, the window is empty
+    assert g.bound(2.5) == 2.5
+    assert g.overdue(2.4, 2.5) == StallVerdict(False, pytest.approx(2.6), None, "backlog")
+    # stuck: it had waited stall_s + backlog already at the last delivery (it began waiting before 0.0)
+    assert g.overdue(2.6, 2.5).reconnect
+    g.closed()
+    assert g.open_waits == 2 and g.pause(2.5) == 0.0 and g.bound(2.5) == 1.0  # no crowd: its own clock
+
+
+def test_the_pause_counts_from_the_crowd_at_most() -> None:
+    g = StallGovernor(1.0, crowd=2)
+    g.delivered(0.1, now=0.0)
+    g.opened(100.0)
+    assert g.pause(101.0) == 0.0
+    g.opened(100.5)  # a crowd from now on; the last delivery is long past
+    assert g.pause(101.0) == 0.5
+    g.closed()
+    g.closed()
+    g.closed()  # never below zero
+    assert g.open_waits == 0
+    g.opened(200.0)
+    g.opened(200.0)
+    assert g.pause(201.0) == 1.0
+
+
+def test_the_lateness_is_backlog_plus_pause() -> None:
+    g = StallGovernor(2.0, crowd=1)
+    g.opened(0.0)
+    g.delivered(3.0, now=1.0)
+    assert g.lateness(1.5) == 3.0 + 0.5
+
+
 def test_the_bound_is_capped() -> None:
     g = StallGovernor(10.0)
     g.delivered(1_000.0, now=0.0)
