@@ -50,8 +50,9 @@ class StallWatch:
             self._settle()
 
     def backlog(self) -> float:
-        """How late the process serves the durable streams now (0 when they come on time)."""
-        return self._governor.lateness(asyncio.get_running_loop().time())
+        """How late the process serves the durable streams now (0 when they come on time), at most the
+        governor's cap on a wait."""
+        return min(self._governor.lateness(asyncio.get_running_loop().time()), self._governor.max_wait_s)
 
     def end_now(self) -> None:
         """End the watched stream at once (the follower's inbox task failed)."""

@@ -117,3 +117,10 @@ async def test_waits_outside_the_stream_are_not_deliveries() -> None:
     w.seen(5)
     w.arm(progress=True)
     assert g.backlog(asyncio.get_running_loop().time()) == 0.0
+
+
+async def test_the_lateness_lent_to_held_twins_is_capped() -> None:
+    g = StallGovernor(1.0, max_wait_s=5.0, crowd=1)
+    w = watch(cursor=3, stall_s=1.0, governor=g)
+    g.delivered(500.0, asyncio.get_running_loop().time())
+    assert w.backlog() == 5.0
