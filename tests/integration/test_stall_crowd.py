@@ -3,8 +3,8 @@ process share a `StallGovernor` (bridge.upstream.stall_policy), so a crowd serve
 and the one stream of the crowd that is really stuck still is, once it is later than the rest.
 
 The fake serve announces a new seq of every session at once (as `/global/event` runs ahead of a busy
-process) and delivers the durable streams one session after the other, each 60 ms after the previous one:
-the last is served ~1.4 s after its announcement, against a stall bound of 0.3 s. One session's stream is
+process) and delivers the durable streams one session after the other, each 80 ms after the previous one:
+the last is served ~1.9 s after its announcement, against a stall bound of 0.5 s. One session's stream is
 hung. The same scenario with one governor per follower (what the watchdog did before) reconnects most of
 the crowd, which shows the test can fail.
 """
@@ -32,8 +32,8 @@ from tests.support.waiting import wait_until
 
 UPSTREAM = "fake:1"
 SESSIONS = 24
-STALL_S = 0.3
-PACE_S = 0.06  # between two sessions' deliveries: the whole crowd takes ~1.4 s, > 4 x STALL_S
+STALL_S = 0.5
+PACE_S = 0.08  # between two sessions' deliveries: the whole crowd takes ~1.9 s, > 3 x STALL_S
 HUNG = "ses_c00"  # delivered first in the pacing, but its stream is stuck
 
 
@@ -76,7 +76,10 @@ async def crowd_late_together(fake: FakeUpstream, client: UpstreamClient, store:
 async def test_a_crowd_served_late_is_not_reconnected_but_its_stuck_stream_is(fake, fake_client, store) -> None:
     reconnects, hung_rows = await crowd_late_together(fake, fake_client, store, shared=True)
     assert hung_rows == len(upstream_ids(fake, HUNG)) == 7  # mirrored through the stall reconnect
-    assert 1 <= reconnects <= 3  # the stuck one (a loaded machine may add a straggler or two), not the crowd
+    # The stuck one, not the crowd. The crowd's tail (fewer than CROWD streams still waiting) is judged stream
+    # by stream against the deliveries of the last STALL_S, so a hiccup of the loaded test machine there may
+    # add one or a few.
+    assert 1 <= reconnects <= 5
 
 
 async def test_one_governor_per_stream_reconnects_the_crowd(fake, fake_client, store) -> None:
