@@ -27,6 +27,12 @@ UPSTREAM_RECONNECTS = Counter(
     "bridge_upstream_reconnects_total", "Reconnects of upstream streams, by stream and cause",
     ["stream", "cause"], registry=REGISTRY,
 )
+DURABLE_STALL_HOLDS = Counter(
+    "bridge_durable_stall_holds_total",
+    "Durable streams late past BRIDGE_DURABLE_STALL_S that the stall watchdog kept open (why: backlog = the "
+    "process serves every stream that late, budget = stall reconnects rate-limited), once per wait",
+    ["why"], registry=REGISTRY,
+)
 LEASE_LOSSES = Counter(
     "bridge_lease_losses_total", "Write batches refused because the lease epoch moved on", registry=REGISTRY
 )

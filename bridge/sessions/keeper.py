@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol, runtime_checkable
 
 import structlog
 
@@ -38,12 +38,22 @@ class Holdings(Protocol):
     async def release_lease(self, session_id: str, epoch: int) -> None: ...
 
 
+@runtime_checkable
+class IndexedHoldings(Holdings, Protocol):
+    """A registry that answers the keeper's questions without a walk (bridge.sessions.registry)."""
+
+    def not_renewed(self, held: Mapping[str, int]) -> list[str]: ...
+    def strays(self, held: Mapping[str, int]) -> list[str]: ...
+
+
 class LeaseKeeper:
     def __init__(self, leases: Renewals, registry: Holdings, owner: str, hostname: str, *,
                  lease_ttl_s: float, interval_s: float, clock: Callable[[], float], upstream: str = "",
                  outage: OutageLog | None = None) -> None:
         self._leases = leases
         self._registry = registry
+        # The registry's index when it has one: the same answers as the walks below, without them.
+        self._index = registry if isinstance(registry, IndexedHoldings) else None
         self._owner = owner
         self._hostname = hostname
         self._lease_ttl_s = lease_ttl_s
@@ -71,8 +81,13 @@ class LeaseKeeper:
 
     def _stop_lost(self, held: dict[str, int], started: float) -> None:
         """Leases claimed before this heartbeat that it could not renew are gone: stop their followers."""
-        for sid, w in self._registry.owned():
-            if w.claimed_at is None or w.claimed_at >= started or held.get(sid) == w.epoch:
+        index = self._index
+        owned: Iterable[tuple[str, WarmSession | None]] = (
+            self._registry.owned() if index is None else
+            ((sid, self._registry.get(sid)) for sid in index.not_renewed(held)))
+        for sid, w in owned:
+            if w is None or w.epoch is None or w.claimed_at is None or w.claimed_at >= started \
+                    or held.get(sid) == w.epoch:
                 continue
             metrics.LEASE_LOSSES.inc()
             self._log.warning("lease_lost", session_id=sid, epoch=w.epoch, now_held=held.get(sid))
@@ -81,7 +96,9 @@ class LeaseKeeper:
     async def _release_strays(self, held: dict[str, int]) -> None:
         """A lease we hold without a follower (a claim cancelled right as it committed) would otherwise be
         renewed forever and never adopted: give it back."""
-        for sid, epoch in held.items():
+        strays = held if self._index is None else self._index.strays(held)
+        for sid in strays:
+            epoch = held[sid]
             if self._registry.get(sid) is None:
                 self._log.warning("stray_lease_released", session_id=sid, epoch=epoch)
                 await self._registry.release_lease(sid, epoch)

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import structlog
 
@@ -17,6 +17,8 @@ from bridge.config import Settings
 from bridge.ids import valid_session_id
 from bridge.perf.turnstile import Turnstile
 from bridge.sessions.activity import ActivityTracker
+from bridge.sessions.idle_due import IdleDue
+from bridge.sessions.lease_index import not_renewed, strays
 from bridge.sessions.parking import FailureStreak
 from bridge.sessions.session_run import INSISTENT, Marks, SessionRunner, StopMode, WarmSession
 from bridge.store.chat_sessions import LeaseStore
@@ -39,6 +41,7 @@ class WarmRegistry:
         self._failure_streak = failure_streak
         self._warm: dict[str, WarmSession] = {}
         self._marks = Marks()
+        self._idle = IdleDue[WarmSession]()  # the sweep's idle candidates, by last activity (no walk)
         self._tg: asyncio.TaskGroup | None = None
         self._log = structlog.get_logger("bridge.supervisor").bind(upstream=settings.upstream_name, owner=owner)
         self._runner = SessionRunner(store, leases, client, activity, settings, owner, self._marks, self._log,
@@ -54,6 +57,23 @@ class WarmRegistry:
     def owned(self) -> list[tuple[str, WarmSession]]:
         """Warm sessions whose lease we claimed."""
         return [(sid, w) for sid, w in self._warm.items() if w.epoch is not None]
+
+    # The keeper's and the sweep's questions, answered without a Python walk of every warm session
+    # (docs/lifecycle.md "Timers at 10,000 sessions"): the same answers as their walks of `owned()`.
+    def not_renewed(self, held: Mapping[str, int]) -> list[str]:
+        """Claimed sessions whose epoch the heartbeat did not renew (bridge.sessions.lease_index)."""
+        return not_renewed(self._runner.epochs, held)
+
+    def strays(self, held: Mapping[str, int]) -> list[str]:
+        """Held leases with no warm session (bridge.sessions.lease_index)."""
+        return list(strays(self._warm, held))
+
+    def idle_owned(self, horizon: float) -> list[tuple[str, WarmSession]]:
+        """Claimed sessions whose last activity is at or before `horizon` (bridge.sessions.idle_due)."""
+        return [(sid, w) for sid, w in self._idle.due(horizon, self._activity_of) if w.epoch is not None]
+
+    def _activity_of(self, session_id: str, w: WarmSession) -> float | None:
+        return w.last_activity if self._warm.get(session_id) is w else None
 
     def subscribers(self, session_id: str) -> int:
         return self._marks.subscribers.get(session_id, 0)
@@ -114,7 +134,8 @@ class WarmRegistry:
             del self._marks.parked[session_id]
             self._log.info("session_unparked", session_id=session_id, reason=reason)
         task = self._tg.create_task(self._follow(session_id, directory), name=f"follow:{session_id}")
-        self._warm[session_id] = WarmSession(task, now, reason or "unspecified", self._failure_streak())
+        w = self._warm[session_id] = WarmSession(task, now, reason or "unspecified", self._failure_streak())
+        self._idle.track(session_id, w, now)
         metrics.SESSIONS_WARM.set(len(self._warm))
         self._log.info("session_warming", session_id=session_id, reason=reason)
         return True
@@ -164,5 +185,6 @@ class WarmRegistry:
         finally:
             if self._warm.get(session_id) is w:
                 del self._warm[session_id]
+                self._runner.epochs.pop(session_id, None)
                 self._activity.forget(session_id)
             metrics.SESSIONS_WARM.set(len(self._warm))

@@ -29,6 +29,7 @@ from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.stall_policy import StallGovernor
 from bridge.upstream.store_sink import StoreSink
 
 StopMode = Literal["release", "handoff", "lease_lost"]
@@ -94,6 +95,9 @@ class SessionRunner:
         self._clock = clock
         self._turnstile = turnstile  # one for every follower of the process (bridge.perf.turnstile)
         self._db_gate = asyncio.Semaphore(SESSION_DB_AT_ONCE)
+        self.epochs: dict[str, int] = {}  # every claimed warm session's `WarmSession.epoch` (the keeper's index)
+        # One stall governor for every follower: whether a late stream is stuck or the process is slow.
+        self._stall_governor = StallGovernor(settings.durable_stall_s)
         # Every warm session's claim, batched: one transaction (and one gate place) for many sessions.
         self._claims = ClaimBatcher(lambda asks: self._gated(lambda: store.claim_many(
             asks, owner, lease_ttl_s=settings.lease_ttl_s, holder_dead=holder_dead)))
@@ -147,10 +151,11 @@ class SessionRunner:
 
     async def _follow_once(self, session_id: str, directory: str | None, w: WarmSession) -> tuple[FollowerExit, int]:
         s = self._settings
-        w.epoch = None
+        self._hold(session_id, w, None)
         claim = await self._claims.claim(session_id, directory)
         self._marks.refused.pop(session_id, None)
-        w.epoch, w.claimed_at = claim.epoch, self._clock()
+        w.claimed_at = self._clock()
+        self._hold(session_id, w, claim.epoch)
         await self._activity.resume(session_id, claim.cursor_seq, await self._turn_state(session_id, claim))
         epoch, cursor = claim.epoch, claim.cursor_seq
         self._log.info("lease_claimed", session_id=session_id, epoch=epoch, cursor_seq=cursor)
@@ -162,9 +167,17 @@ class SessionRunner:
             batch_max_events=s.batch_max_events, reconnect_min_s=s.reconnect_min_s,
             reconnect_max_s=s.reconnect_max_s, stall_s=s.durable_stall_s, upstream=s.upstream_name,
             on_committed=self._on_committed(session_id, w), seed=self._seed(session_id, cursor),
-            turnstile=self._turnstile,
+            turnstile=self._turnstile, stall_governor=self._stall_governor,
         )
         return await w.follower.run(), w.follower.cursor
+
+    def _hold(self, session_id: str, w: WarmSession, epoch: int | None) -> None:
+        """The lease epoch we hold for the session (None: none), in the session and in `epochs`."""
+        w.epoch = epoch
+        if epoch is None:
+            self.epochs.pop(session_id, None)
+        else:
+            self.epochs[session_id] = epoch
 
     async def _turn_state(self, session_id: str, claim: Claim) -> TurnState:
         """Where the status machine resumes: the claim returned the stored status; only an open turn needs
@@ -210,7 +223,7 @@ class SessionRunner:
             await self._leases.park(session_id, self._owner, reason)
         except Exception as e:  # e.g. an id the database cannot even hold: parked in memory only
             self._log.warning("session_park_write_failed", session_id=session_id, error=f"{type(e).__name__}: {e}")
-        w.epoch = None
+        self._hold(session_id, w, None)
         self._marks.parked[session_id] = reason
         metrics.SESSIONS_PARKED.inc()
         metrics.SESSION_STATUS.labels(status="parked").inc()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import structlog
 
@@ -38,6 +38,13 @@ class Warm(Protocol):
     async def release(self, session_id: str, reason: str = "request") -> None: ...
 
 
+@runtime_checkable
+class IndexedWarm(Warm, Protocol):
+    """A registry that finds the idle candidates without a walk (bridge.sessions.idle_due)."""
+
+    def idle_owned(self, horizon: float) -> list[tuple[str, WarmSession]]: ...
+
+
 class Activity(Protocol):
     def status(self, session_id: str) -> Status | None: ...
     def is_active(self, session_id: str) -> bool: ...
@@ -49,6 +56,8 @@ class Sweep:
                  clock: Callable[[], float], upstream: str = "", outage: OutageLog | None = None) -> None:
         self._leases = leases
         self._registry = registry
+        # The registry's idle index when it has one: the same candidates as the walk below, without it.
+        self._indexed = registry if isinstance(registry, IndexedWarm) else None
         self._activity = activity
         self._owner = owner
         self._holder_dead = holder_dead
@@ -78,7 +87,8 @@ class Sweep:
     async def release_idle(self) -> None:
         now = self._clock()
         recent = now - self._idle_ttl_s
-        for sid, w in self._registry.owned():
+        owned = self._registry.owned() if self._indexed is None else self._indexed.idle_owned(recent)
+        for sid, w in owned:
             if w.last_activity > recent:
                 continue  # not idle long enough: never released (gc.release_reason), whatever else holds
             status = self._activity.status(sid)

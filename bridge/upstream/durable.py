@@ -3,7 +3,8 @@
 Traps handled (docs/upstream.md):
 - §3.3 no headers until the first event → no header/read timeout; only the connect phase is timed.
 - §3.4 no keepalive, never ends → TCP keepalive on the socket; a *stall* watchdog restarts the stream
-  when `/global/event` announced a v2 seq we have not received within `durable_stall_s`.
+  when `/global/event` announced a v2 seq we have not received within `durable_stall_s`, unless the
+  process's governor sees every stream served that late (bridge.upstream.stall_policy).
 - §3.1 seq gaps (legacy turns) → the durable stream is only the v2 subset of the session's sync log (§14):
   a batch starting above cursor + 1 is repaired from the log first (`bridge.upstream.ingest`, one cursor
   for both sources, docs/mirror.md), and every (re)connect starts with a repair.
@@ -51,6 +52,7 @@ from bridge.upstream.ingest import SessionIngest
 from bridge.upstream.repair import SyncRepair
 from bridge.upstream.sse import FrameTooLarge, SSEComment, SSEParser
 from bridge.upstream.stall import StallWatch
+from bridge.upstream.stall_policy import StallGovernor
 
 
 class DurableFollower:
@@ -76,6 +78,7 @@ class DurableFollower:
         history_prefetch: bool = True,
         turnstile: Turnstile | None = None,
         stored_cursor: Callable[[], Awaitable[int | None]] | None = None,
+        stall_governor: StallGovernor | None = None,
     ) -> None:
         self.session_id = session_id
         self._client = client
@@ -95,9 +98,11 @@ class DurableFollower:
         self.ingest = SessionIngest(session_id, client, sink, start, self._log, batch_max_events=batch_max_events,
                                     turnstile=turnstile or Turnstile(), on_batch=self._committed,
                                     stored_cursor=stored_cursor, seed=seed)
-        self._stall = StallWatch(self.ingest, stall_s)
+        # One governor for every follower of the process: many streams late at once means the process is
+        # slow, not the streams (bridge.upstream.stall_policy); alone, a follower judges by itself.
+        self._stall = StallWatch(self.ingest, stall_s, stall_governor)
         self.sync = SyncRepair(self.ingest, self._log, debounce_s=repair_debounce_s, retry_s=reconnect_max_s,
-                               hold_s=twin_hold_s)
+                               hold_s=twin_hold_s, backlog=self._stall.backlog)
         # `/history` pages one ahead of the writes (`history_prefetch=False`: one at a time, for comparison).
         self.history = HistoryCatchUp(self.ingest, client, self._log, page_size=history_page,
                                       prefetch=history_prefetch)

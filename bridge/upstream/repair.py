@@ -3,8 +3,9 @@ sync-log repair (docs/mirror.md, "One cursor, two sources"; the cursor, the lock
 are the session's `SessionIngest`, bridge.upstream.ingest).
 
 - An exact twin at cursor+1 is stored directly (no REST call); twins above it wait for the hole to fill,
-  then poke a repair: up to `hold_s` when every missing seq is a v2 seq `/global/event` announced (the
-  durable stream delivers it, usually within milliseconds), else `debounce_s` (bridge.upstream.twin_hold).
+  then poke a repair: up to `hold_s` (plus the process's backlog) when every missing seq is a v2 seq
+  `/global/event` announced (the durable stream delivers it, usually within milliseconds), else
+  `debounce_s` (bridge.upstream.twin_hold).
   Every stored batch wakes the waiting twins. Pokes coalesce: at most one repair runs per session, so a
   long legacy turn costs a handful of requests.
 - A repair the upstream could not answer is asked again after `retry_s`.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from structlog.typing import FilteringBoundLogger
@@ -30,8 +32,9 @@ MAX_PENDING_TWINS = 2000  # more waiting twins than this: drop them, the repair 
 
 class SyncRepair:
     def __init__(self, ingest: SessionIngest, log: FilteringBoundLogger, *, debounce_s: float = 0.03,
-                 retry_s: float = 1.0, hold_s: float = 3.0) -> None:
+                 retry_s: float = 1.0, hold_s: float = 3.0, backlog: Callable[[], float] | None = None) -> None:
         self._ingest = ingest
+        self._backlog = backlog  # how late the process serves durable streams now (bridge.upstream.stall)
         self._log = log
         self._debounce_s = debounce_s
         self._hold_s = hold_s
@@ -109,7 +112,8 @@ class SyncRepair:
             if self._ingest.cursor > cursor:
                 start, cursor = loop.time(), self._ingest.cursor
             wait = hole_wait(self._ingest.cursor, self._twins.keys(), self._announced,
-                             debounce_s=self._debounce_s, hold_s=self._hold_s)
+                             debounce_s=self._debounce_s, hold_s=self._hold_s,
+                             backlog_s=self._backlog() if self._backlog is not None else 0.0)
             remaining = start + wait - loop.time()
             if remaining <= 0:
                 metrics.TWIN_HOLDS.labels(outcome="repaired").inc()

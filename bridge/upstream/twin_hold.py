@@ -9,7 +9,9 @@ milliseconds. Asking the log then only brings what the durable stream brings any
 duplicates). So:
 
 - every seq between the cursor and the highest waiting twin is a waiting twin or an **announced** v2 seq:
-  the durable stream delivers the rest, wait up to `hold_s` for it;
+  the durable stream delivers the rest, wait up to `hold_s` for it, plus the process's backlog (how late
+  the streams that deliver come now: under load all of them do, and asking the log for every held hole
+  was a storm of repairs; a stream that never delivers is the stall watchdog's, whose reconnect repairs);
 - some seq was never shown (a twin lost on `/global/event`, a reconnect's gap): only the log has it, wait
   `debounce_s` (a burst of twins costs one request) and ask.
 """
@@ -33,10 +35,12 @@ def hole_explained(cursor: int, waiting: Collection[int], announced: Collection[
 
 
 def hole_wait(cursor: int, waiting: Collection[int], announced: Collection[int], *, debounce_s: float,
-              hold_s: float) -> float:
-    """Seconds the waiting twins may wait, from when the hole was first seen, before the log is asked."""
+              hold_s: float, backlog_s: float = 0.0) -> float:
+    """Seconds the waiting twins may wait, from when the hole was first seen, before the log is asked.
+    `backlog_s`: how late the process serves the durable streams now (bridge.upstream.stall_policy): an
+    explained hole is waited for that much longer (a stuck stream is the stall watchdog's)."""
     if hole_explained(cursor, waiting, announced):
-        return max(debounce_s, hold_s)
+        return max(debounce_s, hold_s + backlog_s)
     return debounce_s
 
 

@@ -237,6 +237,10 @@ class FakeUpstream:
         """Every durable stream open now goes silent forever (a hung server); new ones work."""
         self._hung |= set(self._durable_reqs)
 
+    def hang_durable_stream(self, sid: str) -> None:
+        """The durable streams of `sid` open now go silent forever (one stuck stream); new ones work."""
+        self._hung |= {rid for rid, r in self._durable_reqs.items() if r.match_info.get("sid") == sid}
+
     def durable_requests(self, sid: str) -> int:
         """Durable stream requests of `sid` currently held open (with or without headers sent)."""
         return sum(1 for r in self._durable_reqs.values() if r.match_info.get("sid") == sid)

@@ -30,6 +30,14 @@ def test_the_hold_is_never_shorter_than_the_debounce() -> None:
     assert hole_wait(3, {7}, {4, 5, 6}, debounce_s=0.2, hold_s=0.1) == 0.2
 
 
+def test_the_process_backlog_lengthens_the_hold_of_an_explained_hole_only() -> None:
+    """Under load every durable stream comes late: an announced hole is waited for that much longer; a seq
+    nobody announced is asked for after the debounce whatever the load."""
+    assert hole_wait(3, {7}, {4, 5, 6}, debounce_s=0.03, hold_s=3.0, backlog_s=25.0) == 28.0
+    assert hole_wait(3, {7}, {4, 6}, debounce_s=0.03, hold_s=3.0, backlog_s=25.0) == 0.03
+    assert hole_wait(3, {7}, {4, 5, 6}, debounce_s=0.03, hold_s=3.0) == 3.0
+
+
 def test_a_very_wide_hole_is_not_looked_into() -> None:
     announced = set(range(1, MAX_EXPLAINED_SPAN + 10))
     assert hole_explained(0, {MAX_EXPLAINED_SPAN}, announced)
