@@ -87,4 +87,4 @@ async def test_ingest_lag_stays_bounded_while_50_heavy_reads_run(
     # Bounded: the writer never waits for a read connection. Generous for a shared 2-core machine.
     # p95, not p99: of 60 commits the p99 is the slowest one, which one fsync or collection stall on a loaded
     # 2-core machine can set (1.66 s once beside a fault soak); the slowest is bounded by `max` instead.
-    assert _p(loaded, 0.95) < 1.5 and max(loaded) < 5.0  # one shared pool, no route limits: p95 ~2 s
+    assert _p(loaded, 0.95) < 1.5 and max(loaded) < 5.0  # one shared pool, no route limits: p99 2.2 s
