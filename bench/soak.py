@@ -204,9 +204,10 @@ class Soak:
         }
         if not v.converged:
             report["mismatch (stored, upstream)"] = {s: c for s, c in v.counts.items() if c[0] != c[1]}
-        cont = report["continuity"] = await self.talk.report()
+        cont = report["continuity"] = await self.talk.report(self.faults.serve_stops)
         print(json.dumps(report, indent=2))
-        continuous = cont["miss_count"] == 0 and not cont["not_once"] and not self.turns["queue_not_drained"]
+        continuous = (cont["miss_count"] == 0 and not cont["not_once"] and not cont["never_asked"]
+                      and not self.turns["queue_not_drained"])
         if v.unknown:
             print(f"stored events of kind 'unknown' (map them in bridge/events/): {sorted(v.unknown)}")
         return 0 if v.converged and v.rejects == 0 and v.gaps == 0 and continuous and not v.unknown else 1
