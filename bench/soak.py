@@ -22,10 +22,14 @@ in bridge/events/). Before the first fault, one `prompt_async` turn each of a su
 
 Continuity (docs/commands.md, "Runtime affinity"): `--continuity-sessions` more sessions are driven only
 by OpenCode's CLI and by prompts through the bridge (steer or queue, to a random replica, retried with the
-same command_id through the faults). Every prompt carries a marker; afterwards the mock provider's request
+same command_id through the faults; a `queued` answer is re-sent until it says `sent`, as docs/commands.md
+asks of a client after a failover). Every prompt carries a marker; afterwards the mock provider's request
 log must show, for every model request of such a prompt, the marker of every prompt of its session that
-had reached the model before: the model saw the whole conversation whichever client drove each turn.
-Exit status 1 on any miss, or when a confirmed prompt is not exactly one user message upstream.
+had reached the model before: the model saw the whole conversation whichever client drove each turn. A
+confirmed prompt that never reached the model is accepted only as a turn cut by a serve stop (a stop after
+its first POST and before its session's next request; then every later request must carry it).
+Exit status 1 on any miss, on any other prompt that never reached the model, or when a confirmed prompt is
+not exactly one user message upstream.
 """
 
 from __future__ import annotations
