@@ -202,6 +202,9 @@ class Soak:
             "rows_lost_in_failovers": self.faults.rows_lost,
             "lost_commit_repairs": logged(self.replicas, ("cursor_behind_database", "session_row_lost",
                                                           "command_row_recovered")),
+            # The legacy send claim and the lost-row lookup at work (docs/commands.md, "Exactly once").
+            "legacy_send_guards": logged(self.replicas, ("legacy_send_held", "legacy_send_overtaken",
+                                                         "legacy_prompt_earlier_attempt")),
             "footprint": v.footprint,
             "wall_s": round(time.monotonic() - started, 1),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",

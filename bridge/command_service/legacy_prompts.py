@@ -99,12 +99,14 @@ class LegacyPrompts:
     async def _claim(self, key: CommandKey, token: str, wait_held: bool) -> tuple[ClaimAction, PromptRow]:
         """Take the row's send claim; a claim held by another sender is waited out (its row becomes final,
         or the claim ages out) when `wait_held`, else it is an UpstreamUnavailable at once."""
-        for _ in range(HELD_POLLS if wait_held else 1):
+        for attempt in range(HELD_POLLS if wait_held else 1):
             action, row = await self.queue.claim(key, token)
             if row is None:
                 raise UpstreamUnavailable("the prompt's row is gone")
             if action is not ClaimAction.HELD:
                 return action, row
+            if attempt == 0:
+                _log.info("legacy_send_held", command_id=key.command_id, session_id=row.session_id, wait=wait_held)
             if wait_held:
                 await asyncio.sleep(HELD_POLL_S)
         raise UpstreamUnavailable("another sender is delivering this prompt")
@@ -124,6 +126,7 @@ class LegacyPrompts:
         status: int | None = None
         if send_action(SENDING, found is not None) is SendAction.SEND:
             if not await self.queue.renew(key, token):  # the fence: taken over meanwhile, send nothing
+                _log.warning("legacy_send_overtaken", command_id=command_id, session_id=sid)
                 raise UpstreamUnavailable("another sender took this prompt over")
             try:
                 async with asyncio.timeout(SEND_TIMEOUT_S):  # within the claim (legacy_delivery)
@@ -141,6 +144,8 @@ class LegacyPrompts:
         now = datetime.now().astimezone()
         answer = {**result, "state": "sent", "message_id": found}
         moved = {"upstream_id": found} if found != message_id else {}
+        if moved:  # a retry whose row was lost (docs/commands.md, "Exactly once")
+            _log.warning("legacy_prompt_earlier_attempt", command_id=command_id, session_id=sid, message_id=found)
         await self.queue.move(key, (SENDING,), DONE, announce="sent", http_status=200, result=answer,
                               upstream_status=status, sent_at=now, completed_at=now, **moved)
         _log.info("legacy_prompt_sent", command_id=command_id, session_id=sid, resent=status is not None,
