@@ -12,6 +12,7 @@ The request carries the session's model and agent (those chosen through `/model`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 import uuid
@@ -122,7 +123,12 @@ class LegacyPrompts:
             return row.http_status or 200, row.result or {}
         message_id = str(body["messageID"])
         prior = row.state
-        found = await self._find(sid, directory, message_id, confirm_wait_s(prior))
+        try:
+            found = await self._find(sid, directory, message_id, confirm_wait_s(prior))
+        except BaseException:  # nothing sent (the serve or the database away): the claim goes at once
+            with contextlib.suppress(Exception):
+                await self.queue.release(key, token)
+            raise
         status: int | None = None
         if send_action(SENDING, found is not None) is SendAction.SEND:
             if not await self.queue.renew(key, token):  # the fence: taken over meanwhile, send nothing

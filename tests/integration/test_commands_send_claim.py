@@ -214,3 +214,21 @@ async def test_a_retry_whose_row_was_lost_finds_its_first_attempt_upstream_by_th
     async with engine.connect() as conn:
         assert (await conn.execute(text("SELECT upstream_id FROM chat_commands WHERE command_id = 's-1'"))
                 ).scalar() == first_id
+
+
+async def test_an_attempt_that_sent_nothing_lets_its_claim_go_at_once(
+        engine: AsyncEngine, replicas: tuple[Any, Any, Replica, Replica, UpstreamCommandsTwin]) -> None:
+    """The serve away during the look before the send: nothing was sent, so the next attempt need not wait
+    the claim out."""
+    ha, hb, _, b, twin = replicas
+    twin.fail_prompt = UpstreamUnavailable("connection refused")
+    assert (await ha.post(f"/v1/sessions/{SID}/prompt", json=STEER, headers=auth())).status == 503
+    assert twin.count("legacy_prompt") == 0
+    state, token, _ = await row_state(engine)
+    assert (state, token) == (SENDING, None)
+    twin.fail_prompt = None
+    claims = b.claims
+    again = await hb.post(f"/v1/sessions/{SID}/prompt", json=STEER, headers=auth())
+    assert again.status == 200 and (await again.json())["state"] == "sent"
+    assert b.claims == claims + 1  # taken at the first try, not waited for
+    assert twin.count("legacy_prompt") == 1

@@ -62,6 +62,8 @@ class UpstreamCommandsTwin:
         return 204
 
     async def legacy_message(self, sid: str, directory: str, message_id: str) -> dict[str, Any] | None:
+        if self.fail_prompt is not None:  # the serve is away: the look fails like the send would
+            raise self.fail_prompt
         return next((m for m in self.legacy_users.get(sid, []) if m["info"]["id"] == message_id), None)
 
     async def legacy_recent_user_ids(self, sid: str, directory: str, limit: int) -> list[str]:

@@ -143,6 +143,14 @@ class PromptQueueStore:
         action, _ = await self._under_row_lock(key, token, renew=True)
         return action is ClaimAction.TAKE
 
+    async def release(self, key: CommandKey, token: str) -> None:
+        """An attempt that sent nothing lets its claim go (the row stays `sending`: the next sender looks
+        before it sends), so that the next one need not wait the claim out."""
+        stmt = (chat_commands.update().where(self._key(key), C.state == SENDING, C.send_token == token)
+                .values(send_token=None))
+        async with self._engine.begin() as conn:
+            await conn.execute(stmt)
+
     async def _under_row_lock(self, key: CommandKey, token: str, *,
                               renew: bool) -> tuple[ClaimAction, PromptRow | None]:
         age = func.extract("epoch", func.now() - C.send_claimed_at).label("claim_age_s")
