@@ -110,7 +110,8 @@ class ClaimAction(Enum):
 
 def claim_action(state: str, holder: str | None, me: str, claim_age_s: float | None) -> ClaimAction:
     """Whether the sender `me` may take the row (set `sending`, its token, the claim time): a row not being
-    sent yet, a `sending` row without a holder (left by an older bridge), its own, or one whose claim has
+    sent yet, a `sending` row without a holder (left by an older bridge, or let go by an attempt that sent
+nothing), its own, or one whose claim has
     aged past CLAIM_WINDOW_S (its holder died, or its send has ended long ago). `claim_age_s`: database
     time since the claim (None: never claimed)."""
     if state in FINAL_STATES:
