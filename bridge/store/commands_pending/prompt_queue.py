@@ -153,7 +153,8 @@ class PromptQueueStore:
 
     async def _under_row_lock(self, key: CommandKey, token: str, *,
                               renew: bool) -> tuple[ClaimAction, PromptRow | None]:
-        age = func.extract("epoch", func.now() - C.send_claimed_at).label("claim_age_s")
+        # clock_timestamp(), not now(): the time once the row lock is ours, not when the transaction began
+        age = func.extract("epoch", func.clock_timestamp() - C.send_claimed_at).label("claim_age_s")
         q = select(chat_commands, age).where(self._key(key)).with_for_update()
         async with self._engine.begin() as conn:
             r = (await conn.execute(q)).first()
@@ -167,5 +168,5 @@ class PromptQueueStore:
                 action = claim_action(row.state, r.send_token, token, claim_age)
             if action is ClaimAction.TAKE:
                 await conn.execute(chat_commands.update().where(self._key(key)).values(
-                    state=SENDING, runtime="legacy", send_token=token, send_claimed_at=func.now()))
+                    state=SENDING, runtime="legacy", send_token=token, send_claimed_at=func.clock_timestamp()))
             return action, row
