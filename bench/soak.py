@@ -22,10 +22,14 @@ in bridge/events/). Before the first fault, one `prompt_async` turn each of a su
 
 Continuity (docs/commands.md, "Runtime affinity"): `--continuity-sessions` more sessions are driven only
 by OpenCode's CLI and by prompts through the bridge (steer or queue, to a random replica, retried with the
-same command_id through the faults). Every prompt carries a marker; afterwards the mock provider's request
+same command_id through the faults; a `queued` answer is re-sent until it says `sent`, as docs/commands.md
+asks of a client after a failover). Every prompt carries a marker; afterwards the mock provider's request
 log must show, for every model request of such a prompt, the marker of every prompt of its session that
-had reached the model before: the model saw the whole conversation whichever client drove each turn.
-Exit status 1 on any miss, or when a confirmed prompt is not exactly one user message upstream.
+had reached the model before: the model saw the whole conversation whichever client drove each turn. A
+confirmed prompt that never reached the model is accepted only as a turn cut by a serve stop (a stop after
+its first POST and before its session's next request; then every later request must carry it).
+Exit status 1 on any miss, on any other prompt that never reached the model, or when a confirmed prompt is
+not exactly one user message upstream.
 """
 
 from __future__ import annotations
@@ -198,15 +202,19 @@ class Soak:
             "rows_lost_in_failovers": self.faults.rows_lost,
             "lost_commit_repairs": logged(self.replicas, ("cursor_behind_database", "session_row_lost",
                                                           "command_row_recovered")),
+            # The legacy send claim and the lost-row lookup at work (docs/commands.md, "Exactly once").
+            "legacy_send_guards": logged(self.replicas, ("legacy_send_held", "legacy_send_overtaken",
+                                                         "legacy_prompt_earlier_attempt")),
             "footprint": v.footprint,
             "wall_s": round(time.monotonic() - started, 1),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         }
         if not v.converged:
             report["mismatch (stored, upstream)"] = {s: c for s, c in v.counts.items() if c[0] != c[1]}
-        cont = report["continuity"] = await self.talk.report()
+        cont = report["continuity"] = await self.talk.report(self.faults.serve_stops)
         print(json.dumps(report, indent=2))
-        continuous = cont["miss_count"] == 0 and not cont["not_once"] and not self.turns["queue_not_drained"]
+        continuous = (cont["miss_count"] == 0 and not cont["not_once"] and not cont["never_asked"]
+                      and not self.turns["queue_not_drained"])
         if v.unknown:
             print(f"stored events of kind 'unknown' (map them in bridge/events/): {sorted(v.unknown)}")
         return 0 if v.converged and v.rejects == 0 and v.gaps == 0 and continuous and not v.unknown else 1

@@ -52,6 +52,7 @@ class Faults:
         self.weights = {**FAULTS, **({"failover": FAILOVER_WEIGHT} if pair is not None else {})}
         self.counts: Counter[str] = Counter()
         self.rows_lost = 0  # event rows the failovers lost (at least), re-read by the bridges
+        self.serve_stops: list[float] = []  # epoch s of every serve stop (a turn it cuts is not resumed)
 
     async def inject(self, deadline: float) -> None:
         kinds = list(self.weights)
@@ -76,10 +77,12 @@ class Faults:
 
     async def _restart_opencode(self) -> None:
         assert self.serve is not None
+        self.serve_stops.append(time.time())
         await self.serve.restart()
 
     async def _kill9_opencode(self) -> None:
         assert self.serve is not None
+        self.serve_stops.append(time.time())
         await self.serve.restart(kill=True)
 
     async def _drop_db(self) -> None:

@@ -1,9 +1,10 @@
 """Sending a prompt through the legacy runtime exactly once (docs/commands.md, "Runtime affinity",
 "Exactly once"); the states and decisions are bridge.commands.legacy_delivery's.
 
-`deliver` holds the row's send lock, commits `sending`, looks for the derived message id upstream
-(`GET /session/{id}/message/{messageID}`), sends `prompt_async` only if it is absent, sees the message
-stored upstream, and commits `done`.
+`deliver` takes the row's send claim (`sending`, its token: one sender at a time, by compare-and-set),
+looks for the derived message id upstream (`GET /session/{id}/message/{messageID}`, then an earlier
+attempt's id with the same digest among the newest messages), renews the claim and sends `prompt_async`
+only if neither is there, sees the message stored upstream, and commits `done`.
 The request carries the session's model and agent (those chosen through `/model` and `/agent`, read from
 `GET /api/session/{id}`): the legacy runtime takes them per prompt (docs/upstream.md §19).
 """
@@ -11,8 +12,10 @@ The request carries the session's model and agent (those chosen through `/model`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -22,21 +25,27 @@ import structlog
 from bridge.command_service.attachment_files import resolve_paths
 from bridge.commands.attachments import legacy_file_parts
 from bridge.commands.legacy_delivery import (
+    CLAIM_WINDOW_S,
     CONFIRM_WAIT_S,
     DONE,
-    PENDING,
-    QUEUED,
+    RECENT_MESSAGES,
+    SEND_TIMEOUT_S,
     SENDING,
+    ClaimAction,
     SendAction,
     confirm_wait_s,
+    earlier_attempt,
     send_action,
 )
 from bridge.errors import UpstreamUnavailable
-from bridge.store.commands_pending import CommandKey, PromptQueueStore
+from bridge.store.commands_pending import CommandKey, PromptQueueStore, PromptRow
 from bridge.upstream.commands import UpstreamCommands
 
 _log = structlog.get_logger("bridge.commands")
 CONFIRM_POLL_S = 0.1
+# A claim held by another sender: look again this often, until a little after it would have aged out.
+HELD_POLL_S = 0.25
+HELD_POLLS = int((CLAIM_WINDOW_S + 2.0) / HELD_POLL_S)
 
 
 def legacy_body(args: Mapping[str, Any], message_id: str, info: Mapping[str, Any],
@@ -80,33 +89,71 @@ class LegacyPrompts:
                 return False
             await asyncio.sleep(CONFIRM_POLL_S)
 
+    async def _find(self, sid: str, directory: str, message_id: str, wait_s: float) -> str | None:
+        """The id under which the command's message is upstream already: its own, or an earlier attempt's
+        with the same digest among the newest messages (a retry whose row was lost); None if neither."""
+        if await self._exists(sid, directory, message_id, wait_s):
+            return message_id
+        recent = await self.upstream.legacy_recent_user_ids(sid, directory, RECENT_MESSAGES)
+        return earlier_attempt(message_id, recent)
+
+    async def _claim(self, key: CommandKey, token: str, wait_held: bool) -> tuple[ClaimAction, PromptRow]:
+        """Take the row's send claim; a claim held by another sender is waited out (its row becomes final,
+        or the claim ages out) when `wait_held`, else it is an UpstreamUnavailable at once."""
+        for attempt in range(HELD_POLLS if wait_held else 1):
+            action, row = await self.queue.claim(key, token)
+            if row is None:
+                raise UpstreamUnavailable("the prompt's row is gone")
+            if action is not ClaimAction.HELD:
+                return action, row
+            if attempt == 0:
+                _log.info("legacy_send_held", command_id=key.command_id, session_id=row.session_id, wait=wait_held)
+            if wait_held:
+                await asyncio.sleep(HELD_POLL_S)
+        raise UpstreamUnavailable("another sender is delivering this prompt")
+
     async def deliver(self, key: CommandKey, sid: str, directory: str, body: dict[str, Any],
-                      result: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+                      result: dict[str, Any], *, wait_held: bool = True) -> tuple[int, dict[str, Any]]:
         """Send the row's prompt unless it is upstream already; (http status, answer). `result` is the
         answer to store (its `state` becomes `sent`)."""
         command_id = key.command_id
-        async with self.queue.sender_lock(key):
-            row = await self.queue.row(key)
-            assert row is not None
-            message_id = str(body["messageID"])
-            prior = row.state
-            if send_action(prior, False) is SendAction.ANSWER_STORED:
-                return row.http_status or 200, row.result or {}
-            await self.queue.move(key, (PENDING, QUEUED, SENDING), SENDING, runtime="legacy")
-            exists = await self._exists(sid, directory, message_id, confirm_wait_s(prior))
-            status: int | None = None
-            if send_action(SENDING, exists) is SendAction.SEND:
-                status = await self.upstream.legacy_prompt(sid, directory, body)
-                if self._exit_after is not None and self._exit_after == command_id:
-                    os._exit(99)  # test hook (docs/commands.md, "Testing the crash window")
-                if not await self._exists(sid, directory, message_id, CONFIRM_WAIT_S):
-                    # taken (204) but not stored: the serve died meanwhile. Left `sending`: a retry (or the
-                    # queue) looks again and sends it again if it is still missing.
-                    raise UpstreamUnavailable("the serve took the prompt but does not show its message")
-            now = datetime.now().astimezone()
-            answer = {**result, "state": "sent"}
-            await self.queue.move(key, (SENDING,), DONE, announce="sent", http_status=200, result=answer,
-                                  upstream_status=status, sent_at=now, completed_at=now)
-            _log.info("legacy_prompt_sent", command_id=command_id, session_id=sid, resent=status is not None,
-                      found_upstream=exists, prior_state=prior)
-            return 200, answer
+        token = uuid.uuid4().hex  # this attempt's send claim
+        action, row = await self._claim(key, token, wait_held)
+        if action is ClaimAction.ANSWER_STORED:
+            return row.http_status or 200, row.result or {}
+        message_id = str(body["messageID"])
+        prior = row.state
+        try:
+            found = await self._find(sid, directory, message_id, confirm_wait_s(prior))
+        except BaseException:  # nothing sent (the serve or the database away): the claim goes at once
+            with contextlib.suppress(Exception):
+                await self.queue.release(key, token)
+            raise
+        status: int | None = None
+        if send_action(SENDING, found is not None) is SendAction.SEND:
+            if not await self.queue.renew(key, token):  # the fence: taken over meanwhile, send nothing
+                _log.warning("legacy_send_overtaken", command_id=command_id, session_id=sid)
+                raise UpstreamUnavailable("another sender took this prompt over")
+            try:
+                async with asyncio.timeout(SEND_TIMEOUT_S):  # within the claim (legacy_delivery)
+                    status = await self.upstream.legacy_prompt(sid, directory, body)
+            except TimeoutError:
+                raise UpstreamUnavailable("prompt_async did not answer in time") from None
+            if self._exit_after is not None and self._exit_after == command_id:
+                os._exit(99)  # test hook (docs/commands.md, "Testing the crash window")
+            if not await self._exists(sid, directory, message_id, CONFIRM_WAIT_S):
+                # taken (204) but not stored: the serve died meanwhile. Left `sending`: a retry (or the
+                # queue) looks again once the claim ages out and sends it again if it is still missing.
+                raise UpstreamUnavailable("the serve took the prompt but does not show its message")
+            found = message_id
+        assert found is not None
+        now = datetime.now().astimezone()
+        answer = {**result, "state": "sent", "message_id": found}
+        moved = {"upstream_id": found} if found != message_id else {}
+        if moved:  # a retry whose row was lost (docs/commands.md, "Exactly once")
+            _log.warning("legacy_prompt_earlier_attempt", command_id=command_id, session_id=sid, message_id=found)
+        await self.queue.move(key, (SENDING,), DONE, announce="sent", http_status=200, result=answer,
+                              upstream_status=status, sent_at=now, completed_at=now, **moved)
+        _log.info("legacy_prompt_sent", command_id=command_id, session_id=sid, resent=status is not None,
+                  found_upstream=status is None, earlier_id=found != message_id, prior_state=prior)
+        return 200, answer

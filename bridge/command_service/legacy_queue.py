@@ -110,7 +110,7 @@ class QueueSender:
             await self._router.queue.move(row.key, (QUEUED,), FAILED, http_status=400, result=failed)
             return 0
         lag_ms = None if ended_ms is None else max(0, int(time.time() * 1000) - ended_ms)  # turn end → send
-        await self._router.legacy_sender.deliver(row.key, sid, directory, body, row.result)
+        await self._router.legacy_sender.deliver(row.key, sid, directory, body, row.result, wait_held=False)
         if lag_ms is not None:
             metrics.QUEUED_PROMPT_SEND_SECONDS.observe(lag_ms / 1000)
         _log.info("queued_prompt_sent", command_id=row.command_id, session_id=sid, turn_end_to_sent_ms=lag_ms,

@@ -16,7 +16,13 @@ looks upstream for the message before every send:
 `sending` is committed before the upstream call: a row found in `sending` may have been sent by a
 process that died before its commit, so the sender first waits a moment for the message to appear
 upstream (`prompt_async` answers before the user message is stored) and sends only if it does not.
-Only one sender at a time holds a row (a database advisory lock, released by PostgreSQL if it dies).
+
+Only one sender at a time holds a row: its **send claim** (`send_token`, `send_claimed_at` by the
+database's clock), taken by compare-and-set under the row lock (`claim_action`), renewed the same way
+right before the upstream call (`holds_claim`; a sender that lost it sends nothing), and the call bounded
+by SEND_TIMEOUT_S. Another sender takes a `sending` row only once its claim is CLAIM_WINDOW_S old, so
+every send of the holder has ended by then (docs/commands.md, "Exactly once", "The send claim"). A claim
+lives in the row, not in a connection: a dropped database connection cannot release it.
 """
 
 from __future__ import annotations
@@ -31,6 +37,16 @@ FINAL_STATES = frozenset({DONE, FAILED, DROPPED})
 # the message of a prompt it has just sent before it calls it sent (`prompt_async` answers before the
 # message is stored, and a serve killed in between loses it: the row then stays `sending`).
 CONFIRM_WAIT_S = 3.0
+# The send claim: the holder renews it right before the upstream call and bounds the call by SEND_TIMEOUT_S;
+# another sender may take the row only once the claim is CLAIM_WINDOW_S old, when the holder's call has
+# ended (sent or given up) for CLAIM_WINDOW_S - SEND_TIMEOUT_S already. A holder's look upstream (up to
+# CONFIRM_WAIT_S) and the renewal take far less than the window, so the holder keeps its claim throughout.
+CLAIM_WINDOW_S = 15.0
+SEND_TIMEOUT_S = 8.0
+# A retry whose row was lost (a failover) holds a newer time-stamped id with the same digest (docs/commands.md,
+# "Exactly once"): the sender looks for that digest among the session's newest legacy messages.
+RECENT_MESSAGES = 50
+DIGEST_LEN = 14  # the command's digest ends every id derived from it (bridge.commands.model)
 # A newest user message without a reply yet, on an idle session, older than this: its turn failed before
 # any answer (a provider error): the turn is over all the same.
 UNANSWERED_SETTLE_MS = 5_000
@@ -84,3 +100,41 @@ def confirm_wait_s(state: str) -> float:
     """How long to look for the row's message upstream before deciding: only a row found in `sending`
     (a send may have happened just before a crash) is worth waiting for."""
     return CONFIRM_WAIT_S if state == SENDING else 0.0
+
+
+class ClaimAction(Enum):
+    ANSWER_STORED = "answer_stored"  # final already: answer from the row
+    TAKE = "take"  # the row is this sender's now
+    HELD = "held"  # another sender holds a live claim: it will finish, or its claim will age out
+
+
+def claim_action(state: str, holder: str | None, me: str, claim_age_s: float | None) -> ClaimAction:
+    """Whether the sender `me` may take the row (set `sending`, its token, the claim time): a row not being
+    sent yet, a `sending` row without a holder (left by an older bridge, or let go by an attempt that sent
+nothing), its own, or one whose claim has
+    aged past CLAIM_WINDOW_S (its holder died, or its send has ended long ago). `claim_age_s`: database
+    time since the claim (None: never claimed)."""
+    if state in FINAL_STATES:
+        return ClaimAction.ANSWER_STORED
+    if state != SENDING or holder is None or holder == me:
+        return ClaimAction.TAKE
+    if claim_age_s is None or claim_age_s >= CLAIM_WINDOW_S:
+        return ClaimAction.TAKE
+    return ClaimAction.HELD
+
+
+def holds_claim(state: str, holder: str | None, me: str, claim_age_s: float | None) -> bool:
+    """Whether `me` still holds the row right before its upstream call (then it renews the claim): the row
+    is `sending`, `me`'s, and the claim has not aged out (nobody may have taken it over)."""
+    return (state == SENDING and holder == me and claim_age_s is not None
+            and 0.0 <= claim_age_s < CLAIM_WINDOW_S)
+
+
+def earlier_attempt(message_id: str, user_ids: list[str]) -> str | None:
+    """The id of an earlier attempt of the same command among a session's user message ids: another id
+    ending with the same digest (an 83-bit hash of upstream, session, subject and command id; a serve's own
+    random suffix matches it with a chance of 2^-83). None when there is none."""
+    digest = message_id[-DIGEST_LEN:]
+    if len(message_id) <= DIGEST_LEN:
+        return None
+    return next((m for m in user_ids if m != message_id and m.endswith(digest)), None)

@@ -272,6 +272,9 @@ chat_commands = Table(
     Column("completed_at", TIMESTAMPTZ, nullable=True),
     Column("runtime", Text, nullable=True),  # prompts: legacy | v2, the runtime it was sent through
     Column("sent_at", TIMESTAMPTZ, nullable=True),  # prompts: when the upstream took it
+    # legacy prompts: the send claim, by compare-and-set (bridge.commands.legacy_delivery, migration 0016)
+    Column("send_token", Text, nullable=True),  # the delivery attempt holding the row
+    Column("send_claimed_at", TIMESTAMPTZ, nullable=True),  # taken or renewed, by the database's clock
     PrimaryKeyConstraint("upstream", "subject", "target_session", "command_id", name="pk_chat_commands"),
     Index("ix_chat_commands_session", "upstream", "session_id", "created_at"),
     Index("ix_chat_commands_queued", "upstream", "session_id", "created_at",

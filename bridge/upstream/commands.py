@@ -154,6 +154,18 @@ class UpstreamCommands:
             return None
         return got if isinstance(got, dict) else None
 
+    async def legacy_recent_user_ids(self, session_id: str, directory: str, limit: int) -> list[str]:
+        """The ids of the user messages among the session's `limit` newest in the legacy store
+        (`GET /session/{id}/message?limit=N`, docs/upstream.md §19)."""
+        query = urlencode({"limit": str(limit), "directory": directory})  # a legacy route (docs/upstream.md §6)
+        _, got = await self._call("GET", f"/session/{_q(session_id)}/message?{query}", None)
+        out: list[str] = []
+        for item in got if isinstance(got, list) else []:
+            info = item.get("info") if isinstance(item, dict) else None
+            if isinstance(info, dict) and info.get("role") == "user" and isinstance(info.get("id"), str):
+                out.append(info["id"])
+        return out
+
     async def legacy_newest_message(self, session_id: str, directory: str) -> dict[str, Any] | None:
         """The newest message of the legacy store (`GET /session/{id}/message?limit=1`), its `info`."""
         query = urlencode({"limit": "1", "directory": directory})  # a legacy route (docs/upstream.md §6)

@@ -4,6 +4,7 @@ It is a twin of the Python seam, not of the HTTP wire: the wire is the fake upst
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bridge.errors import SessionNotFound
@@ -24,6 +25,10 @@ class UpstreamCommandsTwin:
         self.v2_pending: list[dict[str, Any]] = []
         self.legacy_pending: list[dict[str, Any]] = []
         self.fail_prompt: Exception | None = None
+        # the legacy store (docs/upstream.md §19): user messages by id, oldest first, per session
+        self.legacy_users: dict[str, list[dict[str, Any]]] = {}
+        # awaited inside `prompt_async` before the message is stored: a test holds a sender in its send
+        self.in_legacy_send: Callable[[], Awaitable[None]] | None = None
 
     async def session(self, sid: str) -> dict[str, Any]:
         self.calls.append(("session", (sid,)))
@@ -42,6 +47,33 @@ class UpstreamCommandsTwin:
         if mid not in self.admitted:
             self.admitted[mid] = {"admittedSeq": len(self.admitted) + 1, "id": mid}
         return 200, self.admitted[mid]
+
+    async def legacy_prompt(self, sid: str, directory: str, body: dict[str, Any]) -> int:
+        """Not idempotent, like the serve's (docs/upstream.md §17): a repeat adds its parts to the message."""
+        self.calls.append(("legacy_prompt", (sid, body["messageID"])))
+        if self.in_legacy_send is not None:
+            await self.in_legacy_send()
+        users = self.legacy_users.setdefault(sid, [])
+        same = [m for m in users if m["info"]["id"] == body["messageID"]]
+        if same:
+            same[0]["parts"] += body["parts"]
+        else:
+            users.append({"info": {"id": body["messageID"], "role": "user"}, "parts": list(body["parts"])})
+        return 204
+
+    async def legacy_message(self, sid: str, directory: str, message_id: str) -> dict[str, Any] | None:
+        if self.fail_prompt is not None:  # the serve is away: the look fails like the send would
+            raise self.fail_prompt
+        return next((m for m in self.legacy_users.get(sid, []) if m["info"]["id"] == message_id), None)
+
+    async def legacy_recent_user_ids(self, sid: str, directory: str, limit: int) -> list[str]:
+        return [m["info"]["id"] for m in self.legacy_users.get(sid, [])[-limit:]]
+
+    async def legacy_newest_message(self, sid: str, directory: str) -> dict[str, Any] | None:
+        return None  # the twin runs no turns: a queued prompt may always go
+
+    async def serve_version(self) -> str | None:
+        return "1.18.33"
 
     async def connected_models(self, directory: str) -> set[tuple[str, str]]:
         return self.connected

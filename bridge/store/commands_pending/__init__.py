@@ -3,7 +3,7 @@ rows and the bridge's own legacy queue) and `chat_permission_requests` (pending 
 questions, who answered them).
 
     command_store.py  CommandStore: a command's row written before the upstream call, completed after
-    prompt_queue.py   PromptQueueStore: prompt rows (runtime, the legacy queue, the sender lock)
+    prompt_queue.py   PromptQueueStore: prompt rows (runtime, the legacy queue, the send claim)
     pending.py        PendingStore: questions, who answered, pending requests; the permission rows' upserts
 """
 

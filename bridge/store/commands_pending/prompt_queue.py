@@ -1,21 +1,19 @@
 """SQL of prompts on both runtimes (docs/commands.md, "Runtime affinity", "The legacy queue"): the
-runtimes of a session's stored turns, the state changes of a prompt row, the one-sender lock, and the
-queued legacy prompts in order."""
+runtimes of a session's stored turns, the state changes of a prompt row, its send claim (one sender at a
+time, bridge.commands.legacy_delivery), and the queued legacy prompts in order."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, not_, or_, select, text
+from sqlalchemy import and_, func, not_, or_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.commands.affinity import TurnHistory, runtime_of_type
-from bridge.commands.legacy_delivery import DROPPED, QUEUED, SENDING
+from bridge.commands.legacy_delivery import DROPPED, QUEUED, SENDING, ClaimAction, claim_action, holds_claim
 from bridge.store.commands_pending.command_store import CommandKey
 from bridge.store.notices import notify_command
 from bridge.store.schema import chat_commands, chat_session_events, chat_sessions, session_key
@@ -134,16 +132,41 @@ class PromptQueueStore:
                 await conn.execute(notify_command(self.upstream, session_id, cid, DROPPED))
         return [key.command_id for key in keys]
 
-    @asynccontextmanager
-    async def sender_lock(self, key: CommandKey) -> AsyncIterator[None]:
-        """Hold the row's send lock (a session-level advisory lock on a connection of its own): one sender
-        at a time, and PostgreSQL lets it go if the process dies."""
-        lock = json.dumps(["prompt", self.upstream, key.subject, key.target_session, key.command_id])
-        async with self._engine.connect() as conn:
-            await conn.execute(text("SELECT pg_advisory_lock(hashtextextended(:k, 0))"), {"k": lock})
-            await conn.commit()
-            try:
-                yield
-            finally:
-                await conn.execute(text("SELECT pg_advisory_unlock(hashtextextended(:k, 0))"), {"k": lock})
-                await conn.commit()
+    async def claim(self, key: CommandKey, token: str) -> tuple[ClaimAction, PromptRow | None]:
+        """Take the row's send claim for `token` if `claim_action` allows it (compare-and-set under the row
+        lock, the claim time from the database's clock): the action and the row as it was before."""
+        return await self._under_row_lock(key, token, renew=False)
+
+    async def renew(self, key: CommandKey, token: str) -> bool:
+        """Right before the upstream call: whether `token` still holds the claim (`holds_claim`); if so the
+        claim time becomes now, the start of a full window for the call."""
+        action, _ = await self._under_row_lock(key, token, renew=True)
+        return action is ClaimAction.TAKE
+
+    async def release(self, key: CommandKey, token: str) -> None:
+        """An attempt that sent nothing lets its claim go (the row stays `sending`: the next sender looks
+        before it sends), so that the next one need not wait the claim out."""
+        stmt = (chat_commands.update().where(self._key(key), C.state == SENDING, C.send_token == token)
+                .values(send_token=None))
+        async with self._engine.begin() as conn:
+            await conn.execute(stmt)
+
+    async def _under_row_lock(self, key: CommandKey, token: str, *,
+                              renew: bool) -> tuple[ClaimAction, PromptRow | None]:
+        # clock_timestamp(), not now(): the time once the row lock is ours, not when the transaction began
+        age = func.extract("epoch", func.clock_timestamp() - C.send_claimed_at).label("claim_age_s")
+        q = select(chat_commands, age).where(self._key(key)).with_for_update()
+        async with self._engine.begin() as conn:
+            r = (await conn.execute(q)).first()
+            if r is None:
+                return ClaimAction.HELD, None
+            row, claim_age = _prompt_row(r), None if r.claim_age_s is None else float(r.claim_age_s)
+            if renew:
+                ok = holds_claim(row.state, r.send_token, token, claim_age)
+                action = ClaimAction.TAKE if ok else ClaimAction.HELD
+            else:
+                action = claim_action(row.state, r.send_token, token, claim_age)
+            if action is ClaimAction.TAKE:
+                await conn.execute(chat_commands.update().where(self._key(key)).values(
+                    state=SENDING, runtime="legacy", send_token=token, send_claimed_at=func.clock_timestamp()))
+            return action, row
