@@ -185,9 +185,9 @@ async def insert_events(conn: AsyncConnection, upstream: str, writes: Sequence[S
         unconfirmed = await copy_events(conn, upstream, tagged, chain)
         if unconfirmed is not None:
             metrics.GROUP_ROWS.labels(path="copy").inc(len(tagged))
+            seqs = _seqs_by_session(writes, [w.events for w in writes])
             for sid in sorted(unconfirmed):
-                seqs = [p.seq for w in writes if w.session_id == sid for p in w.events]
-                await audit_q.chain_new_events(conn, upstream, sid, seqs)
+                await audit_q.chain_new_events(conn, upstream, sid, seqs.get(sid, []))
             return [Outcome(inserted=list(w.events)) for w in writes]
     metrics.GROUP_ROWS.labels(path="insert").inc(len(tagged))
     relink = set(chain.by_pg)
@@ -203,10 +203,19 @@ async def insert_events(conn: AsyncConnection, upstream: str, writes: Sequence[S
     for sid, skipped in skipped_by_session.items():
         await classify_skipped(conn, upstream, sid, skipped)
     # The links computed above assumed every row inserted: relink what really was, where that is not so.
+    inserted = _seqs_by_session(writes, [o.inserted for o in outcomes])
     for sid in sorted(relink | set(skipped_by_session)):
-        inserted = [p.seq for w, o in zip(writes, outcomes, strict=True) if w.session_id == sid for p in o.inserted]
-        await audit_q.chain_new_events(conn, upstream, sid, inserted)
+        await audit_q.chain_new_events(conn, upstream, sid, inserted.get(sid, []))
     return outcomes
+
+
+def _seqs_by_session(writes: Sequence[SessionWrite], events: Sequence[Sequence[PreparedEvent]]) -> dict[str, list[int]]:
+    """The seqs of `events[i]` (the rows of `writes[i]`) by session, in write order: one pass, not one per
+    session (a warm-up's group holds thousands of sessions)."""
+    out: dict[str, list[int]] = {}
+    for w, evs in zip(writes, events, strict=True):
+        out.setdefault(w.session_id, []).extend(p.seq for p in evs)
+    return out
 
 
 async def _tell_apart(
