@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 import structlog
 
@@ -32,16 +32,10 @@ class Renewals(Protocol):
 class Holdings(Protocol):
     """The part of bridge.sessions.registry.WarmRegistry the keeper needs."""
 
-    def owned(self) -> list[tuple[str, WarmSession]]: ...
     def get(self, session_id: str) -> WarmSession | None: ...
     def lease_lost(self, session_id: str) -> None: ...
     async def release_lease(self, session_id: str, epoch: int) -> None: ...
-
-
-@runtime_checkable
-class IndexedHoldings(Holdings, Protocol):
-    """A registry that answers the keeper's questions without a walk (bridge.sessions.registry)."""
-
+    # The keeper's two questions, answered without a walk of every warm session (bridge.sessions.lease_index).
     def not_renewed(self, held: Mapping[str, int]) -> list[str]: ...
     def strays(self, held: Mapping[str, int]) -> list[str]: ...
 
@@ -52,8 +46,6 @@ class LeaseKeeper:
                  outage: OutageLog | None = None) -> None:
         self._leases = leases
         self._registry = registry
-        # The registry's index when it has one: the same answers as the walks below, without them.
-        self._index = registry if isinstance(registry, IndexedHoldings) else None
         self._owner = owner
         self._hostname = hostname
         self._lease_ttl_s = lease_ttl_s
@@ -81,11 +73,8 @@ class LeaseKeeper:
 
     def _stop_lost(self, held: dict[str, int], started: float) -> None:
         """Leases claimed before this heartbeat that it could not renew are gone: stop their followers."""
-        index = self._index
-        owned: Iterable[tuple[str, WarmSession | None]] = (
-            self._registry.owned() if index is None else
-            ((sid, self._registry.get(sid)) for sid in index.not_renewed(held)))
-        for sid, w in owned:
+        for sid in self._registry.not_renewed(held):
+            w = self._registry.get(sid)
             if w is None or w.epoch is None or w.claimed_at is None or w.claimed_at >= started \
                     or held.get(sid) == w.epoch:
                 continue
@@ -96,8 +85,7 @@ class LeaseKeeper:
     async def _release_strays(self, held: dict[str, int]) -> None:
         """A lease we hold without a follower (a claim cancelled right as it committed) would otherwise be
         renewed forever and never adopted: give it back."""
-        strays = held if self._index is None else self._index.strays(held)
-        for sid in strays:
+        for sid in self._registry.strays(held):
             epoch = held[sid]
             if self._registry.get(sid) is None:
                 self._log.warning("stray_lease_released", session_id=sid, epoch=epoch)

@@ -54,12 +54,8 @@ class WarmRegistry:
     def get(self, session_id: str) -> WarmSession | None:
         return self._warm.get(session_id)
 
-    def owned(self) -> list[tuple[str, WarmSession]]:
-        """Warm sessions whose lease we claimed."""
-        return [(sid, w) for sid, w in self._warm.items() if w.epoch is not None]
-
     # The keeper's and the sweep's questions, answered without a Python walk of every warm session
-    # (docs/lifecycle.md "Timers at 10,000 sessions"): the same answers as their walks of `owned()`.
+    # (docs/lifecycle.md "Timers at 10,000 sessions"): the same answers as a walk of the claimed sessions.
     def not_renewed(self, held: Mapping[str, int]) -> list[str]:
         """Claimed sessions whose epoch the heartbeat did not renew (bridge.sessions.lease_index)."""
         return not_renewed(self._runner.epochs, held)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import structlog
 
@@ -32,17 +32,10 @@ class Warm(Protocol):
 
     def get(self, session_id: str) -> WarmSession | None: ...
     def is_deleted(self, session_id: str) -> bool: ...
-    def owned(self) -> list[tuple[str, WarmSession]]: ...
+    def idle_owned(self, horizon: float) -> list[tuple[str, WarmSession]]: ...  # without a walk (idle_due)
     def subscribers(self, session_id: str) -> int: ...
     def warm(self, session_id: str, directory: str | None = None, reason: str = "") -> bool: ...
     async def release(self, session_id: str, reason: str = "request") -> None: ...
-
-
-@runtime_checkable
-class IndexedWarm(Warm, Protocol):
-    """A registry that finds the idle candidates without a walk (bridge.sessions.idle_due)."""
-
-    def idle_owned(self, horizon: float) -> list[tuple[str, WarmSession]]: ...
 
 
 class Activity(Protocol):
@@ -56,8 +49,6 @@ class Sweep:
                  clock: Callable[[], float], upstream: str = "", outage: OutageLog | None = None) -> None:
         self._leases = leases
         self._registry = registry
-        # The registry's idle index when it has one: the same candidates as the walk below, without it.
-        self._indexed = registry if isinstance(registry, IndexedWarm) else None
         self._activity = activity
         self._owner = owner
         self._holder_dead = holder_dead
@@ -87,8 +78,7 @@ class Sweep:
     async def release_idle(self) -> None:
         now = self._clock()
         recent = now - self._idle_ttl_s
-        owned = self._registry.owned() if self._indexed is None else self._indexed.idle_owned(recent)
-        for sid, w in owned:
+        for sid, w in self._registry.idle_owned(recent):
             if w.last_activity > recent:
                 continue  # not idle long enough: never released (gc.release_reason), whatever else holds
             status = self._activity.status(sid)

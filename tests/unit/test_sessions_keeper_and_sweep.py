@@ -26,8 +26,19 @@ class Registry:
         self.deleted: set[str] = set()
         self.calls: list[tuple[Any, ...]] = []
 
-    def owned(self) -> list[tuple[str, Any]]:
+    def _owned(self) -> list[tuple[str, Any]]:
         return [(sid, w) for sid, w in self.warm_.items() if w.epoch is not None]
+
+    # The registry's questions as walks (the real one answers them from its indexes, property-tested against
+    # walks in test_lease_index.py and test_idle_due.py).
+    def not_renewed(self, held: dict[str, int]) -> list[str]:
+        return [sid for sid, w in self._owned() if held.get(sid) != w.epoch]
+
+    def strays(self, held: dict[str, int]) -> list[str]:
+        return [sid for sid in held if sid not in self.warm_]
+
+    def idle_owned(self, horizon: float) -> list[tuple[str, Any]]:
+        return [(sid, w) for sid, w in self._owned() if w.last_activity <= horizon]
 
     def get(self, session_id: str) -> Any:
         return self.warm_.get(session_id)
