@@ -149,11 +149,12 @@ class LegacyPrompts:
         assert found is not None
         now = datetime.now().astimezone()
         answer = {**result, "state": "sent", "message_id": found}
-        moved = {"upstream_id": found} if found != message_id else {}
-        if moved:  # a retry whose row was lost (docs/commands.md, "Exactly once")
+        earlier = found != message_id
+        if earlier:  # a retry whose row was lost (docs/commands.md, "Exactly once")
             _log.warning("legacy_prompt_earlier_attempt", command_id=command_id, session_id=sid, message_id=found)
         await self.queue.move(key, (SENDING,), DONE, announce="sent", http_status=200, result=answer,
-                              upstream_status=status, sent_at=now, completed_at=now, **moved)
+                              upstream_status=status, sent_at=now, completed_at=now,
+                              **({"upstream_id": found} if earlier else {}))
         _log.info("legacy_prompt_sent", command_id=command_id, session_id=sid, resent=status is not None,
-                  found_upstream=status is None, earlier_id=found != message_id, prior_state=prior)
+                  found_upstream=status is None, earlier_id=earlier, prior_state=prior)
         return 200, answer

@@ -111,9 +111,8 @@ class ClaimAction(Enum):
 def claim_action(state: str, holder: str | None, me: str, claim_age_s: float | None) -> ClaimAction:
     """Whether the sender `me` may take the row (set `sending`, its token, the claim time): a row not being
     sent yet, a `sending` row without a holder (left by an older bridge, or let go by an attempt that sent
-nothing), its own, or one whose claim has
-    aged past CLAIM_WINDOW_S (its holder died, or its send has ended long ago). `claim_age_s`: database
-    time since the claim (None: never claimed)."""
+    nothing), its own, or one whose claim has aged past CLAIM_WINDOW_S (its holder died, or its send has
+    ended long ago). `claim_age_s`: database time since the claim (None: never claimed)."""
     if state in FINAL_STATES:
         return ClaimAction.ANSWER_STORED
     if state != SENDING or holder is None or holder == me:
@@ -134,7 +133,7 @@ def earlier_attempt(message_id: str, user_ids: list[str]) -> str | None:
     """The id of an earlier attempt of the same command among a session's user message ids: another id
     ending with the same digest (an 83-bit hash of upstream, session, subject and command id; a serve's own
     random suffix matches it with a chance of 2^-83). None when there is none."""
-    digest = message_id[-DIGEST_LEN:]
     if len(message_id) <= DIGEST_LEN:
         return None
+    digest = message_id[-DIGEST_LEN:]
     return next((m for m in user_ids if m != message_id and m.endswith(digest)), None)
