@@ -172,6 +172,11 @@ SYNC_REPAIRS = Counter(
     "did not give in order, by cause",
     ["cause"], registry=REGISTRY,
 )
+CATCHUPS_SKIPPED = Counter(
+    "bridge_catchups_skipped_total", "Followers that started without reading the sync log: /global/event had "
+    "shown every seq above their cursor while they were claimed (docs/mirror.md \"A repair only for a real hole\")",
+    registry=REGISTRY,
+)
 SYNC_REPAIRED_EVENTS = Counter(
     "bridge_sync_repaired_events_total", "Events stored from the sync log by repairs", registry=REGISTRY,
 )
@@ -209,6 +214,28 @@ SYNC_CALL_FAILURES = Counter(
 )
 SYNC_REQUEST_BYTES = Counter(
     "bridge_sync_request_bytes_total", "Request body bytes of POST /sync/history", registry=REGISTRY,
+)
+SYNC_ITEMS_ANSWERED = Counter(
+    "bridge_sync_items_answered_total", "Items the POST /sync/history answers held, every aggregate's (an answer "
+    "also holds the whole log of every session its body could not name: docs/mirror.md \"What a repair costs\")",
+    registry=REGISTRY,
+)
+SYNC_ITEMS_KEPT = Counter(
+    "bridge_sync_items_kept_total", "Items of POST /sync/history answers that belonged to an asked session "
+    "(kept; the rest were dropped as they were read): answered / kept is what a repair's item cost",
+    registry=REGISTRY,
+)
+SYNC_ANSWER_BYTES = Counter(
+    "bridge_sync_answer_bytes_total", "Response body bytes of POST /sync/history", registry=REGISTRY,
+)
+SYNC_ANSWERS_WHOLE = Counter(
+    "bridge_sync_answers_read_whole_total", "POST /sync/history answers read whole and decoded by the stdlib "
+    "because the streaming reader could not read them exactly (NaN, 64-bit overflow, lone surrogates, bad UTF-8)",
+    registry=REGISTRY,
+)
+SYNC_PACED_SECONDS = Counter(
+    "bridge_sync_paced_seconds_total", "Seconds POST /sync/history calls waited for the item budget "
+    "(BRIDGE_SYNC_ITEMS_PER_S: what the serve spends answering is paced)", registry=REGISTRY,
 )
 SYNC_CALL_SESSIONS = Histogram(
     "bridge_sync_call_sessions", "Sessions whose sync log one POST /sync/history asked for", registry=REGISTRY,

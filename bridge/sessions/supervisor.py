@@ -122,23 +122,36 @@ class FollowerSupervisor:
         self.registry.set_subscriber_count(session_id, count)
 
     def notify_seen(self, session_id: str, seq: int) -> None:
-        f = self.follower(session_id)
-        if f is not None:
-            f.notify_seen(seq)
+        w = self.registry.get(session_id)
+        if w is None:
+            return
+        if w.follower is not None:
+            w.follower.notify_seen(seq)
+        elif w.early is not None:
+            w.early.seen(seq)
 
     def twin(self, session_id: str, env: Envelope) -> None:
         """An exact sync twin of `/global/event`: the session's follower stores it when it is next in line
-        (a session still being claimed reads it from the sync log in its catch-up)."""
-        f = self.follower(session_id)
-        if f is not None:
-            f.offer_twin(env)
+        (a session still being claimed keeps it for its follower: bridge.upstream.early_twins)."""
+        w = self.registry.get(session_id)
+        if w is None:
+            return
+        if w.follower is not None:
+            w.follower.offer_twin(env)
+        elif w.early is not None:
+            w.early.twin(env)
 
     def repair_all(self, cause: str) -> None:
-        """Every warm session reads its sync log from its cursor (after a `/global/event` reconnect)."""
+        """Every warm session reads its sync log from its cursor (after a `/global/event` reconnect); one
+        still being claimed reads it when it starts (what it kept of the last connection no longer covers)."""
         for sid in self.registry.sessions():
-            f = self.follower(sid)
-            if f is not None:
-                f.request_repair(cause)
+            w = self.registry.get(sid)
+            if w is None:
+                continue
+            if w.follower is not None:
+                w.follower.request_repair(cause)
+            elif w.early is not None:
+                w.early.lost()
 
     def database_back(self) -> None:
         """The database connection came back (restart, failover): every warm session checks its stored

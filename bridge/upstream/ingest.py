@@ -145,6 +145,7 @@ class SessionIngest:
                 await self.repair_locked("cursor_behind")
                 pending = [ev for ev in batch + pending if ev.seq is not None and ev.seq > self.cursor]
                 continue
+            self._client.note_size(self.session_id, self.cursor)  # named in every later sync-log body
             metrics.COMMIT_SECONDS.observe(time.perf_counter() - t0)
             metrics.BATCH_SIZE.observe(len(batch))
             now_ms = time.time() * 1000
