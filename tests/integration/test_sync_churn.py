@@ -19,7 +19,9 @@ from typing import Any
 
 from bridge import metrics
 from bridge.upstream.sync_plan import SYNC_CUTOFF_MAX
-from tests.integration.test_sync_mirror import FAST, legacy_turn, mirrored, start, statuses  # noqa: F401
+
+# The fixtures `start` and `statuses` of the sync-mirror tests: the same bridge, wired as the daemon wires it.
+from tests.integration.test_sync_mirror import legacy_turn, mirrored, start, statuses  # noqa: F401
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.waiting import wait_until
 
@@ -42,7 +44,7 @@ async def _all_mirrored(store: Any, fake: FakeUpstream, sids: list[str]) -> None
     await asyncio.gather(*(mirrored(store, fake, sid) for sid in sids))
 
 
-async def test_new_and_returning_sessions_start_without_a_sync_log_read(fake, store, start) -> None:
+async def test_new_and_returning_sessions_start_without_a_sync_log_read(fake, store, start) -> None:  # noqa: F811
     b = await start()
     calls, skipped = fake.sync_calls, _skipped()
     sids = [f"ses_N{i:02d}" for i in range(20)]
@@ -64,7 +66,7 @@ async def test_new_and_returning_sessions_start_without_a_sync_log_read(fake, st
 
 
 async def test_a_real_hole_is_one_call_naming_every_session_it_needs_and_none_released_comes_back_whole(
-        fake, store, start) -> None:
+        fake, store, start) -> None:  # noqa: F811
     b = await start()
     sids = [f"ses_H{i:02d}" for i in range(12)]
     for sid in sids:
@@ -94,7 +96,7 @@ async def test_a_real_hole_is_one_call_naming_every_session_it_needs_and_none_re
     assert fake.sync_calls - calls <= 2  # the reconnect's repairs, and discovery's probe of the released
 
 
-async def test_a_session_whose_first_twin_is_above_its_cursor_reads_the_log(fake, store, start) -> None:
+async def test_a_session_whose_first_twin_is_above_its_cursor_reads_the_log(fake, store, start) -> None:  # noqa: F811
     sid = "ses_GAP"
     await start()  # discovery's listing ran before the session existed
     s = fake.add_session(sid)
