@@ -24,7 +24,7 @@ from bridge.upstream.http_base import DEFAULT_MAX_BODY_BYTES, UpstreamHttp
 from bridge.upstream.responses import HistoryPage, ServerHealth, decode_json, error_body, error_for, read_bounded
 from bridge.upstream.sync_answer import NotStreamable, SyncAnswer, SyncAnswerReader, whole_answer
 from bridge.upstream.sync_batch import SyncBatcher
-from bridge.upstream.sync_plan import body_bytes
+from bridge.upstream.sync_plan import MAX_NAMED, SYNC_CUTOFF_MAX, body_bytes, leave_out
 from bridge.upstream.transport import Request, Transport
 
 _log = structlog.get_logger("bridge.sync")
@@ -213,6 +213,22 @@ class UpstreamClient(UpstreamHttp):
         The items are this session's, plus (rarely) malformed items of its call, which it rejects."""
         self.session_path(session_id)  # the id check; the id goes into the body, not the URL
         return await self.sync_batcher.fetch(session_id, after)
+
+    async def sync_heads(self, cursors: Mapping[str, int]) -> dict[str, int]:
+        """Which of these sessions have events after their cursor: one `POST /sync/history` that keeps no
+        item, only each aggregate's highest seq (discovery after a `/global/event` reconnect). The body names
+        as many of them as it can, the largest logs first, with their cursors; the others' logs come back
+        whole, which shows their heads too (docs/upstream.md §14). Returns session → highest seq, for the
+        sessions of `cursors` whose head is above their cursor."""
+        known = self._known_aggregates
+        named = heapq.nlargest(MAX_NAMED, cursors, key=lambda sid: known.get(sid, cursors[sid]))
+        body = {sid: max(cursors[sid], 0) for sid in named}
+        for sid in leave_out(known, cursors.keys(), MAX_NAMED - len(body)):
+            body[sid] = SYNC_CUTOFF_MAX
+        async with self.sync_slots.held():
+            answer = await self._post_sync(body, ())
+        self.note_sizes(answer.seen)
+        return {sid: head for sid, head in answer.seen.items() if sid in cursors and head > cursors[sid]}
 
     async def _post_sync(self, cutoffs: dict[str, int], keep: Collection[str]) -> SyncAnswer:
         """One `POST /sync/history` (the caller holds a sync slot). The answer is read as it arrives and only
