@@ -180,6 +180,12 @@ CATCHUPS_SKIPPED = Counter(
 SYNC_REPAIRED_EVENTS = Counter(
     "bridge_sync_repaired_events_total", "Events stored from the sync log by repairs", registry=REGISTRY,
 )
+SESSION_STRUCTURES = Gauge(
+    "bridge_session_structures", "Sessions held by each per-session structure of the daemon (warm sessions, "
+    "status machines, indexes, marks; known_to_sync: sessions named in sync-log bodies, bounded): each follows "
+    "the warm sessions and none grows with sessions cycled (docs/operations.md \"Memory for weeks\")",
+    ["what"], registry=REGISTRY,
+)
 SESSION_DB_WAITING = Gauge(
     "bridge_session_db_waiting",
     "Sessions waiting for a turn at the database (at most SESSION_DB_AT_ONCE run their claim, catch-up or "

@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 
 import structlog
 
+from bridge import metrics
 from bridge.config import Settings
 from bridge.events import Envelope
 from bridge.events.legacy_shapes import SessionStatus
@@ -37,6 +38,8 @@ from bridge.store.chat_sessions import LeaseStore
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
+
+FOOTPRINT_EVERY_S = 15.0
 
 
 def _pid_alive(pid: int) -> bool:
@@ -106,6 +109,20 @@ class FollowerSupervisor:
 
     def parked(self) -> dict[str, str]:
         return self.registry.parked()
+
+    def footprint(self) -> dict[str, int]:
+        """Sessions held by every per-session structure of this part, and the sessions the client names in
+        sync-log bodies (bounded: bridge.upstream.client.MAX_KNOWN_AGGREGATES)."""
+        return {**self.registry.footprint(), **self.activity.footprint(),
+                "known_to_sync": self._client.known_sessions()}
+
+    async def _report_footprint(self) -> None:
+        """Every `FOOTPRINT_EVERY_S`: expired refusals dropped, `bridge_session_structures{what}` set."""
+        while True:
+            await asyncio.sleep(FOOTPRINT_EVERY_S)
+            self.registry.forget_expired_refusals()
+            for what, n in self.footprint().items():
+                metrics.SESSION_STRUCTURES.labels(what=what).set(n)
 
     @property
     def running(self) -> bool:
@@ -188,6 +205,7 @@ class FollowerSupervisor:
                     tg.create_task(self._sweep.run(), name="lease-sweep"),
                     tg.create_task(self._poller.run(), name="active-poller"),
                     tg.create_task(self.activity.run(), name="status-writer"),
+                    tg.create_task(self._report_footprint(), name="footprint"),
                 ]
                 try:
                     yield self

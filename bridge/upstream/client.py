@@ -272,6 +272,9 @@ class UpstreamClient(UpstreamHttp):
         """Session ids to leave out of later sync-log answers (at most `MAX_KNOWN_AGGREGATES`)."""
         self.note_sizes({sid: 0 for sid in ids if isinstance(sid, str)})
 
+    def known_sessions(self) -> int:
+        return len(self._known_aggregates)
+
     def note_size(self, session_id: str, seq: int) -> None:
         """One session's log reaches at least `seq` (a stored batch): it is named, not answered whole."""
         known = self._known_aggregates

@@ -107,3 +107,21 @@ async def test_a_session_whose_first_twin_is_above_its_cursor_reads_the_log(fake
     await legacy_turn(fake, sid, 2)  # first twin: seq 9
     await mirrored(store, fake, sid)
     assert fake.sync_calls > calls
+
+
+async def test_released_sessions_leave_nothing_behind(fake, store, start) -> None:  # noqa: F811
+    b = await start()
+    sids = [f"ses_M{i:02d}" for i in range(30)]
+    for sid in sids:
+        await _new_session(fake, sid)
+    await _all_mirrored(store, fake, sids)
+    held = b.sup.footprint()
+    assert held["warm"] == held["epochs"] == held["status_machines"] == len(sids)
+    for sid in sids:
+        await b.sup.release(sid)
+    await wait_until(lambda: not b.sup.warm_sessions(), 10, 0.01, message="released")
+    left = b.sup.footprint()
+    per_session = ("warm", "epochs", "early_twins", "status_machines", "last_seq", "watched", "titles",
+                   "pending_requests", "refused", "parked", "subscribed", "deleted")
+    assert {k: left[k] for k in per_session} == dict.fromkeys(per_session, 0)
+    assert left["known_to_sync"] >= len(sids)  # the serve's sessions: named in later bodies (bounded)
