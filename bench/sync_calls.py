@@ -19,7 +19,7 @@ import argparse
 import asyncio
 import resource
 import time
-from collections.abc import Collection
+from collections.abc import Mapping
 from typing import Any
 
 from bridge.upstream.client import UpstreamClient
@@ -41,7 +41,7 @@ async def _run(fake: FakeUpstream, sids: list[str], cursor: int, sync_batch: dic
         answered = [0]
         post = client._post_sync
 
-        async def counted(cutoffs: dict[str, int], keep: Collection[str]) -> SyncAnswer:
+        async def counted(cutoffs: dict[str, int], keep: Mapping[str, int]) -> SyncAnswer:
             answer = await post(cutoffs, keep)
             answered[0] += answer.answered
             return answer

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -226,14 +226,14 @@ class UpstreamClient(UpstreamHttp):
         for sid in leave_out(known, cursors.keys(), MAX_NAMED - len(body)):
             body[sid] = SYNC_CUTOFF_MAX
         async with self.sync_slots.held():
-            answer = await self._post_sync(body, ())
+            answer = await self._post_sync(body, {})
         self.note_sizes(answer.seen)
         return {sid: head for sid, head in answer.seen.items() if sid in cursors and head > cursors[sid]}
 
-    async def _post_sync(self, cutoffs: dict[str, int], keep: Collection[str]) -> SyncAnswer:
-        """One `POST /sync/history` (the caller holds a sync slot). The answer is read as it arrives and only
-        the items of the `keep` sessions (and items that belong to no session) are kept, within the body
-        bound (bridge.upstream.sync_answer); one the streaming reader cannot read exactly is asked again and
+    async def _post_sync(self, cutoffs: dict[str, int], keep: Mapping[str, int]) -> SyncAnswer:
+        """One `POST /sync/history` (the caller holds a sync slot). The answer is read as it arrives; only the
+        items of the `keep` sessions above their cursors (and items of no session) are kept, within the body
+        bound (bridge.upstream.sync_answer). One the streaming reader cannot read exactly is asked again and
         read whole, as before."""
         try:
             answer = await self._post_sync_once(cutoffs, keep, stream=True)
@@ -246,7 +246,7 @@ class UpstreamClient(UpstreamHttp):
         metrics.SYNC_ANSWER_BYTES.inc(answer.bytes)
         return answer
 
-    async def _post_sync_once(self, cutoffs: dict[str, int], keep: Collection[str], *, stream: bool) -> SyncAnswer:
+    async def _post_sync_once(self, cutoffs: dict[str, int], keep: Mapping[str, int], *, stream: bool) -> SyncAnswer:
         what = "POST /sync/history"
         req = self._request("POST", "/sync/history", None, stream=False)
         body = body_bytes(cutoffs)

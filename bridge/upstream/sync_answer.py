@@ -6,9 +6,10 @@ An answer holds the whole log of every session the body does not name (docs/upst
 whole, one such answer was the daemon's largest allocation, and the high-water mark it left was most of
 its resident memory. Here the array is parsed incrementally (ijson's C backend): each item is looked at
 once, its aggregate and seq noted (`seen`: the highest seq of every aggregate, which keeps the client's
-choice of names up to date), and dropped unless its aggregate is one the call asked for (`keep`). What is
-kept is bounded by `max_kept_bytes` (`BodyTooLarge`, as the whole-body read was); what passes by costs
-no memory beyond one item.
+choice of names up to date), and dropped unless its aggregate is one the call asked for and its seq is above
+the cursor it was asked from (`keep`: session → cursor; an item without an integer seq is kept, for its
+session to reject). What is kept is bounded by `max_kept_bytes` (`BodyTooLarge`, as the whole-body read
+was); what passes by costs no memory beyond one item.
 
 ijson differs from the decoder the bridge uses everywhere else (`bridge.perf.jsonload.lenient_loads`, the
 stdlib's result) on a few hostile inputs: it refuses NaN/Infinity, integers beyond 64 bits, bad UTF-8 and
@@ -21,7 +22,7 @@ the stdlib: the same values as before, item rejects and all). A kept item that o
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +52,7 @@ class SyncAnswer:
 
 
 class SyncAnswerReader:
-    def __init__(self, keep: Collection[str], *, max_kept_bytes: int, what: str = "POST /sync/history") -> None:
+    def __init__(self, keep: Mapping[str, int], *, max_kept_bytes: int, what: str = "POST /sync/history") -> None:
         self._keep = keep
         self._max_kept = max_kept_bytes
         self._what = what
@@ -99,7 +100,8 @@ class SyncAnswerReader:
                 seq = item.get("seq")
                 if type(seq) is int and seq > seen.get(agg, -1):
                     seen[agg] = seq
-                if agg not in self._keep:
+                after = self._keep.get(agg)
+                if after is None or (type(seq) is int and seq <= after):
                     continue
             self._kept(item)
         del self._events[:]
@@ -116,7 +118,7 @@ class SyncAnswerReader:
         self.answer.items.append(item)
 
 
-def whole_answer(items: list[Any], keep: Collection[str], size: int) -> SyncAnswer:
+def whole_answer(items: list[Any], keep: Mapping[str, int], size: int) -> SyncAnswer:
     """The same `SyncAnswer` from an answer decoded whole (the stdlib's way, for what ijson cannot read)."""
     out = SyncAnswer(answered=len(items), bytes=size)
     seen = out.seen
@@ -126,7 +128,8 @@ def whole_answer(items: list[Any], keep: Collection[str], size: int) -> SyncAnsw
             seq = item.get("seq")
             if type(seq) is int and seq > seen.get(agg, -1):
                 seen[agg] = seq
-            if agg not in keep:
+            after = keep.get(agg)
+            if after is None or (type(seq) is int and seq <= after):
                 continue
         out.items.append(item)
     return out

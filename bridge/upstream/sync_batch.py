@@ -22,7 +22,7 @@ cancelled while waiting is left out (or its part of the answer is dropped).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,7 @@ from bridge.errors import BodyTooLarge, InvalidRequest, UpstreamUnavailable
 from bridge.upstream.sync_answer import SyncAnswer
 from bridge.upstream.sync_plan import MAX_NAMED, ItemPace, Wanted, body, halves, plan_call, split_answer
 
-Post = Callable[[dict[str, int], Collection[str]], Awaitable[SyncAnswer]]
+Post = Callable[[dict[str, int], Mapping[str, int]], Awaitable[SyncAnswer]]
 
 # The first repair after a quiet moment waits `WINDOW_S` for others to join it, and longer while more keep
 # coming (a warm-up: every claimed session's catch-up), until they pause or `GATHER_MAX_S` passed.
@@ -163,7 +163,7 @@ class SyncBatcher:
         metrics.SYNC_CALLS.inc()
         metrics.SYNC_CALL_SESSIONS.observe(len(call) + len(riders))
         unnamed = {a.wanted.session_id for a in riders}
-        keep = {a.wanted.session_id for a in call} | unnamed
+        keep = {a.wanted.session_id: a.wanted.after for a in call + riders}
         try:
             answer = await self._post(body(wanted, self._known(), self._max_named, unnamed), keep)
         except (BodyTooLarge, InvalidRequest) as e:

@@ -4,7 +4,7 @@ splitting on a too large answer or a refused cursor, re-queueing after a lost ca
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -31,11 +31,11 @@ class Serve:
         self.max_items: int | None = None  # more items than this: over the body bound
         self.known: dict[str, int] = dict(known or {})
         self.gate: asyncio.Event | None = None
-        self.kept: list[set[str]] = []  # what each call asked to keep
+        self.kept: list[dict[str, int]] = []  # what each call asked to keep: session -> cursor
 
-    async def post(self, body: dict[str, int], keep: Collection[str]) -> SyncAnswer:
+    async def post(self, body: dict[str, int], keep: Mapping[str, int]) -> SyncAnswer:
         self.bodies.append(body)
-        self.kept.append(set(keep))
+        self.kept.append(dict(keep))
         if self.gate is not None:
             await self.gate.wait()
         if self.failures:
