@@ -255,6 +255,11 @@ TWIN_HOLDS = Counter(
     "bridge_twin_holds_total", "Exact sync twins that waited above a hole: filled by the durable stream, or "
     "the sync log was asked (docs/mirror.md rule 3)", ["outcome"], registry=REGISTRY,
 )
+DURABLE_HELD = Counter(
+    "bridge_durable_events_held_total", "Durable-stream events that arrived above seqs /global/event had not shown "
+    "yet (it runs behind under load) and waited with the twins instead of asking the sync log (docs/mirror.md)",
+    registry=REGISTRY,
+)
 SYNC_LOG_HOLES = Counter(
     "bridge_sync_log_holes_total", "Holes in a session's sync log itself: recorded as gaps, skipped",
     registry=REGISTRY,
