@@ -11,8 +11,8 @@ from bridge.events import Envelope
 from bridge.events.syncframes import parse_sync_item
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.early_twins import EarlyTwins
-from tests.support.tasks import in_background
 from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope, sse, sync_item
+from tests.support.tasks import in_background
 from tests.support.waiting import wait_until
 
 SID = "ses_A"
