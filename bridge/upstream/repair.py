@@ -54,10 +54,11 @@ class SyncRepair:
     # -- hints from the live stream -----------------------------------------------------------------
     def offer(self, env: Envelope) -> None:
         """An exact sync twin (its payload is the sync log's): stored as soon as it is next in line."""
-        if env.seq is None or env.seq <= self._ingest.cursor:
+        if env.seq is None:
             return
         self._live_top = max(self._live_top, env.seq)
-        self._wait_with(env)
+        if env.seq > self._ingest.cursor:
+            self._wait_with(env)
 
     def _wait_with(self, env: Envelope) -> None:
         if len(self._twins) >= MAX_PENDING_TWINS:
