@@ -215,6 +215,14 @@ class Hub:
         for sub in list(subs.values()):
             self._deliver(sub, item)
 
+    def erased(self, session_id: str) -> None:
+        """The session was erased (docs/lifecycle.md, "Erasure"): each subscriber gets the final
+        `{"type":"erased","session"}` frame, replaying or not, and the subscription ends here."""
+        frame = dumps({"type": "erased", "session": session_id})
+        for sub in list(self._subs.get(session_id, {}).values()):
+            sub.client._durable(frame)
+            self.unregister(sub.client, session_id)
+
     def _deliver(self, sub: Subscription, item: _Held) -> None:
         if sub.replaying:
             if len(sub.pending) >= PENDING_MAX:
