@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import statistics
 import tempfile
 import time
@@ -144,17 +145,20 @@ def main() -> None:
     a = ap.parse_args()
     configure_logging("console", "warning")
     url = os.environ.get("BRIDGE_DATABASE_URL")
-    pg = None
+    pg, data = None, None
     if not url:
         from bridge.store.embedded import start_embedded
 
-        pg = start_embedded(Path(tempfile.mkdtemp(prefix="bridge-bench-")))
+        data = Path(tempfile.mkdtemp(prefix="bridge-bench-"))
+        pg = start_embedded(data)
         url = pg.url
     try:
         res = asyncio.run(run(url, a.sessions, a.events, a.days, a.probe_s, a.batch))
     finally:
         if pg is not None:
             pg.stop()
+        if data is not None:
+            shutil.rmtree(data, ignore_errors=True)  # 10 M rows are ~15 GB
     res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print(json.dumps(res, indent=2))
     if a.json:
