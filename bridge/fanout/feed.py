@@ -127,6 +127,8 @@ class DurableFeed:
         head = await self._store.head(session_id)
         if head is not None:
             self._hub.publish_status(session_id, head.status, head.status_reason, head.status_version)
+        elif await self._store.erased(session_id):  # erased while this process's LISTEN was away
+            self._hub.erased(session_id)
 
 
 class CommitListener:

@@ -109,6 +109,15 @@ async def test_erase_removes_the_tree_from_every_table_and_ends_the_subscription
         await watcher.close()
 
     assert await per_table(engine, ERASED) == dict.fromkeys(SESSION_TABLES, 0)
+    late = await WsClient.connect(node.url, node.token())
+    try:  # a page opened afterwards: the same final frame, answering its subscribe, and no subscription
+        await late.subscribe(GRANDCHILD, id="s1")
+        assert (await late.wait_for("erased", session=GRANDCHILD))["id"] == "s1"
+        await late.subscribe(OTHER, id="s2")
+        await late.wait_for("subscribed", session=OTHER)
+        assert late.of("subscribed", GRANDCHILD) == [] and node.hub.subscriber_count(GRANDCHILD) == 0
+    finally:
+        await late.close()
     other_after = await per_table(engine, [OTHER])
     assert other_after == {**other_before, "chat_session_events": other_before["chat_session_events"] + 1}
     async with engine.connect() as conn:
