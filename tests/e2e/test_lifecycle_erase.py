@@ -6,6 +6,9 @@ sessions comes back, and the other session is mirrored whole (stored == its sync
 
 from __future__ import annotations
 
+import asyncio
+import io
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,11 +18,14 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
+from bridge.cli import _parser
+from bridge.config import Settings
+from bridge.lifecycle import cli as lifecycle_cli
 from bridge.store.lifecycle.removal import SESSION_TABLES
 from bridge.store.writes import EventStore
 from tests.support.bridge_proc import BridgeFactory, BridgeProcess
 from tests.support.fanout_client import WsClient
-from tests.support.opencode import OpencodeServe
+from tests.support.opencode import OpencodeHTTPError, OpencodeServe
 from tests.support.stored_rows import stored_ids
 from tests.support.waiting import wait_until
 
@@ -114,3 +120,28 @@ async def test_an_erased_session_and_its_subagent_never_come_back_after_kill_9_a
     async with db.connect() as c:
         stones = (await c.execute(text("SELECT count(*) FROM chat_session_tombstones"))).scalar_one()
     assert stones == 2
+
+
+async def test_the_cli_erases_with_upstream_and_the_serve_forgets_the_session(
+    opencode: OpencodeServe, bridge_processes: BridgeFactory, db: AsyncEngine, database_url: str
+) -> None:
+    bridge = start(bridge_processes, "bridge-1")
+    await bridge.wait_ready(60)
+    sid = await opencode.create_session()
+    await opencode.prompt_async(sid, "MOCK:text to be forgotten")
+    await opencode.wait_legacy_idle(sid, 1)
+    await wait_synced(db, opencode, sid)
+
+    settings = Settings(upstream_url=opencode.base_url, upstream_name=UPSTREAM)
+    args = _parser().parse_args(["erase", "--session", sid, "--reason", "account closed", "--upstream"])
+    out = io.StringIO()
+    assert await asyncio.to_thread(lifecycle_cli.run, args, settings, database_url, out) == 0
+    said = json.loads(out.getvalue())
+    assert said["upstream_deleted"] is True and said["rows"] > 0
+    with pytest.raises(OpencodeHTTPError) as gone:
+        await opencode.get_session(sid)
+    assert gone.value.status == 404
+    assert await rows_of(db, sid) == dict.fromkeys(SESSION_TABLES, 0)
+    again = io.StringIO()  # a second time: the mirror's erasure is a no-op, the serve has nothing to delete
+    assert await asyncio.to_thread(lifecycle_cli.run, args, settings, database_url, again) == 0
+    assert json.loads(again.getvalue())["upstream_deleted"] is False

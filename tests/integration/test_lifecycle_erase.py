@@ -4,6 +4,9 @@ live-only rows, any replica's insert), and other sessions keep every row."""
 
 from __future__ import annotations
 
+import asyncio
+import io
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -12,7 +15,10 @@ import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bridge.cli import _parser
+from bridge.config import Settings
 from bridge.errors import LeaseHeld, LeaseLost
+from bridge.lifecycle import cli as lifecycle_cli
 from bridge.store.chat_sessions import LeaseStore
 from bridge.store.commands_pending.pending import upsert_permission_asked
 from bridge.store.db import make_engine
@@ -149,3 +155,17 @@ async def test_nothing_of_an_erased_session_is_written_again(node: Node) -> None
         reason = (await conn.execute(select(chat_session_tombstones.c.reason).where(
             chat_session_tombstones.c.session_id == PARENT))).scalar_one()
     assert (count, reason) == (3, "gone")  # the first tombstone stays
+
+
+async def test_the_cli_erases_the_tree_and_prints_what_left(node: Node, database_url: str) -> None:
+    args = _parser().parse_args(["erase", "--session", CHILD, "--reason", "ticket 7", "--by", "ops@example"])
+    out = io.StringIO()
+    code = await asyncio.to_thread(lifecycle_cli.run, args, Settings(upstream_name=UPSTREAM), database_url, out)
+    said = json.loads(out.getvalue())
+    assert code == 0 and said["session_id"] == CHILD and sorted(said["sessions"]) == sorted([CHILD, GRANDCHILD])
+    assert said["rows_by_session"][GRANDCHILD]["chat_session_events"] == 4
+    assert await per_table(node.engine, [CHILD, GRANDCHILD]) == dict.fromkeys(SESSION_TABLES, 0)
+    assert (await per_table(node.engine, [PARENT]))["chat_session_events"] == 4  # the parent stays
+    bad = _parser().parse_args(["erase", "--session", "not-a-session", "--reason", "x"])
+    err = io.StringIO()
+    assert lifecycle_cli.run(bad, Settings(upstream_name=UPSTREAM), database_url, io.StringIO(), err) == 2
