@@ -40,12 +40,26 @@ def add_parsers(sub: Any) -> None:
     a.add_argument("--before", required=True, type=_time, metavar="DATE", help="ISO date or time (UTC if no zone)")
     a.add_argument("--to", required=True, type=Path, metavar="DIR")
     r = sub.add_parser("retention", help="remove whole sessions older than BRIDGE_RETENTION_DAYS")
-    r.add_argument("--days", type=int, default=None, help="override BRIDGE_RETENTION_DAYS")
+    r.add_argument("--days", type=_positive, default=None, help="override BRIDGE_RETENTION_DAYS")
     r.add_argument("--dry-run", action="store_true", help="count what would leave; change nothing")
     r.add_argument("--archive-to", type=Path, default=None, metavar="DIR", help="archive each session first")
     r.add_argument("--metrics-file", type=Path, default=None, metavar="PATH",
                    help="write the run's metrics there (Prometheus text format, for node_exporter's textfile "
                         "collector)")
+
+
+def _positive(raw: str) -> int:
+    n = int(raw)
+    if n <= 0:
+        raise argparse.ArgumentTypeError("must be a positive number of days")
+    return n
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except OSError:  # no login name and no passwd entry (a bare container)
+        return "unknown"
 
 
 def _time(raw: str) -> datetime:
@@ -61,7 +75,7 @@ def run(args: argparse.Namespace, settings: Settings, url: str, out: IO[str] = s
     if args.command == "erase" and not args.reason.strip():
         err.write("opencode-bridge erase: --reason must not be empty\n")
         return 2
-    days = getattr(args, "days", None) or settings.retention_days
+    days = getattr(args, "days", None) or settings.retention_days  # both positive when set
     if args.command == "retention" and days <= 0:
         out.write("retention: BRIDGE_RETENTION_DAYS is unset: every session is kept\n")
         return 0
@@ -89,7 +103,7 @@ async def _run(args: argparse.Namespace, settings: Settings, url: str, days: int
 
 
 async def _erase(args: argparse.Namespace, settings: Settings, engine: Any, out: IO[str]) -> int:
-    by = args.by or f"cli:{getpass.getuser()}"
+    by = args.by or f"cli:{_login()}"
     done = await erase_session(engine, settings.upstream_name, args.session, erased_by=by, reason=args.reason)
     metrics.SESSIONS_ERASED.labels(via="cli").inc(len(done.sessions))
     _log.info("session_erased", session_id=args.session, sessions=len(done.sessions), rows=done.total,
