@@ -105,6 +105,9 @@ class Settings:
     log_level: str = "info"
     # The runtime of a session's first prompt (docs/commands.md, "Runtime affinity"): auto | legacy | v2.
     prompt_runtime: str = "auto"
+    # `opencode-bridge retention` (docs/lifecycle.md, "Retention"): whole sessions whose last event is older
+    # than this many days leave the mirror. 0 (unset): keep everything.
+    retention_days: int = 0
 
     @property
     def directory_roots(self) -> tuple[str, ...]:
@@ -163,6 +166,7 @@ ENV_VARS: dict[str, str] = {
     "BRIDGE_LOG_FORMAT": "log_format",
     "BRIDGE_LOG_LEVEL": "log_level",
     "BRIDGE_PROMPT_RUNTIME": "prompt_runtime",
+    "BRIDGE_RETENTION_DAYS": "retention_days",
 }
 _TOML_KEYS = {v: k for k, v in ENV_VARS.items()}
 

@@ -232,6 +232,8 @@ def add_command_routes(app: web.Application, ctx: CommandsContext) -> None:
     app.router.add_post("/v1/sessions/{session_id}/fork", _route("fork"))
     app.router.add_post("/v1/sessions/{session_id}/command", _route("slash_command"))
     app.router.add_get("/v1/commands", list_slash_commands)
+    # Erasure from the mirror (docs/lifecycle.md "Erasure"): the body carries command_id, reason, upstream?.
+    app.router.add_delete("/v1/sessions/{session_id}/mirror", _route("erase"))
 
 
 def mount_commands(app: web.Application, settings: Settings, engine: AsyncEngine, client: UpstreamClient,
