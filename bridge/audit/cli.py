@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
+import zlib
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -168,8 +169,8 @@ def _verify_file(path: str, out: IO[str], err: IO[str]) -> int:
     try:
         with _open_export(path) as fh:
             report, problems = verify_export(fh)
-    except (OSError, EOFError, ExportError, UnicodeDecodeError) as e:
-        err.write(f"opencode-bridge verify: {e}\n")
+    except (OSError, EOFError, zlib.error, ExportError, UnicodeDecodeError) as e:  # a damaged archive, too
+        err.write(f"opencode-bridge verify: {path}: {type(e).__name__}: {e}\n")
         return 2
     if report.broken is not None:
         b = report.broken

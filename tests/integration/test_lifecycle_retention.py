@@ -146,7 +146,7 @@ async def test_archive_round_trip_and_a_flipped_byte(engine: AsyncEngine, databa
     assert code == 1 and "BROKEN" in said, said
 
     raw = bytearray(path.read_bytes())
-    raw[len(raw) // 2] ^= 0x01  # a byte of the compressed stream: the gzip check fails
+    raw[len(raw) // 2] ^= 0x01  # a byte of the compressed stream: bad deflate data or the gzip check fails
     damaged = tmp_path / "damaged.jsonl.gz"
     damaged.write_bytes(bytes(raw))
     assert _verify_file(damaged)[0] != 0
