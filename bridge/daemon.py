@@ -1,6 +1,8 @@
 """`opencode-bridge run`: the composition root. `Daemon.run` reads top to bottom as the start order;
 the parts are torn down in the reverse order (an AsyncExitStack):
 
+0. the serve's OpenCode generation (bridge.ops.upstream_generation): one that no driver of this build
+   fits stops start-up with one line, before anything else is touched;
 1. the database (the writers' pool, a small pool of its own for heartbeats and the hand-off, and the
    bounded read pool of WebSocket replay and the audit API: docs/operations.md "Limits"; with
    BRIDGE_READ_DATABASE_URL a second one on the standby: docs/scaling.md), migrated;
@@ -44,6 +46,7 @@ from bridge.http.session_state import add_session_state_routes
 from bridge.ops.pending import PendingGauges
 from bridge.ops.readiness import health_monitor, readiness_check, readiness_detail, status_line
 from bridge.ops.sdnotify import Notifier
+from bridge.ops.upstream_generation import GenerationGuard, UpstreamRefused, generation_check, startup_choice
 from bridge.perf.runtime import refreeze, tune_gc
 from bridge.perf.turnstile import Turnstile
 from bridge.revocation import RevocationList
@@ -89,6 +92,7 @@ class Daemon:
         self.owner = new_incarnation_id()
         self._stop = asyncio.Event()
         self._started = False
+        self._refusal: str | None = None
         self._log = structlog.get_logger("bridge.daemon").bind(upstream=settings.upstream_name)
 
     def request_stop(self) -> None:
@@ -97,9 +101,17 @@ class Daemon:
     def started(self) -> bool:
         return self._started
 
+    def refuse(self, line: str) -> None:
+        """The serve turned out to be of a generation no running driver fits: stop, and say so."""
+        self._log.error("upstream_refused", reason=line)
+        self._refusal = line
+        self._stop.set()
+
     async def run(self) -> int:
         try:
             return await self._run()
+        except UpstreamRefused:
+            raise  # one line, printed by the CLI: no traceback
         except Exception:
             # A part crashed (its task group cancelled the rest, which then stopped in order): say which, as
             # one structured line in the journal, before the traceback ends the process.
@@ -111,6 +123,9 @@ class Daemon:
         s = self.settings
         # Before anything that can die is built: what is frozen is never collected (bridge.perf.runtime).
         tune_gc()
+        choice, recognition = await startup_choice(s)  # raises UpstreamRefused
+        self._log.info("upstream_generation", recognised=recognition.describe(), driver=choice.generation)
+        assert choice.generation is not None
         async with AsyncExitStack() as stack:
             engine = await stack.enter_async_context(_disposing(make_engine(self.database_url)))
             liveness_engine = await stack.enter_async_context(
@@ -145,7 +160,8 @@ class Daemon:
             live = LiveStream(client, dispatch, heartbeat_timeout_s=s.live_heartbeat_timeout_s,
                               reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
                               upstream=s.upstream_name)
-            app = build_app(readiness_check(engine, client, live, sessions, self.started),
+            app = build_app(readiness_check(engine, client, live, sessions, self.started,
+                                            generation=generation_check(client, choice.generation)),
                             websocket=fanout.service,
                             audit=AuditContext(AuditReader(standby_engine or read_engine, s.upstream_name), secret,
                                                revoked=revoked),
@@ -181,6 +197,9 @@ class Daemon:
             # main pool must not withhold the watchdog (and have systemd restart a busy bridge).
             health = health_monitor(notifier, liveness_engine, sessions)
             await stack.enter_async_context(_background("health", health.run))
+            if not choice.settled:  # the serve did not answer at start: asked again until it does
+                guard = GenerationGuard(client, s, choice.generation, self.refuse)
+                await stack.enter_async_context(_background("generation-guard", guard.run))
 
             self._started = True
             self._log.info("bridge_started", warm=len(sessions.warm_sessions()))
@@ -190,6 +209,8 @@ class Daemon:
             self._started = False
             notifier.stopping()
         self._log.info("bridge_stopped")
+        if self._refusal is not None:
+            raise UpstreamRefused(self._refusal)
         return 0
 
 

@@ -7,7 +7,7 @@ fresh."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -40,7 +40,8 @@ async def upstream_auth_check(client: UpstreamClient) -> dict[str, Any]:
 
 
 def readiness_check(engine: AsyncEngine, client: UpstreamClient, live: LiveStream, sessions: FollowerSupervisor,
-                    started: Callable[[], bool]) -> ReadinessCheck:
+                    started: Callable[[], bool], *,
+                    generation: Callable[[], Awaitable[dict[str, Any]]] | None = None) -> ReadinessCheck:
     async def dependencies() -> dict[str, Any]:
         checks: dict[str, Any] = {}
         try:
@@ -51,6 +52,8 @@ def readiness_check(engine: AsyncEngine, client: UpstreamClient, live: LiveStrea
         except Exception as e:
             checks["database"] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
         checks["upstream_auth"] = await upstream_auth_check(client)
+        if generation is not None:  # the serve's OpenCode generation vs the running driver's
+            checks["upstream_generation"] = await generation()
         return checks
 
     shared_dependencies = coalesced(dependencies, 1.0)
