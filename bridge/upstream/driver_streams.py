@@ -10,7 +10,7 @@ from typing import TypeVar
 import structlog
 
 from bridge import metrics
-from bridge.errors import BadFrame
+from bridge.errors import BadFrame, UpstreamUnavailable
 from bridge.events.envelope import Envelope, parse_frame
 from bridge.upstream.driver import Change, LogRead
 from bridge.upstream.sse import SSEEvent, SSEParser
@@ -30,6 +30,10 @@ async def log_reads(body: AsyncIterator[bytes], parse: Callable[[str], Envelope 
         for item in parser.feed(chunk):
             if not isinstance(item, SSEEvent):
                 continue
+            if item.event != "message":
+                # 2.x ends a failing read with `event: effect/http-api/stream/failure` (docs/upstream.md
+                # "OpenCode 2.x"): the read is over; the owner reconnects from its stored cursor.
+                raise UpstreamUnavailable(f"log read failed upstream ({item.event}): {item.data[:300]}")
             try:
                 env = parse(item.data)
             except BadFrame as e:
