@@ -29,7 +29,6 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from bridge.errors import BadFrame
 from bridge.events.envelope import Envelope
 
 FROM_START = -1  # the cursor of a session nothing was stored of yet (a cursor is exclusive)
@@ -46,11 +45,20 @@ class ListedSession:
 
 
 @dataclass(frozen=True)
+class Rejected:
+    """A frame of a log that could not be parsed: why, and the frame as received (kept, never dropped)."""
+
+    reason: str
+    detail: str
+    raw: str
+
+
+@dataclass(frozen=True)
 class LogRead:
     """One read of a durable log: the envelopes it completed, in order, and what could not be parsed."""
 
     envelopes: list[Envelope] = field(default_factory=list)
-    bad: list[BadFrame] = field(default_factory=list)
+    bad: list[Rejected] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import structlog
 from bridge import metrics
 from bridge.errors import BadFrame, UpstreamUnavailable
 from bridge.events.envelope import Envelope, parse_frame
-from bridge.upstream.driver import Change, LogRead
+from bridge.upstream.driver import Change, LogRead, Rejected
 from bridge.upstream.sse import SSEEvent, SSEParser
 
 T = TypeVar("T")
@@ -26,7 +26,7 @@ async def log_reads(body: AsyncIterator[bytes], parse: Callable[[str], Envelope 
     parser = SSEParser()
     async for chunk in body:
         envelopes: list[Envelope] = []
-        bad: list[BadFrame] = []
+        bad: list[Rejected] = []
         for item in parser.feed(chunk):
             if not isinstance(item, SSEEvent):
                 continue
@@ -37,7 +37,7 @@ async def log_reads(body: AsyncIterator[bytes], parse: Callable[[str], Envelope 
             try:
                 env = parse(item.data)
             except BadFrame as e:
-                bad.append(e)
+                bad.append(Rejected(e.reason, e.detail, item.data))
                 continue
             if env is not None:
                 envelopes.append(env)
