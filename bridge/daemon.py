@@ -44,12 +44,13 @@ from bridge.http.audit import AuditContext
 from bridge.http.commands import mount_commands
 from bridge.http.session_state import add_session_state_routes
 from bridge.ops.pending import PendingGauges
-from bridge.ops.readiness import health_monitor, readiness_check, readiness_detail, status_line
+from bridge.ops.readiness import LiveSource, health_monitor, readiness_check, readiness_detail, status_line
 from bridge.ops.sdnotify import Notifier
 from bridge.ops.upstream_generation import GenerationGuard, UpstreamRefused, generation_check, startup_choice
 from bridge.perf.runtime import refreeze, tune_gc
 from bridge.perf.turnstile import Turnstile
 from bridge.revocation import RevocationList
+from bridge.sessions.changes import ChangeFollower
 from bridge.sessions.discovery import Discovery
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.chat_sessions import LeaseStore
@@ -58,12 +59,17 @@ from bridge.store.reads import AuditReader
 from bridge.store.revoked import revoked_jtis
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
+from bridge.upstream.gen2.driver import Gen2Driver
 from bridge.upstream.live import LiveStream
+from bridge.upstream.port_follower import PortFollower
 
 
 def new_incarnation_id() -> str:
     """Unique per process start, never reused (even by the same host and pid)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+PartRun = Callable[[], Coroutine[Any, Any, None]]
 
 
 @asynccontextmanager
@@ -154,12 +160,7 @@ class Daemon:
                             read_engine=read_engine, revoked=revoked, standby_engine=standby_engine,
                             on_database_back=sessions.database_back, warm_sessions=sessions.warm_sessions,
                             on_request=sessions.activity.request_changed)
-            discovery = Discovery(client, store, sessions, min_interval_s=s.discovery_interval_s,
-                                  retry_min_s=s.reconnect_min_s, retry_max_s=s.reconnect_max_s)
-            dispatch = LiveDispatch(relay=fanout.relay, resync=fanout.resync, sessions=sessions, discovery=discovery)
-            live = LiveStream(client, dispatch, heartbeat_timeout_s=s.live_heartbeat_timeout_s,
-                              reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
-                              upstream=s.upstream_name)
+            live, upstream_tasks = self._upstream_parts(choice.generation, client, store, sessions, fanout)
             app = build_app(readiness_check(engine, client, live, sessions, self.started,
                                             generation=generation_check(client, choice.generation)),
                             websocket=fanout.service,
@@ -188,8 +189,8 @@ class Daemon:
             await stack.enter_async_context(store.group_commit())
             await stack.enter_async_context(sessions.started())
             await stack.enter_async_context(_background("fanout", fanout.run))
-            await stack.enter_async_context(_background("discovery", discovery.run))
-            await stack.enter_async_context(_background("live", live.run))
+            for name, task in upstream_tasks:  # discovery and the live side of this generation's driver
+                await stack.enter_async_context(_background(name, task))
             await stack.enter_async_context(_background("pending-gauges", PendingGauges(fanout.relay.pending).run))
             await stack.enter_async_context(_background("prompt-queue", queue_sender.run))
             notifier = Notifier.from_env()
@@ -212,6 +213,32 @@ class Daemon:
         if self._refusal is not None:
             raise UpstreamRefused(self._refusal)
         return 0
+
+
+    def _upstream_parts(self, generation: int, client: UpstreamClient, store: EventStore, sessions: FollowerSupervisor,
+                        fanout: FanoutPart) -> tuple[LiveSource, list[tuple[str, PartRun]]]:
+        """Discovery and the live side for the serve's generation: on 1.x the one `/global/event` reader
+        with its dispatch table and the sync-log discovery; on 2.x (docs/upstream.md §24, written from its
+        source) each session's log followed through the 2.x driver and the change hints."""
+        s = self.settings
+        if generation == 2:
+            driver = Gen2Driver(client)
+            sessions.use_followers(lambda sid, sink, cursor, committed: PortFollower(
+                driver, sid, sink, cursor, reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
+                on_committed=committed))
+            changes = ChangeFollower(driver, sessions, reconnect_min_s=s.reconnect_min_s,
+                                     reconnect_max_s=s.reconnect_max_s, upstream=s.upstream_name)
+            self._log.warning("upstream_driver_unverified", generation=2,
+                              detail="the OpenCode 2.x driver is written from its source, not verified on a 2.x "
+                                     "serve (docs/upstream.md §24)")
+            return changes, [("changes", changes.run)]
+        discovery = Discovery(client, store, sessions, min_interval_s=s.discovery_interval_s,
+                              retry_min_s=s.reconnect_min_s, retry_max_s=s.reconnect_max_s)
+        dispatch = LiveDispatch(relay=fanout.relay, resync=fanout.resync, sessions=sessions, discovery=discovery)
+        live = LiveStream(client, dispatch, heartbeat_timeout_s=s.live_heartbeat_timeout_s,
+                          reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
+                          upstream=s.upstream_name)
+        return live, [("discovery", discovery.run), ("live", live.run)]
 
 
 def install_signal_handlers(daemon: Daemon) -> None:

@@ -27,8 +27,9 @@ from bridge.upstream.http_base import UpstreamHttp
 from bridge.upstream.recognize import recognize
 from bridge.upstream.transport import Transport
 
-# The generations this build has a driver for (bridge.upstream.driver).
-AVAILABLE_DRIVERS = frozenset({1})
+# The generations this build has a driver for (bridge.upstream.driver; 2.x: written from its source, not
+# verified on a 2.x serve, docs/upstream.md §24).
+AVAILABLE_DRIVERS = frozenset({1, 2})
 
 
 class UpstreamRefused(ConfigError):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 import structlog
@@ -38,13 +38,15 @@ class PortFollower:
     def __init__(self, driver: UpstreamDriver, session_id: str, sink: EventSink, cursor: int, *,
                  reconnect_min_s: float = 0.2, reconnect_max_s: float = 5.0,
                  normalize: Callable[[Envelope], ChatEvent] = normalize_any,
-                 on_turn: Callable[[str, bool], None] | None = None) -> None:
+                 on_turn: Callable[[str, bool], None] | None = None,
+                 on_committed: Callable[[Sequence[ChatEvent]], None] | None = None) -> None:
         self.driver = driver
         self.session_id = session_id
         self.sink = sink
         self.cursor = cursor
         self._normalize = normalize
         self._on_turn = on_turn
+        self._on_committed = on_committed
         self._backoff = Backoff(reconnect_min_s, reconnect_max_s)
         self._stop = asyncio.Event()
         self.reconnects = 0
@@ -52,6 +54,21 @@ class PortFollower:
 
     def stop(self) -> None:
         self._stop.set()
+
+    # What the 1.x follower's owner also tells it (bridge.sessions.supervisor); a log read from the stored
+    # cursor needs none of it: a hint is a doorbell, there are no twins or sync-log repairs, and a write
+    # the database refuses (`CursorBehind`) already rewinds to the stored cursor.
+    def notify_seen(self, seq: int) -> None:
+        return None
+
+    def offer_twin(self, env: Envelope) -> None:
+        return None
+
+    def request_repair(self, cause: str) -> None:
+        return None
+
+    def database_back(self) -> None:
+        return None
 
     async def run(self) -> FollowerExit:
         while not self._stop.is_set():
@@ -117,7 +134,10 @@ class PortFollower:
                 fresh.append(env)
         if not fresh:
             return
-        self.cursor = await self.sink.write([self._normalize(e) for e in fresh], now)
+        events = [self._normalize(e) for e in fresh]
+        self.cursor = await self.sink.write(events, now)
+        if self._on_committed is not None:
+            self._on_committed(events)
         if self._on_turn is not None:
             for env in fresh:
                 busy = turn_signal(env.type)

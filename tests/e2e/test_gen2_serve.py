@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from sqlalchemy import text
 
-from bridge.config import Settings
+from bridge.store.db import make_engine
 from bridge.upstream.driver import FROM_START, SWEEP
 from bridge.upstream.gen2.driver import Gen2Driver
 from bridge.upstream.http_base import UpstreamHttp
@@ -96,11 +97,41 @@ async def test_sessions_log_and_hints_are_as_the_driver_reads_them(serve2: str, 
             assert hint.kind in ("hint", "sweep")
 
 
-async def test_the_bridge_says_what_it_found(serve2: str, tmp_path: Path) -> None:
+async def test_the_bridge_with_the_2x_driver_off_says_what_it_found(serve2: str, tmp_path: Path) -> None:
     bridge = BridgeProcess(tmp_path, serve2, "postgresql://nobody:x@127.0.0.1:1/none",
-                           extra_env={"BRIDGE_UPSTREAM_PASSWORD": PASSWORD})
+                           extra_env={"BRIDGE_UPSTREAM_PASSWORD": PASSWORD, "BRIDGE_UPSTREAM_GENERATION": "1"})
     bridge.start()
     rc = await asyncio.to_thread(bridge.wait, 60)
     text = bridge.log_path.read_text()
-    assert Settings().upstream_generation == "auto"
-    assert rc == 2 and "is OpenCode 2." in text and "(GET /api/info)" in text, text[-2000:]
+    assert rc == 2 and "is OpenCode 2." in text and "(GET /api/info), but BRIDGE_UPSTREAM_GENERATION=1" in text, \
+        text[-2000:]
+
+
+async def test_the_bridge_mirrors_it(serve2: str, tmp_path: Path, database_url: str) -> None:
+    async with UpstreamHttp(serve2, "opencode", PASSWORD) as http:
+        _, created = await http.send_json("POST", "/api/session", {"location": {"directory": str(tmp_path)}})
+        sid = created["data"]["id"]
+        await http.send_json("PATCH", http.session_path(sid), {"title": "mirrored by the e2e test"})
+        async with Gen2Driver(http).follow(sid, FROM_START) as reads:
+            want: list[tuple[int, str]] = []
+            async with asyncio.timeout(10):
+                async for read in reads:
+                    want += [(e.seq, e.id) for e in read.envelopes if e.seq is not None]
+                    if any(t == "session.renamed" for t in (e.type for e in read.envelopes)):
+                        break
+    bridge = BridgeProcess(tmp_path, serve2, database_url, extra_env={"BRIDGE_UPSTREAM_PASSWORD": PASSWORD})
+    bridge.start()
+    engine = make_engine(database_url, pool_size=1, max_overflow=0)
+    try:
+        await bridge.wait_ready()
+
+        async def stored() -> bool:
+            async with engine.connect() as conn:
+                rows = (await conn.execute(text("select seq, event_id from chat_session_events "
+                                                "where session_id = :s order by seq"), {"s": sid})).all()
+            return [tuple(r) for r in rows][:len(want)] == want
+
+        await wait_until(stored, 30, 0.2, message="the 2.x session mirrored")
+    finally:
+        bridge.stop()
+        await engine.dispose()

@@ -1,7 +1,8 @@
 """The serve's OpenCode generation, recognised by the real daemon (`python -m bridge run`): a 2.x serve (the
-fake built from 2.x's source, tests/support/fake_gen2.py) stops start-up with one line naming the version
-and what to do — before the database is touched — also when it only appears after start-up; a 1.x serve
-runs the 1.x driver and says so in /readyz."""
+fake built from 2.x's source, tests/support/fake_gen2.py) with the 2.x driver off stops start-up with one
+line naming the version and what to do — before the database is touched — also when it only appears after
+start-up; a 1.x serve runs the 1.x driver and says so in /readyz; a 2.x serve with the driver on is
+mirrored, nothing lost or duplicated across a kill -9 of the bridge."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 import pytest_asyncio
+from sqlalchemy import text
 
+from bridge.store.db import make_engine
 from tests.support.bridge_proc import BridgeProcess, free_port
 from tests.support.fake_gen2 import FakeGen2Serve
 from tests.support.fake_upstream import FakeUpstream
@@ -42,33 +45,25 @@ def _one_line(lines: list[str], needle: str) -> str:
     return hits[0]
 
 
-async def test_a_2x_serve_stops_start_up_with_one_line_before_the_database(tmp_path: Path,
-                                                                          gen2: FakeGen2Serve) -> None:
-    bridge = BridgeProcess(tmp_path, gen2.url, NO_DATABASE, extra_env={"BRIDGE_UPSTREAM_PASSWORD": "pw"})
-    bridge.start()
-    rc, lines = await asyncio.to_thread(_exit, bridge)
-    assert rc == 2
-    line = _one_line(lines, "OpenCode 2.0.17")
-    assert line == (f"opencode-bridge: configuration error: the upstream at {gen2.url} is OpenCode 2.0.17 "
-                    "(GET /api/info); this bridge has no OpenCode 2.x driver yet (docs/upstream.md, \"OpenCode 2.x\"): "
-                    "point BRIDGE_UPSTREAM_URL at an opencode serve 1.x (verified: 1.18.33)")
-    # Only the recognition routes were asked (authenticated), nothing of the 1.x driver's.
-    assert set(gen2.request_paths) == {"/api/info", "/global/health", "/api/health"}
-
-
-async def test_generation_1_forced_on_a_2x_serve_says_which_setting_to_change(tmp_path: Path,
-                                                                             gen2: FakeGen2Serve) -> None:
+async def test_a_2x_serve_with_the_2x_driver_off_stops_start_up_with_one_line_before_the_database(
+        tmp_path: Path, gen2: FakeGen2Serve) -> None:
     bridge = BridgeProcess(tmp_path, gen2.url, NO_DATABASE,
                            extra_env={"BRIDGE_UPSTREAM_PASSWORD": "pw", "BRIDGE_UPSTREAM_GENERATION": "1"})
     bridge.start()
     rc, lines = await asyncio.to_thread(_exit, bridge)
     assert rc == 2
-    assert "but BRIDGE_UPSTREAM_GENERATION=1: set it to auto (or 2)" in _one_line(lines, "OpenCode 2.0.17")
+    line = _one_line(lines, "OpenCode 2.0.17")
+    assert line == (f"opencode-bridge: configuration error: the upstream at {gen2.url} is OpenCode 2.0.17 "
+                    "(GET /api/info), but BRIDGE_UPSTREAM_GENERATION=1: set it to auto (or 2), or point "
+                    "BRIDGE_UPSTREAM_URL at an OpenCode 1.x serve")
+    # Only the recognition routes were asked (authenticated), nothing of a driver's.
+    assert set(gen2.request_paths) == {"/api/info", "/global/health", "/api/health"}
 
 
 async def test_a_2x_serve_that_appears_after_start_up_stops_the_running_bridge(tmp_path: Path,
                                                                               database_url: str) -> None:
     port = free_port()
+    # auto: the serve is down at start, the verified 1.x driver starts; the serve turns out to be 2.x
     bridge = BridgeProcess(tmp_path, f"http://127.0.0.1:{port}", database_url,
                            extra_env={"BRIDGE_UPSTREAM_PASSWORD": "pw"})
     bridge.start()
@@ -83,7 +78,9 @@ async def test_a_2x_serve_that_appears_after_start_up_stops_the_running_bridge(t
         rc, lines = await asyncio.to_thread(_exit, bridge)
         assert rc == 2
         line = _one_line(lines, "OpenCode 2.0.17")
-        assert line.startswith(f"opencode-bridge: configuration error: the upstream at {serve.url} is OpenCode 2.0.17")
+        assert line == (f"opencode-bridge: configuration error: the upstream at {serve.url} turned out to be "
+                        "OpenCode 2.0.17 (2.x, from GET /api/info) while the 1.x driver runs: restart the bridge "
+                        "to drive it")
         assert any('"event": "upstream_refused"' in raw for raw in lines)
     finally:
         bridge.stop()
@@ -114,3 +111,50 @@ async def test_generation_2_forced_on_a_1x_serve_refuses(tmp_path: Path, fake: F
     rc, lines = await asyncio.to_thread(_exit, bridge)
     assert rc == 2
     assert "but BRIDGE_UPSTREAM_GENERATION=2: set it to auto (or 1)" in _one_line(lines, "OpenCode 1.18.33")
+
+
+async def test_a_2x_serve_is_mirrored_by_the_2x_driver_across_a_kill_9(tmp_path: Path, database_url: str,
+                                                                        gen2: FakeGen2Serve) -> None:
+    sids = [f"ses_g2daemon{k:016d}" for k in range(3)]
+    for sid in sids:
+        gen2.add_session(sid)
+        for i in range(3):
+            await gen2.append(sid, "session.text.ended", {"assistantMessageID": "m", "ordinal": i, "text": f"{i}"})
+    engine = make_engine(database_url, pool_size=1, max_overflow=0)
+
+    async def mirrored() -> bool:
+        async with engine.connect() as conn:
+            rows = (await conn.execute(text("select session_id, seq, event_id from chat_session_events "
+                                            "order by session_id, seq"))).all()
+        want = [(sid, e["durable"]["seq"], e["id"]) for sid in sids for e in gen2.sessions[sid].events]
+        return [tuple(r) for r in rows] == want
+
+    env = {"BRIDGE_UPSTREAM_PASSWORD": "pw"}
+    first = BridgeProcess(tmp_path, gen2.url, database_url, extra_env=env)
+    first.start()
+    try:
+        await first.wait_ready()
+        await wait_until(mirrored, 30, 0.1, message="2.x sessions mirrored")
+        async with aiohttp.ClientSession() as http, http.get(first.url + "/readyz?verbose") as r:
+            checks = (await r.json())["checks"]
+        assert checks["upstream_generation"] == {"ok": True, "driver": 2, "generation": 2, "version": "2.0.17"}
+        assert checks["upstream_live"]["ok"]
+        await gen2.append(sids[0], "session.text.ended", {"assistantMessageID": "m", "ordinal": 9, "text": "live"})
+        await wait_until(mirrored, 30, 0.1, message="a live append mirrored")
+        assert first.kill() != 0  # kill -9
+        gen2.drop_connections()
+        for sid in sids:  # written while no bridge runs, one with a seq gap
+            await gen2.append(sid, "session.text.ended", {"assistantMessageID": "m", "ordinal": 7, "text": "x"})
+        await gen2.append(sids[1], "session.text.ended", {"assistantMessageID": "m", "ordinal": 8, "text": "y"},
+                          seq=40)
+        second = BridgeProcess(tmp_path, gen2.url, database_url, name="bridge2", extra_env=env)
+        second.start()
+        try:
+            await second.wait_ready()
+            await wait_until(mirrored, 40, 0.1, message="mirrored exactly once after the kill")
+            assert "upstream_driver_unverified" in second.log_path.read_text()
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+        await engine.dispose()

@@ -60,16 +60,19 @@ def serve_2x() -> MockTransport:
     return MockTransport(handler)
 
 
-async def test_a_2x_serve_fails_the_generation_check_with_what_to_do_and_skips_the_1x_checks() -> None:
+async def test_a_2x_serve_is_checked_for_its_generation_and_skips_the_1x_checks() -> None:
     transport = serve_2x()
     checks, _ = await run(Settings(upstream_url="http://serve.test:4096"), transport)
     assert [(c.name, c.ok) for c in checks] == [("upstream", True), ("upstream auth", True),
-                                                ("upstream generation", False)]
-    gen = checks[-1]
-    assert gen.detail == "OpenCode 2.0.17 (2.x, from GET /api/info)"
-    assert gen.fix.startswith("the upstream at http://serve.test:4096 is OpenCode 2.0.17 (GET /api/info); this "
-                              "bridge has no OpenCode 2.x driver yet")
+                                                ("upstream generation", True)]
+    assert checks[-1].detail == "OpenCode 2.0.17 (2.x, from GET /api/info): the 2.x driver"
     assert not any(r.path in ("/config", "/api/provider") for r in transport.requests)
+    # the 2.x driver turned off: the check fails with what to do
+    checks, _ = await run(Settings(upstream_url="http://serve.test:4096", upstream_generation="1"), serve_2x())
+    gen = checks[-1]
+    assert (gen.name, gen.ok, gen.detail) == ("upstream generation", False, "OpenCode 2.0.17 (2.x, from GET /api/info)")
+    assert gen.fix.startswith("the upstream at http://serve.test:4096 is OpenCode 2.0.17 (GET /api/info), but "
+                              "BRIDGE_UPSTREAM_GENERATION=1: set it to auto (or 2)")
 
 
 async def test_a_1x_serve_with_generation_2_configured_fails_the_check() -> None:

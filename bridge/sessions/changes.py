@@ -1,0 +1,68 @@
+"""`ChangeFollower`: discovery on a serve that says which sessions moved — OpenCode 2.x's change hints
+(docs/upstream.md §24): a `sweep` (first on every (re)connect, and whenever hints were dropped) lists every
+session and warms each; a `hint` warms its session. A warm session's follower reads its log from the stored
+cursor, so a hint is never more than a doorbell: nothing depends on receiving one. The stream is read again
+after any break, with capped backoff; `connected` and `outage` are what `/readyz` shows for the live side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+import structlog
+
+from bridge import metrics
+from bridge.backoff import Backoff
+from bridge.errors import UpstreamError
+from bridge.outage import OutageLog
+from bridge.upstream.driver import UpstreamDriver
+
+
+class Warmer(Protocol):
+    def warm(self, session_id: str, directory: str | None = None, reason: str = "") -> bool: ...
+
+
+class ChangeFollower:
+    def __init__(self, driver: UpstreamDriver, warmer: Warmer, *, reconnect_min_s: float, reconnect_max_s: float,
+                 upstream: str = "") -> None:
+        self._driver = driver
+        self._warmer = warmer
+        self._backoff = Backoff(reconnect_min_s, reconnect_max_s)
+        self._log = structlog.get_logger("bridge.upstream").bind(upstream=upstream)
+        self.connected = asyncio.Event()
+        self.outage = OutageLog(self._log, "upstream_changes")
+        self.sweeps = 0
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self._read_once()
+                cause = "eof"
+            except UpstreamError as e:
+                cause = "error"
+                self.outage.failed(str(e))
+            finally:
+                self.connected.clear()
+            metrics.UPSTREAM_RECONNECTS.labels(stream="changes", cause=cause).inc()
+            await asyncio.sleep(self._backoff.next_delay())
+
+    async def _read_once(self) -> None:
+        async with self._driver.changes() as changes:
+            self.connected.set()
+            self.outage.succeeded()
+            self._log.info("changes_connected")
+            async for change in changes:
+                if change.kind == "sweep":
+                    await self.sweep()
+                elif change.session_id is not None:
+                    self._warmer.warm(change.session_id, reason="hint")
+                self._backoff.reset()
+
+    async def sweep(self) -> None:
+        """Every session of the serve, warmed (its follower reads from its stored cursor)."""
+        self.sweeps += 1
+        listed = await self._driver.list_sessions()
+        for s in listed:
+            self._warmer.warm(s.id, s.directory, reason="sweep")
+        self._log.info("changes_sweep", sessions=len(listed))
