@@ -38,6 +38,7 @@ from bridge import metrics
 from bridge.command_service.legacy_queue import QueueSender
 from bridge.config import Settings
 from bridge.dispatch import LiveDispatch
+from bridge.events.legacy_shapes import SessionStatus
 from bridge.fanout.service import FanoutPart, auth_secret, print_local_token
 from bridge.http.app import build_app, serving
 from bridge.http.audit import AuditContext
@@ -223,9 +224,14 @@ class Daemon:
         s = self.settings
         if generation == 2:
             driver = Gen2Driver(client)
+            # Turn end is an event on 2.x (session.execution.*): busy → running; idle wakes the poller, whose
+            # /api/session/active answer ends the turn, as a 1.x `session.status` does.
+            def on_turn(sid: str, busy: bool) -> None:
+                sessions.upstream_status(sid, SessionStatus("busy" if busy else "idle"))
+
             sessions.use_followers(lambda sid, sink, cursor, committed: PortFollower(
                 driver, sid, sink, cursor, reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
-                on_committed=committed))
+                on_committed=committed, on_turn=on_turn))
             changes = ChangeFollower(driver, sessions, reconnect_min_s=s.reconnect_min_s,
                                      reconnect_max_s=s.reconnect_max_s, upstream=s.upstream_name)
             self._log.warning("upstream_driver_unverified", generation=2,
