@@ -10,7 +10,8 @@ A serve is recognised from what three routes answered (docs/upstream.md "OpenCod
   neither of the others named a version.
 
 The first JSON object with a string `version`, in that order, decides; its major number is the
-generation. Nothing else is guessed: no version anywhere is "unknown", never "1.x by default".
+generation (a 0.x version counts as 1). Nothing else is guessed: no version anywhere is "unknown", never
+"1.x by default".
 `choose_driver` turns a recognition and `BRIDGE_UPSTREAM_GENERATION` into the driver to run, or into the
 one line that stops start-up.
 """
@@ -84,7 +85,7 @@ def classify(probes: list[Probe]) -> Recognition:
         if version is not None:
             gen = major(version)
             assert gen is not None
-            return Recognition(2 if gen >= 2 else 1, version, probe.route)
+            return Recognition(max(gen, 1), version, probe.route)
     if any(p.status == 401 for p in probes):
         return Recognition(None, reason="unauthorized")
     if not probes or all(p.status is None for p in probes):
@@ -121,7 +122,7 @@ def choose_driver(recognition: Recognition, setting: str, available: frozenset[i
         return DriverChoice(None, f"{what}, but BRIDGE_UPSTREAM_GENERATION={setting}: set it to auto (or "
                                   f"{found}), or point BRIDGE_UPSTREAM_URL at an OpenCode {setting}.x serve")
     if found not in available:
-        return DriverChoice(None, f"{what}; this bridge has no OpenCode {found}.x driver yet "
-                                  f"(docs/upstream.md, \"OpenCode 2.x\"): point BRIDGE_UPSTREAM_URL at an "
-                                  f"opencode serve 1.x (verified: {VERIFIED_1X})")
+        return DriverChoice(None, f"{what}; this bridge has no OpenCode {found}.x driver (docs/upstream.md "
+                                  f"§24): point BRIDGE_UPSTREAM_URL at an opencode serve 1.x (verified: "
+                                  f"{VERIFIED_1X}) or 2.x")
     return DriverChoice(found)

@@ -41,7 +41,7 @@ def _expected(probes: list[Probe]) -> Recognition:
             body = p.body if "version" in p.body else p.body.get("data", {})
             v = body.get("version") if isinstance(body, dict) else None
             if isinstance(v, str) and v[:1].isdigit():
-                return Recognition(2 if int(v.split(".")[0]) >= 2 else 1, v, route)
+                return Recognition(max(int(v.split(".")[0]), 1), v, route)
     if any(p.status == 401 for p in probes):
         return Recognition(None, reason="unauthorized")
     if all(p.status is None for p in probes):
@@ -93,7 +93,7 @@ def test_major_of_anything_else_is_none(text: str) -> None:
 
 
 @pytest.mark.parametrize("setting", GENERATION_SETTINGS)
-@pytest.mark.parametrize("found", [None, 1, 2])
+@pytest.mark.parametrize("found", [None, 1, 2, 3])
 @pytest.mark.parametrize("available", [frozenset({1}), frozenset({1, 2}), frozenset({2}), frozenset()])
 def test_choose_driver_every_case(setting: str, found: int | None, available: frozenset[int]) -> None:
     rec = Recognition(found, f"{found}.0.5", "/api/info") if found else Recognition(None, reason="unreachable")
@@ -114,10 +114,13 @@ def test_choose_driver_every_case(setting: str, found: int | None, available: fr
 
 def test_refusal_lines_say_what_to_do() -> None:
     two = Recognition(2, "2.0.17", "/api/info")
-    off = choose_driver(two, "auto", frozenset({1}), URL).refusal
-    assert off == ("the upstream at http://127.0.0.1:4096 is OpenCode 2.0.17 (GET /api/info); this bridge has no "
-                   "OpenCode 2.x driver yet (docs/upstream.md, \"OpenCode 2.x\"): point BRIDGE_UPSTREAM_URL at an "
-                   "opencode serve 1.x (verified: 1.18.33)")
+    three = classify([Probe("/api/info", 200, True, {"version": "3.0.0"})])
+    assert three.generation == 3
+    off = choose_driver(three, "auto", frozenset({1, 2}), URL).refusal
+    assert off == ("the upstream at http://127.0.0.1:4096 is OpenCode 3.0.0 (GET /api/info); this bridge has no "
+                   "OpenCode 3.x driver (docs/upstream.md §24): point BRIDGE_UPSTREAM_URL at an opencode serve 1.x "
+                   "(verified: 1.18.33) or 2.x")
+    assert classify([Probe("/api/info", 200, True, {"version": "0.9"})]).generation == 1
     forced = choose_driver(two, "1", frozenset({1, 2}), URL).refusal
     assert forced is not None and "BRIDGE_UPSTREAM_GENERATION=1: set it to auto (or 2)" in forced
     with pytest.raises(ValueError, match="generation setting"):
