@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 from sqlalchemy import text
 
+from bridge.auth import mint_token
 from bridge.store.db import make_engine
 from tests.support.bridge_proc import BridgeProcess, free_port
 from tests.support.fake_gen2 import FakeGen2Serve
@@ -157,4 +158,53 @@ async def test_a_2x_serve_is_mirrored_by_the_2x_driver_across_a_kill_9(tmp_path:
             second.stop()
     finally:
         first.stop()
+        await engine.dispose()
+
+
+async def test_commands_through_the_daemon_reach_a_2x_serve_exactly_once(tmp_path: Path, database_url: str,
+                                                                         gen2: FakeGen2Serve) -> None:
+    secret = "gen2-commands-secret-" + "x" * 40
+    sid = "ses_g2command000000000000001"
+    gen2.add_session(sid, "/srv/agent/proj")
+    bridge = BridgeProcess(tmp_path, gen2.url, database_url, extra_env={
+        "BRIDGE_UPSTREAM_PASSWORD": "pw", "BRIDGE_AUTH_SECRET": secret, "BRIDGE_UPSTREAM_NAME": "gen2-cmd",
+        "BRIDGE_ALLOWED_DIRECTORIES": "/srv/agent"})
+    bridge.start()
+    engine = make_engine(database_url, pool_size=1, max_overflow=0)
+    try:
+        await bridge.wait_ready()
+
+        async def warm() -> bool:
+            async with engine.connect() as conn:
+                return bool((await conn.execute(text("select count(*) from chat_session_events where "
+                                                     "session_id = :s"), {"s": sid})).scalar())
+
+        await wait_until(warm, 30, 0.1, message="the session mirrored")
+        tok = mint_token(secret, "gen2-cmd", None, 600, "web", scope="control")
+        body = {"command_id": "p-1", "text": "hello", "delivery": "queue"}
+        async with aiohttp.ClientSession() as http:
+            answers = []
+            for _ in range(2):  # the same command twice: one prompt upstream
+                async with http.post(f"{bridge.url}/v1/sessions/{sid}/prompt", json=body,
+                                     headers={"Authorization": f"Bearer {tok}"}) as r:
+                    answers.append((r.status, await r.json()))
+            async with http.post(f"{bridge.url}/v1/sessions/{sid}/interrupt", json={"command_id": "i-1"},
+                                 headers={"Authorization": f"Bearer {tok}"}) as r:
+                interrupted = (r.status, await r.json())
+        assert [a[0] for a in answers] == [200, 200], answers
+        assert answers[0][1]["runtime"] == "v2" and answers[0][1] == answers[1][1]
+        assert len(gen2.sessions[sid].inbox) == 1
+        entry = next(iter(gen2.sessions[sid].inbox.values()))
+        assert (entry["payload"]["text"], entry["delivery"]) == ("hello", "queue")
+        assert interrupted[0] == 200, interrupted
+
+        async def admitted_mirrored() -> bool:
+            async with engine.connect() as conn:
+                kinds = (await conn.execute(text("select kind from chat_session_events where session_id = :s "
+                                                 "and type = 'session.input.admitted'"), {"s": sid})).all()
+            return [k for (k,) in kinds] == ["prompt:admitted"]
+
+        await wait_until(admitted_mirrored, 30, 0.1, message="the admission mirrored once, as prompt:admitted")
+    finally:
+        bridge.stop()
         await engine.dispose()

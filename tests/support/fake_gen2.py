@@ -157,6 +157,9 @@ class FakeGen2Serve:
         r.add_get("/api/health", self._health)
         r.add_get("/api/session", self._list)
         r.add_get("/api/session/active", self._active)
+        r.add_get("/api/session/{sid}", self._get_session)
+        r.add_get("/api/model", self._models)
+        r.add_get("/api/model/default", self._default_model)
         r.add_get("/api/experimental/session/{sid}/log", self._log)
         r.add_get("/api/event/changes", self._changes)
         r.add_get("/api/event", self._live)
@@ -218,6 +221,23 @@ class FakeGen2Serve:
 
     async def _active(self, request: web.Request) -> web.Response:
         return web.json_response({"data": {sid: {"type": "running"} for sid in sorted(self.active)}})
+
+    async def _get_session(self, request: web.Request) -> web.Response:
+        s = self.sessions.get(request.match_info["sid"])
+        if s is None:
+            return _not_found(request.match_info["sid"])
+        return web.json_response({"data": {"id": s.id, "title": "New session",
+                                           "location": {"directory": s.directory}}})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        # `{location, data: models}` as 2.x's own fake answers it (wire-fixture.ts above)
+        model = {"id": "mock-1", "modelID": "mock-1", "providerID": "mock", "name": "Mock"}
+        return web.json_response({"location": {"directory": request.query.get("location[directory]", "/")},
+                                  "data": [model]})
+
+    async def _default_model(self, request: web.Request) -> web.Response:
+        return web.json_response({"location": {"directory": request.query.get("location[directory]", "/")},
+                                  "data": {"id": "mock-1", "providerID": "mock"}})
 
     async def _stream(self, request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
