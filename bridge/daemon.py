@@ -51,7 +51,7 @@ from bridge.ops.upstream_generation import GenerationGuard, UpstreamRefused, gen
 from bridge.perf.runtime import refreeze, tune_gc
 from bridge.perf.turnstile import Turnstile
 from bridge.revocation import RevocationList
-from bridge.sessions.changes import ChangeFollower
+from bridge.sessions.changes import ChangeFollower, LiveFollower
 from bridge.sessions.discovery import Discovery
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.chat_sessions import LeaseStore
@@ -239,7 +239,12 @@ class Daemon:
             self._log.warning("upstream_driver_unverified", generation=2,
                               detail="the OpenCode 2.x driver is written from its source, not verified on a 2.x "
                                      "serve (docs/upstream.md §24)")
-            return changes, [("changes", changes.run)]
+            # Deltas, permission requests and forms: the same table as 1.x's live events, without the
+            # re-sync of pending requests (it reads 1.x list routes) and the sync-log discovery.
+            live2 = LiveFollower(driver, LiveDispatch(relay=fanout.relay, sessions=sessions),
+                                 reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
+                                 upstream=s.upstream_name)
+            return changes, [("changes", changes.run), ("live", live2.run)]
         discovery = Discovery(client, store, sessions, min_interval_s=s.discovery_interval_s,
                               retry_min_s=s.reconnect_min_s, retry_max_s=s.reconnect_max_s)
         dispatch = LiveDispatch(relay=fanout.relay, resync=fanout.resync, sessions=sessions, discovery=discovery)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -20,6 +21,7 @@ from bridge.store.db import make_engine
 from tests.support.bridge_proc import BridgeProcess, free_port
 from tests.support.fake_gen2 import FakeGen2Serve
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.fanout_client import WsClient
 from tests.support.waiting import wait_until
 
 # Nothing listens there: a start-up that touched the database would fail on it, not refuse the serve.
@@ -208,3 +210,37 @@ async def test_commands_through_the_daemon_reach_a_2x_serve_exactly_once(tmp_pat
     finally:
         bridge.stop()
         await engine.dispose()
+
+
+async def test_2x_live_deltas_reach_a_websocket_client_as_1x_deltas_do(tmp_path: Path, database_url: str,
+                                                                     gen2: FakeGen2Serve) -> None:
+    secret = "gen2-live-secret-" + "x" * 40
+    sid = "ses_g2live00000000000000000001"
+    gen2.add_session(sid, "/srv/agent/proj")
+    await gen2.append(sid, "session.text.started", {"assistantMessageID": "msg_a", "ordinal": 0})
+    bridge = BridgeProcess(tmp_path, gen2.url, database_url, extra_env={
+        "BRIDGE_UPSTREAM_PASSWORD": "pw", "BRIDGE_AUTH_SECRET": secret, "BRIDGE_UPSTREAM_NAME": "gen2-live"})
+    bridge.start()
+    client = None
+    try:
+        await bridge.wait_ready()
+        client = await WsClient.connect(bridge.url, mint_token(secret, "gen2-live", None, 600, "web"))
+        await client.subscribe(sid, 0)
+        started = await client.wait_for("event", session=sid)
+        assert (started["kind"], started["fields"]["part_id"]) == ("text:start", "msg_a#0")
+
+        async def delta() -> dict[str, Any] | None:
+            gen2.publish_live({"id": "evt_d1", "type": "session.text.delta", "created": 1,
+                               "location": {"directory": "/srv/agent/proj"},
+                               "data": {"sessionID": sid, "assistantMessageID": "msg_a", "ordinal": 0,
+                                        "delta": "Hel"}})
+            got = client.of("delta", sid) if client is not None else []
+            return got[0] if got else None
+
+        got = await wait_until(delta, 20, 0.2, message="a 2.x delta on the WebSocket")
+        assert (got["kind"], got["part_id"], got["delta"], got["assistant_message_id"]) == (
+            "delta:text", "msg_a#0", "Hel", "msg_a")
+    finally:
+        if client is not None:
+            await client.close()
+        bridge.stop()
