@@ -62,6 +62,7 @@ from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.gen2.commands import Gen2Commands
 from bridge.upstream.gen2.driver import Gen2Driver
+from bridge.upstream.gen2.requests import Gen2Requests
 from bridge.upstream.live import LiveStream
 from bridge.upstream.port_follower import PortFollower
 
@@ -170,7 +171,8 @@ class Daemon:
                                                revoked=revoked),
                             detail=readiness_detail(secret, s, revoked))
             commands = mount_commands(app, s, engine, client, fanout.service, secret, revoked,  # docs/commands.md
-                                      upstream=Gen2Commands(client) if choice.generation == 2 else None)
+                                      upstream=Gen2Commands(client) if choice.generation == 2 else None,
+                                      requests=Gen2Requests(client) if choice.generation == 2 else None)
             # The bridge's own legacy queue (docs/commands.md, "The legacy queue"): woken when a session
             # of ours goes idle upstream.
             queue_sender = QueueSender(commands.service.prompts, sessions)

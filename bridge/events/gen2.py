@@ -170,6 +170,9 @@ GEN1_TWINS: dict[str, str] = {
 def normalize_gen2(env: Envelope) -> ChatEvent:
     """A 2.x envelope → the ChatEvent a 1.x event of the same meaning gives. Never raises on data content."""
     kind = GEN2_KINDS.get(env.type, Kind.UNKNOWN)
+    if env.session_id is None and isinstance(env.data.get("form"), dict):
+        owner = as_str(env.data["form"].get("sessionID"))  # `form.created` names its session in the form
+        env = replace(env, session_id=owner) if owner else env
     twin = GEN1_TWINS.get(env.type)
     base = normalize(replace(env, type=twin) if twin is not None else env)
     values = {f.name: getattr(base, f.name) for f in fields(ChatEvent)}
@@ -193,9 +196,52 @@ def normalize_any(env: Envelope) -> ChatEvent:
 _SHARED_TYPES = frozenset({"server.connected"})
 
 
+def _options(field: dict[str, Any]) -> list[dict[str, Any]]:
+    if field.get("type") == "boolean":
+        return [{"label": "true", "value": True}, {"label": "false", "value": False}]
+    raw = field.get("options")
+    return [o for o in raw if isinstance(o, dict) and isinstance(o.get("label"), str)] if isinstance(raw, list) else []
+
+
+def form_questions(form: dict[str, Any]) -> list[dict[str, Any]]:
+    """A form's fields as the questions a client answers today (`{question, header, options[{label,
+    description}], multiple, custom}`): a field's title (else description, else key) is the question, its
+    options' labels the choices (`true`/`false` for a boolean), `multiselect` takes several, and free text
+    is allowed where the field takes it (`custom`, or a field without options)."""
+    out = []
+    for field in (as_obj(f) for f in form.get("fields", []) if isinstance(form.get("fields"), list)):
+        options = _options(field)
+        key = as_str(field.get("key")) or ""
+        out.append({"question": as_str(field.get("title")) or as_str(field.get("description")) or key,
+                    "header": key,
+                    "options": [{"label": o["label"], **({"description": o["description"]}
+                                                          if isinstance(o.get("description"), str) else {})}
+                                for o in options],
+                    "multiple": field.get("type") == "multiselect",
+                    "custom": field.get("custom") is True or (not options and field.get("type") != "boolean")})
+    return out
+
+
+def _value(field: dict[str, Any], chosen: str) -> Any:
+    """A chosen label as the field's value (the option's `value`), else the typed text as the field's type."""
+    for o in _options(field):
+        if o["label"] == chosen:
+            return o.get("value", chosen)
+    kind = field.get("type")
+    try:
+        if kind == "integer":
+            return int(chosen)
+        if kind == "number":
+            return float(chosen)
+    except ValueError:
+        raise BadFrame("bad_answer", f"field {field.get('key')!r} takes a {kind}, not {chosen[:40]!r}") from None
+    return chosen
+
+
 def form_answer(form: dict[str, Any], answers: list[list[str]]) -> dict[str, Any]:
-    """A question's answers (one list of chosen labels per question, in order) as the form's `answer`:
-    field key → value (a list for `multiselect`, else the one choice); `BadFrame` when they do not fit."""
+    """A question's answers (one list of chosen labels or typed texts per question, in order) as the form's
+    `answer`: field key → value (a list for `multiselect`, else the one choice; a label becomes its option's
+    value); `BadFrame` when they do not fit."""
     fields = [as_obj(f) for f in form.get("fields", [])] if isinstance(form.get("fields"), list) else []
     if len(answers) != len(fields):
         raise BadFrame("bad_answer", f"{len(answers)} answers for a form of {len(fields)} fields")
@@ -205,9 +251,9 @@ def form_answer(form: dict[str, Any], answers: list[list[str]]) -> dict[str, Any
         if key is None:
             raise BadFrame("bad_answer", "a form field without a key")
         if field.get("type") == "multiselect":
-            out[key] = list(chosen)
+            out[key] = [_value(field, c) for c in chosen]
         elif len(chosen) != 1:
             raise BadFrame("bad_answer", f"field {key!r} takes one answer, not {len(chosen)}")
         else:
-            out[key] = chosen[0]
+            out[key] = _value(field, chosen[0])
     return out

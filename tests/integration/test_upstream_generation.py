@@ -244,3 +244,48 @@ async def test_2x_live_deltas_reach_a_websocket_client_as_1x_deltas_do(tmp_path:
         if client is not None:
             await client.close()
         bridge.stop()
+
+
+FORM = {"id": "frm_pick", "sessionID": "", "mode": "form", "title": "Pick",
+        "fields": [{"key": "color", "title": "Which color?", "type": "string",
+                    "options": [{"value": "r", "label": "Red"}, {"value": "g", "label": "Green"}]},
+                   {"key": "tags", "type": "multiselect", "options": [{"value": "a", "label": "A"},
+                                                                      {"value": "b", "label": "B"}]}]}
+
+
+async def test_a_2x_form_is_shown_and_answered_as_a_question(tmp_path: Path, database_url: str,
+                                                             gen2: FakeGen2Serve) -> None:
+    secret = "gen2-form-secret-" + "x" * 40
+    sid = "ses_g2form00000000000000000001"
+    gen2.add_session(sid, "/srv/agent/proj")
+    await gen2.append(sid, "session.step.started", {"assistantMessageID": "msg_a", "agent": "build",
+                                                    "model": {"id": "mock-1", "providerID": "mock"}})
+    bridge = BridgeProcess(tmp_path, gen2.url, database_url, extra_env={
+        "BRIDGE_UPSTREAM_PASSWORD": "pw", "BRIDGE_AUTH_SECRET": secret, "BRIDGE_UPSTREAM_NAME": "gen2-form",
+        "BRIDGE_ALLOWED_DIRECTORIES": "/srv/agent"})
+    bridge.start()
+    client = None
+    try:
+        await bridge.wait_ready()
+        client = await WsClient.connect(bridge.url, mint_token(secret, "gen2-form", None, 600, "web"))
+        await client.subscribe(sid, 0)
+        await client.wait_for("event", session=sid)  # warm: its log is followed
+        gen2.ask_form(sid, {**FORM, "sessionID": sid})
+        asked = await client.wait_for("question", session=sid)
+        assert (asked["request_id"], asked["state"]) == ("frm_pick", "asked")
+        assert [q["question"] for q in asked["questions"]] == ["Which color?", "tags"]
+        assert [o["label"] for o in asked["questions"][0]["options"]] == ["Red", "Green"]
+        tok = mint_token(secret, "gen2-form", None, 600, "web", scope="prompt")
+        async with aiohttp.ClientSession() as http, http.post(
+                f"{bridge.url}/v1/sessions/{sid}/questions/frm_pick/reply",
+                json={"command_id": "q-1", "answers": [["Red"], ["A", "B"]]},
+                headers={"Authorization": f"Bearer {tok}"}) as r:
+            answered = (r.status, await r.json())
+        assert answered[0] == 200, answered
+        assert gen2.form_answers == [(sid, "frm_pick", {"color": "r", "tags": ["a", "b"]})]
+        settled = await client.wait_for("question", session=sid, state="answered")
+        assert settled["request_id"] == "frm_pick"
+    finally:
+        if client is not None:
+            await client.close()
+        bridge.stop()

@@ -126,6 +126,12 @@ class FakeGen2Serve:
     def publish_live(self, env: dict[str, Any]) -> None:
         self._publish(self._live_queues, env)
 
+    def ask_form(self, sid: str, form: dict[str, Any]) -> None:
+        """A pending form (`form.created` live, form.ts above)."""
+        self.sessions[sid].forms[form["id"]] = form
+        self.publish_live({"id": f"evt_formc{len(self.sessions[sid].forms):021d}", "type": "form.created",
+                           "created": int(time.time() * 1000), "data": {"form": form}})
+
     def fail_next_log(self, sid: str) -> None:
         self.sessions[sid].fail_next_log = True
 
@@ -168,6 +174,7 @@ class FakeGen2Serve:
         r.add_post("/api/session/{sid}/model", self._select)
         r.add_post("/api/session/{sid}/agent", self._select)
         r.add_post("/api/session/{sid}/permission/{rid}/reply", self._permission_reply)
+        r.add_get("/api/session/{sid}/form", self._form_list)
         r.add_get("/api/session/{sid}/form/{fid}", self._form_get)
         r.add_delete("/api/session/{sid}/form/{fid}", self._form_cancel)
         r.add_post("/api/session/{sid}/form/{fid}/reply", self._form_reply)
@@ -362,6 +369,12 @@ class FakeGen2Serve:
         s = self.sessions.get(request.match_info["sid"])
         return s, (s.forms.get(request.match_info["fid"]) if s is not None else None)
 
+    async def _form_list(self, request: web.Request) -> web.Response:
+        s = self.sessions.get(request.match_info["sid"])
+        if s is None:
+            return _not_found(request.match_info["sid"])
+        return web.json_response({"data": list(s.forms.values())})
+
     async def _form_get(self, request: web.Request) -> web.Response:
         _, form = self._form(request)
         if form is None:
@@ -375,6 +388,7 @@ class FakeGen2Serve:
             return web.Response(status=404)
         answer = (await request.json()).get("answer")
         self.form_answers.append((s.id, form["id"], answer))
+        s.forms.pop(form["id"], None)
         self.publish_live({"id": f"evt_form{len(self.form_answers):022d}", "type": "form.replied",
                            "data": {"id": form["id"], "sessionID": s.id, "answer": answer}})
         return web.Response(status=204)
@@ -384,4 +398,7 @@ class FakeGen2Serve:
         if s is None or form is None:
             return web.Response(status=404)
         self.form_answers.append((s.id, form["id"], None))
+        s.forms.pop(form["id"], None)
+        self.publish_live({"id": f"evt_formx{len(self.form_answers):021d}", "type": "form.cancelled",
+                           "data": {"id": form["id"], "sessionID": s.id}})
         return web.Response(status=204)

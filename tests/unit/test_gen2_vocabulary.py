@@ -176,3 +176,31 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_
 def test_no_data_content_makes_it_raise(type_: str, data: dict[str, Any]) -> None:
     ev = normalize_any(parse_envelope({"id": "evt_x", "type": type_, "data": data}))
     assert ev.kind == GEN2_KINDS[type_]
+
+
+def test_a_form_reads_as_questions_and_labels_answer_as_values() -> None:
+    from bridge.events.gen2 import form_questions
+    from bridge.events.question import question_specs, question_update
+
+    form = {"id": "frm_2", "sessionID": SID, "mode": "form", "fields": [
+        {"key": "color", "title": "Color?", "type": "string",
+         "options": [{"value": "r", "label": "Red", "description": "warm"}, {"value": "g", "label": "Green"}]},
+        {"key": "n", "description": "How many?", "type": "integer"},
+        {"key": "ok", "type": "boolean"},
+        {"key": "tags", "type": "multiselect", "custom": True, "options": [{"value": "a", "label": "A"}]}]}
+    qs = form_questions(form)
+    assert [(q["question"], q["header"], q["multiple"], q["custom"]) for q in qs] == [
+        ("Color?", "color", False, False), ("How many?", "n", False, True), ("ok", "ok", False, False),
+        ("tags", "tags", True, True)]
+    assert qs[0]["options"] == [{"label": "Red", "description": "warm"}, {"label": "Green"}]
+    assert [s.labels for s in question_specs(qs)] == [("Red", "Green"), (), ("true", "false"), ("A",)]
+    assert form_answer(form, [["Green"], ["3"], ["false"], ["A", "typed"]]) == {
+        "color": "g", "n": 3, "ok": False, "tags": ["a", "typed"]}
+    with pytest.raises(BadFrame):
+        form_answer(form, [["Red"], ["three"], ["true"], []])
+    # `form.created` names its session inside the form: the update belongs to it
+    asked = question_update(normalize_any(parse_envelope({"id": "evt_f", "type": "form.created",
+                                                          "data": {"form": form}})))
+    assert asked is not None
+    assert (asked.session_id, asked.request_id, asked.runtime, asked.state) == (SID, "frm_2", "form", "asked")
+    assert asked.questions == qs
