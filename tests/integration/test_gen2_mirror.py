@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest_asyncio
+from sqlalchemy import text as text_sql
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.fanout import protocol as p
@@ -197,3 +198,25 @@ async def test_fan_out_frames_are_the_same_for_an_equivalent_conversation_of_eit
 
 async def _equal(store: EventStore, sid: str, want: list[tuple[int, str]]) -> bool:
     return await stored_ids(store, sid) == want
+
+
+async def test_a_bad_frame_in_a_log_is_kept_with_its_reason_and_nothing_else_is_lost(
+        engine: AsyncEngine, serve: FakeGen2Serve, driver: Gen2Driver) -> None:
+    store = EventStore(engine, UPSTREAM)
+    serve.add_session(SID)
+    await text(serve, SID, 0)
+    serve.sessions[SID].raw_next.append(b'data: {"id":"evt_bad","type":\n\n')  # cut JSON
+    follower, task = await start(store, driver, SID)
+    await text(serve, SID, 1)
+    await wait_until(lambda: mirrored(store, serve, SID), 10, 0.02, message="mirror around a bad frame")
+
+    async def rejected() -> list[tuple[str, str]]:
+        async with engine.connect() as conn:
+            rows = await conn.execute(text_sql("select reason, raw from chat_event_rejects where session_id = :s"),
+                                      {"s": SID})
+            return [(str(r), str(w)) for r, w in rows]
+
+    got = await wait_until(rejected, 10, 0.02, message="the bad frame kept")
+    assert got == [("bad_json", '{"id":"evt_bad","type":')]
+    follower.stop()
+    await task

@@ -67,6 +67,7 @@ class Gen2Session:
     inbox: dict[str, dict[str, Any]] = field(default_factory=dict)  # prompt id → inbox entry
     forms: dict[str, dict[str, Any]] = field(default_factory=dict)  # form id → Form.Info
     fail_next_log: bool = False
+    raw_next: list[bytes] = field(default_factory=list)  # written once, by the next log read, after its replay
 
 
 class FakeGen2Serve:
@@ -274,6 +275,8 @@ class FakeGen2Serve:
                 await resp.write(f"event: {FAILURE_EVENT}\ndata: {dumps({'message': 'log reader failed'})}\n\n"
                                  .encode())
                 return resp
+            while s.raw_next:  # bad input, written once
+                await resp.write(s.raw_next.pop(0))
             head = s.events[-1]["durable"]["seq"] if s.events else None
             await resp.write(f"data: {dumps({'type': 'log.synced', 'aggregateID': s.id, 'seq': head})}\n\n".encode())
             while follow and generation == self._generation:
