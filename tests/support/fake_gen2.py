@@ -174,6 +174,7 @@ class FakeGen2Serve:
         r.add_post("/api/session/{sid}/interrupt", self._interrupt)
         r.add_post("/api/session/{sid}/model", self._select)
         r.add_post("/api/session/{sid}/agent", self._select)
+        r.add_get("/api/session/{sid}/permission", self._permission_list)
         r.add_post("/api/session/{sid}/permission/{rid}/reply", self._permission_reply)
         r.add_get("/api/session/{sid}/form", self._form_list)
         r.add_get("/api/session/{sid}/form/{fid}", self._form_get)
@@ -360,9 +361,17 @@ class FakeGen2Serve:
             await self.append(sid, "session.agent.selected", {"agent": body["agent"]})
         return web.Response(status=204)
 
+    async def _permission_list(self, request: web.Request) -> web.Response:
+        # `/api/session/:id/permission`: the session's pending requests (packages/protocol/src/groups/
+        # permission.ts@ef5d2092add1a52f45bd42a1a357c54e7754727a lists the route; none pending here)
+        if request.match_info["sid"] not in self.sessions:
+            return _not_found(request.match_info["sid"])
+        return web.json_response({"data": []})
+
     async def _permission_reply(self, request: web.Request) -> web.Response:
         body = await request.json()
-        decision = body.get("decision") if isinstance(body, dict) else None
+        # `{reply}` (permission.ts@047544f021a096472ec2c8d01b91a998c955e86b) or `{decision}` (wire-fixture.ts)
+        decision = (body.get("reply") or body.get("decision")) if isinstance(body, dict) else None
         if decision not in ("once", "always", "reject"):
             return web.Response(status=400)
         self.replies.append((request.match_info["sid"], request.match_info["rid"], decision))

@@ -91,7 +91,7 @@ async def test_the_2x_driver_sends_the_calls_of_its_source() -> None:
         ("POST", f"{s}/interrupt?{LOC}", None),
         ("POST", f"{s}/model?{LOC}", {"model": {"providerID": "mock", "id": "m2"}}),
         ("POST", f"{s}/agent?{LOC}", {"agent": "plan"}),
-        ("POST", f"{s}/permission/per_1/reply?{LOC}", {"decision": "reject"}),
+        ("POST", f"{s}/permission/per_1/reply?{LOC}", {"reply": "reject", "decision": "reject"}),
         ("GET", f"{s}/form/frm_1?{LOC}", None),
         ("POST", f"{s}/form/frm_1/reply?{LOC}", {"answer": {"pick": "x", "many": ["a", "b"]}}),
         ("DELETE", f"{s}/form/frm_2?{LOC}", None),

@@ -53,7 +53,7 @@ async def test_the_calls_and_bodies() -> None:
         ("POST", f"{s}/prompt?{LOC}", {"id": "msg_1", "text": "hi", "delivery": "queue",
                                        "files": [{"uri": "file:///srv/p/a.txt"}]}),
         ("POST", f"{s}/interrupt?{LOC}", None),
-        ("POST", f"{s}/permission/per_1/reply?{LOC}", {"decision": "once"}),
+        ("POST", f"{s}/permission/per_1/reply?{LOC}", {"reply": "once", "decision": "once"}),
         ("POST", f"{s}/model?{LOC}", {"model": {"providerID": "mock", "id": "m2"}}),
         ("GET", "/api/info", None),
         ("GET", f"/api/model/default?{LOC}", None),

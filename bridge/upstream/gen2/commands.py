@@ -4,8 +4,9 @@ from its source (docs/upstream.md §24.3; same files as bridge.upstream.gen2.dri
 
 - prompt `POST …/prompt {id, text, files?, delivery}` (the prompt's fields at the top level) → the inbox
   entry (no `admittedSeq`: the admission is the log's `session.input.admitted`);
-- permission replies `{decision}`; the serve's version from `GET /api/info`; the default model from
-  `GET /api/model/default`; slash commands from `GET /api/command`;
+- permission replies `{reply, decision}` (both spellings read, bridge.upstream.gen2.driver); the serve's
+  version from `GET /api/info`; the default model from `GET /api/model/default`; slash commands from
+  `GET /api/command`;
 - no legacy runtime: nothing is busy there, no legacy request is pending, and a legacy call (a legacy
   prompt, `/session/{id}/…` operations) is refused with an error naming 2.x instead of being sent to a
   route that answers the web app's page.
@@ -17,6 +18,7 @@ from typing import Any
 
 from bridge.errors import UpstreamError
 from bridge.upstream.commands import UpstreamCommands
+from bridge.upstream.gen2.driver import permission_reply_body
 
 
 def _no_legacy(what: str) -> UpstreamError:
@@ -36,7 +38,7 @@ class Gen2Commands(UpstreamCommands):
 
     async def reply_v2(self, session_id: str, directory: str, request_id: str, reply: str) -> int:
         path = self._s(session_id, "permission", request_id, "reply")
-        status, _ = await self._call("POST", path, directory, {"decision": reply})
+        status, _ = await self._call("POST", path, directory, permission_reply_body(reply))
         return status
 
     async def serve_version(self) -> str | None:

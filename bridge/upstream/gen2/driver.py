@@ -13,8 +13,9 @@
   packages/protocol/src/groups/event.ts@014a439e5f023ffa8eae33e9c43b40f5f64b359c;
 - commands: `POST …/prompt {id, text, delivery}` → the inbox entry `{data: {id, …}}`;
   `POST …/interrupt` → `{interrupted}`; `POST …/model {model}`, `…/agent {agent}` → 204;
-  `POST …/permission/:id/reply {decision}`; forms `GET …/form/:id`, `POST …/form/:id/reply {answer}`,
-  `DELETE …/form/:id` — session.ts above, packages/schema/src/form.ts@23699db9682c24c6217d86ea1133bfb20b08d769,
+  `POST …/permission/:id/reply {reply}` (`{decision}` in 2.x's test fake: both sent); forms
+  `GET …/form/:id`, `POST …/form/:id/reply {answer}`, `DELETE …/form/:id` — session.ts above,
+  packages/schema/src/form.ts@23699db9682c24c6217d86ea1133bfb20b08d769,
   packages/cli/test/acp/wire-fixture.ts@1fb51e4ab10be0adacf54a917950ec60a03995af.
 """
 
@@ -62,6 +63,13 @@ def _change(data: str) -> Change | None:
 def _live(data: str) -> Envelope | None:
     env = parse_frame(data)
     return None if env.type == "server.connected" else env
+
+
+def permission_reply_body(reply: str) -> dict[str, str]:
+    """A permission reply's body, in both spellings read: `{reply}` (packages/protocol/src/groups/
+    permission.ts@047544f021a096472ec2c8d01b91a998c955e86b) and `{decision}` (wire-fixture.ts above); an
+    Effect struct ignores a key it does not declare, so either version reads its own."""
+    return {"reply": reply, "decision": reply}
 
 
 def _data(body: Any, what: str) -> Any:
@@ -151,7 +159,7 @@ class Gen2Driver:
 
     async def reply_permission(self, session_id: str, directory: str, request_id: str, reply: str) -> None:
         path = self._s(session_id, "permission", request_id, "reply")
-        await self.http.send_json("POST", path, {"decision": reply}, directory=directory)
+        await self.http.send_json("POST", path, permission_reply_body(reply), directory=directory)
 
     async def reply_question(self, session_id: str, directory: str, request_id: str,
                              answers: list[list[str]] | None) -> None:
