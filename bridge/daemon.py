@@ -241,9 +241,11 @@ class Daemon:
             self._log.warning("upstream_driver_unverified", generation=2,
                               detail="the OpenCode 2.x driver is written from its source, not verified on a 2.x "
                                      "serve (docs/upstream.md §24)")
-            # Deltas, permission requests and forms: the same table as 1.x's live events, without the
-            # re-sync of pending requests (it reads 1.x list routes) and the sync-log discovery.
-            live2 = LiveFollower(driver, LiveDispatch(relay=fanout.relay, sessions=sessions),
+            # Deltas, permission requests and forms: the same table as 1.x's live events (without the
+            # sync-log discovery); pending requests re-read from 2.x's list routes on every (re)connect.
+            if fanout.resync is not None:  # pending permissions and forms listed on 2.x's routes
+                fanout.resync.use_requests(Gen2Requests(client))
+            live2 = LiveFollower(driver, LiveDispatch(relay=fanout.relay, resync=fanout.resync, sessions=sessions),
                                  reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
                                  upstream=s.upstream_name)
             return changes, [("changes", changes.run), ("live", live2.run)]

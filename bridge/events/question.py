@@ -45,9 +45,8 @@ class QuestionUpdate:
 
 
 def _runtime(event_type: str) -> str:
-    if event_type.startswith("form."):
-        return "form"  # OpenCode 2.x: a form, answered on its routes (docs/upstream.md §24)
-    return "v2" if event_type.startswith("question.v2.") else "legacy"
+    # OpenCode 2.x's forms (docs/upstream.md §24) belong to its one runtime, v2: the re-sync lists them there.
+    return "v2" if event_type.startswith(("question.v2.", "form.")) else "legacy"
 
 
 def _asked_questions(ev: ChatEvent) -> list[dict[str, Any]] | None:

@@ -289,3 +289,27 @@ async def test_a_2x_form_is_shown_and_answered_as_a_question(tmp_path: Path, dat
         if client is not None:
             await client.close()
         bridge.stop()
+
+
+async def test_a_2x_form_asked_while_no_bridge_listened_is_shown_on_subscribe(tmp_path: Path, database_url: str,
+                                                                              gen2: FakeGen2Serve) -> None:
+    secret = "gen2-resync-secret-" + "x" * 40
+    sid = "ses_g2resync000000000000000001"
+    gen2.add_session(sid, "/srv/agent/proj")
+    gen2.ask_form(sid, {**FORM, "sessionID": sid})  # its live event reaches nobody
+    bridge = BridgeProcess(tmp_path, gen2.url, database_url, extra_env={
+        "BRIDGE_UPSTREAM_PASSWORD": "pw", "BRIDGE_AUTH_SECRET": secret, "BRIDGE_UPSTREAM_NAME": "gen2-resync"})
+    bridge.start()
+    client = None
+    try:
+        await bridge.wait_ready()
+        client = await WsClient.connect(bridge.url, mint_token(secret, "gen2-resync", None, 600, "web"))
+        await client.subscribe(sid, 0)
+        asked = await client.wait_for("question", session=sid, request_id="frm_pick")
+        assert (asked["state"], asked["runtime"]) == ("asked", "v2")
+        assert [o["label"] for o in asked["questions"][0]["options"]] == ["Red", "Green"]
+        assert "permission_resync_upstream_failed" not in bridge.log_path.read_text()
+    finally:
+        if client is not None:
+            await client.close()
+        bridge.stop()

@@ -202,5 +202,5 @@ def test_a_form_reads_as_questions_and_labels_answer_as_values() -> None:
     asked = question_update(normalize_any(parse_envelope({"id": "evt_f", "type": "form.created",
                                                           "data": {"form": form}})))
     assert asked is not None
-    assert (asked.session_id, asked.request_id, asked.runtime, asked.state) == (SID, "frm_2", "form", "asked")
+    assert (asked.session_id, asked.request_id, asked.runtime, asked.state) == (SID, "frm_2", "v2", "asked")
     assert asked.questions == qs
