@@ -30,7 +30,7 @@ PASSWORD = "e2e-gen2-password"
 
 pytestmark = pytest.mark.skipif(
     not BIN, reason="needs an OpenCode 2.x build (OPENCODE2_BIN=…): none is in the package registries reachable "
-                    "here (docs/upstream.md, \"OpenCode 2.x\")")
+                    "here (docs/upstream.md §24)")
 
 
 def _free_port() -> int:
