@@ -163,6 +163,8 @@ def _command(obj: dict[str, Any], ref: object) -> CommandOp:
     if request_id is not None and not isinstance(request_id, str):
         raise ProtocolError(ERR_BAD_MESSAGE, "request_id must be a string", ref)
     body = {k: v for k, v in obj.items() if k not in _COMMAND_FRAME_KEYS}
+    if command == "slash_command" and "name" in body:  # the frame's `command` is taken: the HTTP body's is `name`
+        body["command"] = body.pop("name")
     return CommandOp(command, session, request_id, body, ref)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 
 import structlog
 from aiohttp import WSMsgType, web
@@ -26,6 +27,7 @@ FANOUT_KEY: web.AppKey[WebSocketContext] = web.AppKey("fanout")
 _SOCKETS_KEY: web.AppKey[set[web.WebSocketResponse[bool]]] = web.AppKey("fanout_sockets")
 _SWEEP_KEY: web.AppKey[TokenSweep[Connection]] = web.AppKey("fanout_token_sweep")
 
+ASYNCAPI_PATH = Path(__file__).with_name("asyncapi.json")  # the protocol as AsyncAPI 3 (docs/websocket.md)
 HEARTBEAT_S = 30.0
 REVOCATION_CHECK_S = 5.0  # as bridge.revocation.REFRESH_S: how often open sockets' tokens are looked up
 
@@ -127,6 +129,10 @@ async def _shutdown(app: web.Application) -> None:
             await ws.close(code=p.CLOSE_GOING_AWAY, message=b"shutting down")
 
 
+async def asyncapi(_request: web.Request) -> web.Response:
+    return web.Response(body=ASYNCAPI_PATH.read_bytes(), content_type="application/json")
+
+
 def add_websocket(app: web.Application, service: WebSocketContext) -> None:
     """Mount `/v1/ws` on the bridge's app; every open socket is closed with 1001 on shutdown."""
     app[FANOUT_KEY] = service
@@ -136,4 +142,5 @@ def add_websocket(app: web.Application, service: WebSocketContext) -> None:
     app[_SWEEP_KEY] = TokenSweep(revoked=lambda jti: service.revoked(jti), now=lambda: service.now(),
                                  check_s=REVOCATION_CHECK_S, on_expired=_expired, on_revoked=_revoked)
     app.router.add_get("/v1/ws", ws_handler)
+    app.router.add_get("/v1/asyncapi.json", asyncapi)
     app.on_shutdown.append(_shutdown)
