@@ -22,6 +22,7 @@ from bridge import metrics
 from bridge.auth import bearer_token, verify_token
 from bridge.errors import AuthError
 from bridge.hosts import LOOPBACK_TRUSTED, host_trusted, origin_allowed
+from bridge.http.cors import cors_headers, preflight_guard
 from bridge.http.envelope import error_response, install_envelope
 
 SECURITY_HEADERS = {
@@ -83,10 +84,12 @@ def write_guard(allowed_origins: frozenset[str], trusted: frozenset[str]) -> Mid
 def protect(app: web.Application, *, trusted_hosts: frozenset[str] = LOOPBACK_TRUSTED,
             allowed_origins: frozenset[str] = frozenset()) -> web.Application:
     """Security headers on every response; the error envelope of `/v1` around everything (bridge.http.envelope);
-    the `Host` guard and the write guard on every request."""
+    the `Host` guard, CORS for the allowed origins (bridge.http.cors) and the write guard on every request."""
     app.on_response_prepare.append(_add_headers)
+    app.on_response_prepare.append(cors_headers(allowed_origins))
     install_envelope(app)
     app.middlewares.append(host_guard(trusted_hosts))
+    app.middlewares.append(preflight_guard(allowed_origins))
     app.middlewares.append(write_guard(allowed_origins, trusted_hosts))
     return app
 
