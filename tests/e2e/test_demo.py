@@ -30,6 +30,7 @@ class DemoProcess:
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
         self.lines: list[dict[str, Any]] = []
+        self.other: list[str] = []  # what is not a progress line (a traceback), for the failure message
 
     async def until(self, event: str, timeout: float) -> dict[str, Any]:
         async def read() -> dict[str, Any]:
@@ -37,12 +38,14 @@ class DemoProcess:
             while True:
                 raw = await self.proc.stdout.readline()
                 if not raw:
-                    raise AssertionError(f"demo exited before {event}: {self.lines}")
+                    raise AssertionError(f"demo exited before {event}: {self.lines}\n" + "\n".join(self.other[-40:]))
                 line = raw.decode().strip()
-                if line.startswith("{"):
-                    self.lines.append(json.loads(line))
-                    if self.lines[-1]["event"] == event:
-                        return self.lines[-1]
+                if not line.startswith("{"):
+                    self.other.append(line)
+                    continue
+                self.lines.append(json.loads(line))
+                if self.lines[-1]["event"] == event:
+                    return self.lines[-1]
 
         return await asyncio.wait_for(read(), timeout)
 
