@@ -45,9 +45,11 @@ def param_values(schema: dict[str, Any]) -> st.SearchStrategy[str]:
 
 
 def operations() -> list[tuple[str, dict[str, Any]]]:
-    # The command routes (tag `commands`) are checked by test_commands_http.py against their own app.
+    # The command routes (tag `commands`) are checked by test_commands_http.py against their own app; the
+    # AsyncAPI document is served with the WebSocket (tests/unit/test_asyncapi.py); all of them, on the whole
+    # bridge, by tests/e2e/test_contract.py.
     return [(path, op["get"]) for path, op in SPEC["paths"].items()
-            if "get" in op and "commands" not in op["get"].get("tags", [])]
+            if "get" in op and "commands" not in op["get"].get("tags", []) and path != "/v1/asyncapi.json"]
 
 
 @pytest.fixture
