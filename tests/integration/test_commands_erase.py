@@ -90,7 +90,7 @@ async def test_erase_is_a_control_command_done_once_and_audited(http: TestClient
 
     prompt = await http.post(f"/v1/sessions/{SID}/prompt", headers=auth("control"),
                              json={"command_id": "p-1", "text": "hi", "delivery": "queue"})
-    assert (prompt.status, (await prompt.json())["error"]) == (404, "not_found")
+    assert (prompt.status, (await prompt.json())["error"]["code"]) == (404, "not_found")
     left = "SELECT count(*) FROM chat_commands WHERE upstream = :u AND target_session = :s AND command <> 'erase'"
     assert await count(engine, left, u=UPSTREAM, s=SID) == 0
 
