@@ -2,3 +2,8 @@ export { BridgeClient } from './client.js';
 export type { BridgeApi, BridgeClientOptions, RouteName, RouteResult } from './client.js';
 export * as api from './gen/sdk.gen.js';
 export type * from './gen/types.gen.js';
+export type * from './frames.js';
+export { SessionState, reduce } from './state/session_state.js';
+export type { PendingRequests } from './state/session_state.js';
+export { TranscriptBuilder, buildTranscript } from './state/transcript.js';
+export type { Entry } from './state/transcript.js';
