@@ -7,3 +7,5 @@ export { SessionState, reduce } from './state/session_state.js';
 export type { PendingRequests } from './state/session_state.js';
 export { TranscriptBuilder, buildTranscript } from './state/transcript.js';
 export type { Entry } from './state/transcript.js';
+export { BridgeSocket, BridgeSocketStopped } from './socket.js';
+export type { BridgeSocketOptions, CommandOptions, SocketState, WebSocketFactory, WebSocketLike } from './socket.js';
