@@ -107,14 +107,22 @@ export class BridgeSocket {
     this.stop(1000, 'closed by the client', false);
   }
 
-  /** Subscribe to a session from `after` (omitted: its whole history), resumed after every reconnect. */
-  subscribe(session: string, after?: number): void {
-    this.subs.set(session, after ?? this.subs.get(session) ?? null);
+  /** Subscribe to a session, resumed after every reconnect from the last seq received. `after`: start after
+   * this seq; `null`: the whole history again; omitted: where this socket left it (else the whole history). */
+  subscribe(session: string, after?: number | null): void {
+    this.subs.set(session, after === undefined ? (this.subs.get(session) ?? null) : after);
     if (this.state === 'connected') this.sendSubscribe(session);
   }
 
   unsubscribe(session: string): void {
     if (this.subs.delete(session) && this.state === 'connected') this.send({ op: 'unsubscribe', session });
+  }
+
+  /** Send another op (`ping`, `sessions`, …) now; false when not connected (nothing is queued). */
+  sendOp(frame: { op: string; [field: string]: unknown }): boolean {
+    if (this.state !== 'connected') return false;
+    this.send(frame);
+    return true;
   }
 
   /** The last durable seq received for a session (`null`: none yet). */
