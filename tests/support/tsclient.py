@@ -4,6 +4,7 @@ npm fails the test; elsewhere it skips it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -44,3 +45,21 @@ def run_node(script: Path, stdin: Any = None, env: dict[str, str] | None = None,
                           capture_output=True, timeout=timeout, env={**os.environ, **(env or {})})
     assert proc.returncode == 0, f"{script.name} failed: {proc.stderr[-3000:]}"
     return json.loads(proc.stdout)
+
+
+async def run_node_async(script: Path, env: dict[str, str] | None = None, timeout: float = 180) -> Any:
+    """`run_node` without blocking the event loop (an async test's in-process servers, e.g. the mock model,
+    keep answering while the script runs)."""
+    node = _need("node")
+    built_package()
+    proc = await asyncio.create_subprocess_exec(node, str(script), stdin=asyncio.subprocess.DEVNULL,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                                                env={**os.environ, **(env or {})})
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    assert proc.returncode == 0, f"{script.name} failed: {err.decode()[-3000:]}"
+    return json.loads(out)
