@@ -19,9 +19,8 @@ import pytest
 from aiohttp import web
 
 from bridge.auth import mint_token
-from tests.e2e.conftest import BridgeFactory
 from tests.e2e.test_fanout_viewer import Page, browser, chromium_devtools  # noqa: F401  (fixtures)
-from tests.support.bridge_proc import free_port
+from tests.support.bridge_proc import BridgeFactory, free_port
 from tests.support.mock_llm import HELLO_CHUNKS
 from tests.support.opencode import OpencodeServe
 from tests.support.tsclient import built_package
@@ -130,7 +129,8 @@ async def _turn_done(page: Page, sid: str, turns: int) -> list[dict[str, Any]]:
         idle = await evaluate(page, f"t.states.get({json.dumps(sid)}).status") == "idle"
         return entries if len(stops) >= turns and idle else None
 
-    got: list[dict[str, Any]] = await wait_until(done, 90, 0.1, message=f"{turns} finished turns on the page")
+    got: list[dict[str, Any]] | None = await wait_until(done, 90, 0.1, message=f"{turns} finished turns on the page")
+    assert got is not None
     return got
 
 

@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 
 from bridge.auth import mint_token
-from tests.e2e.conftest import BridgeFactory
+from tests.support.bridge_proc import BridgeFactory
 from tests.support.mock_llm import HELLO_CHUNKS
 from tests.support.opencode import OpencodeServe
 from tests.support.tsclient import PACKAGE, run_node_async
