@@ -160,3 +160,51 @@ class LeaseHeld(LeaseError):
         super().__init__(f"session {session_id!r}: {verdict.value} (holder {holder!r})")
         self.verdict = verdict
         self.holder = holder
+
+
+# --- the one error envelope (docs/errors.md) -----------------------------------------------------------
+
+# Every code the bridge sends, HTTP and WebSocket alike; docs/errors.md has one row for each, and the
+# OpenAPI and AsyncAPI documents list them (tests/unit/test_error_envelope.py keeps the four equal).
+# A client must still accept a code it does not know (this list grows) and show the `message`.
+KNOWN_ERROR_CODES = frozenset({
+    "bad_request", "bad_message", "unauthorized", "token_expired", "token_revoked", "forbidden",
+    "bad_origin", "bad_host", "not_found", "unknown_session", "not_subscribed", "method_not_allowed",
+    "conflict", "too_large", "unsupported_media_type", "model_unavailable", "rate_limited",
+    "too_many_subscriptions", "too_many_connections", "slow_consumer", "busy", "unavailable",
+    "upstream_unavailable", "internal",
+})
+
+
+def error_envelope(code: str, message: str, correlation_id: str | None = None,
+                   retry_after: float | None = None) -> dict[str, object]:
+    """The error object every `/v1` answer and every WebSocket `error` / `command_result` frame carries under
+    `error`: a stable `code`, a human `message`, the `correlation_id` of the log line (filled in by the HTTP
+    layer when the producer has none) and `retry_after` (seconds) where waiting helps. Clients must accept
+    codes they do not know and fall back on `message`."""
+    err: dict[str, object] = {"code": code, "message": message}
+    if correlation_id is not None:
+        err["correlation_id"] = correlation_id
+    if retry_after is not None:
+        err["retry_after"] = retry_after
+    return err
+
+
+def error_body(code: str, message: str, correlation_id: str | None = None,
+               retry_after: float | None = None) -> dict[str, object]:
+    """`{"error": error_envelope(...)}`: the body of every `/v1` HTTP error answer."""
+    return {"error": error_envelope(code, message, correlation_id, retry_after)}
+
+
+def as_error_body(body: object) -> dict[str, object]:
+    """An error body in the envelope's shape, whatever shape it was stored in: command rows written before
+    the envelope hold `{"error": "<code>", "message": …, "correlation_id"?: …}`; a body already in shape is
+    returned as is, anything else becomes an `internal` error (never raises: it runs on answers)."""
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and isinstance(err.get("code"), str):
+            return body
+        if isinstance(err, str):
+            msg, ref = body.get("message"), body.get("correlation_id")
+            return error_body(err, msg if isinstance(msg, str) else err, ref if isinstance(ref, str) else None)
+    return error_body("internal", "the bridge produced an error without a code")

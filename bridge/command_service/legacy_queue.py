@@ -23,7 +23,7 @@ from bridge.command_service.legacy_prompts import legacy_body
 from bridge.command_service.prompt_router import PromptRouter
 from bridge.commands.attachments import AttachmentError
 from bridge.commands.legacy_delivery import FAILED, QUEUED, SENDING
-from bridge.errors import SessionNotFound, UpstreamError
+from bridge.errors import SessionNotFound, UpstreamError, error_body
 from bridge.store.commands_pending import PromptRow
 
 _log = structlog.get_logger("bridge.commands")
@@ -83,7 +83,7 @@ class QueueSender:
         sid = row.session_id
         if await self._router.queue.session_deleted(sid):
             if row.state == SENDING:  # its send may or may not have happened: final, as not_found
-                gone = {"command_id": row.command_id, "error": "not_found", "message": "the session was deleted"}
+                gone = {"command_id": row.command_id, **error_body("not_found", "the session was deleted")}
                 await self._router.queue.move(row.key, (SENDING,), FAILED, http_status=404, result=gone)
             return await self._drop(sid)
         if not self._sessions.owns(sid):
@@ -106,7 +106,7 @@ class QueueSender:
         try:
             body = legacy_body(row.body, row.upstream_id, info, directory)
         except AttachmentError as e:  # a file went away while the prompt waited: refused, nothing sent
-            failed = {"command_id": row.command_id, "error": "bad_request", "message": str(e)}
+            failed = {"command_id": row.command_id, **error_body("bad_request", str(e))}
             await self._router.queue.move(row.key, (QUEUED,), FAILED, http_status=400, result=failed)
             return 0
         lag_ms = None if ended_ms is None else max(0, int(time.time() * 1000) - ended_ms)  # turn end → send

@@ -102,7 +102,8 @@ class CommandService:
         cmd = placed(cmd, self.directories, self._resolve)
         wait = self.limiter.take(rate_key(claims))
         if wait > 0:
-            raise CommandError("rate_limited", f"too many commands, retry in {wait:.1f} s")
+            raise CommandError("rate_limited", f"too many commands, retry in {wait:.1f} s",
+                               retry_after=round(max(wait, 0.1), 1))
         upstream_id = self._ids.derive(cmd, claims.subject)
         sid = cmd.session_id if cmd.name != "create_session" else upstream_id
         row, fresh = await self.store.claim(cmd, claims.subject, claims.scope, upstream_id, sid)

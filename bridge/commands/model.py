@@ -16,7 +16,7 @@ from bridge.auth import SCOPES, printable_id
 from bridge.commands.attachments import AttachmentError, parse_files
 from bridge.commands.session_ops import SESSION_OP_SCOPES, session_op_args
 from bridge.directories import path_problem
-from bridge.errors import BridgeError
+from bridge.errors import BridgeError, error_body
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 
 # --- bounds (docs/operations.md, "Limits") -------------------------------------------------------------
@@ -55,17 +55,17 @@ class CommandError(BridgeError):
     STATUS = {"bad_request": 400, "unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,
               "model_unavailable": 422, "rate_limited": 429, "upstream_unavailable": 503}
 
-    def __init__(self, code: str, message: str, correlation_id: str | None = None) -> None:
+    def __init__(self, code: str, message: str, correlation_id: str | None = None,
+                 retry_after: float | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.correlation_id = correlation_id  # the log line with the details carries the same id
+        self.retry_after = retry_after  # seconds, for rate_limited
 
     def body(self) -> dict[str, Any]:
-        out = {"error": self.code, "message": self.message}
-        if self.correlation_id is not None:
-            out["correlation_id"] = self.correlation_id
-        return out
+        """The error envelope (bridge.errors.error_body; docs/errors.md)."""
+        return error_body(self.code, self.message, self.correlation_id, self.retry_after)
 
     @property
     def status(self) -> int:

@@ -26,5 +26,5 @@ async def command_reply(commands: Callable[..., Awaitable[Outcome]] | None, clai
         ref = correlation_id()
         log.error("ws_command_failed", command=op.command, correlation_id=ref, error=f"{type(e).__name__}: {e}"[:300])
         return p.error_message(p.ERR_INTERNAL, "command failed, retry with the same command_id "
-                               f"(correlation id {ref})", op.ref)
+                               f"(correlation id {ref})", op.ref, correlation_id=ref)
     return p.command_result_message(op.command, out.status, out.body, op.ref)

@@ -111,7 +111,7 @@ class Connection:
                 self._log.warning("ws_ops_throttled")
                 rate = self._svc.op_limits.rate_per_s
                 self._send(p.error_message(p.ERR_RATE_LIMITED, f"too many ops: this connection's ops are held "
-                                           f"back to {rate:g} a second; slow down"))
+                                           f"back to {rate:g} a second; slow down", retry_after=round(wait, 3)))
             await asyncio.sleep(wait)  # a deadline (the bucket's refill), not a condition
 
     async def handle_text(self, text: str) -> None:
@@ -147,7 +147,7 @@ class Connection:
                 ref = correlation_id()
                 self._log.error("ws_sessions_failed", correlation_id=ref, error=f"{type(e).__name__}: {e}")
                 self._send(p.error_message(p.ERR_INTERNAL, f"listing failed, retry later (correlation id {ref})",
-                                           op.ref))
+                                           op.ref, correlation_id=ref))
                 return
             self._send(p.sessions_message(listed, op.ref, nxt))
         elif isinstance(op, p.CommandOp):
@@ -170,7 +170,7 @@ class Connection:
                                 error=f"{type(e).__name__}: {e}")
                 self._svc.hub.unregister(self.client, op.session)
                 self._send(p.error_message(p.ERR_INTERNAL, f"subscribe failed, retry later (correlation id {ref})",
-                                           op.ref, op.session))
+                                           op.ref, op.session, correlation_id=ref))
 
     async def subscribe(self, op: p.Subscribe) -> None:
         sid = op.session

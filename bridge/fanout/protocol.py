@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.errors import ProtocolError
+from bridge.errors import ProtocolError, as_error_body, error_envelope
 from bridge.events import SEQ_MAX, ChatEvent, Kind, PermissionUpdate
 from bridge.events.pending import waiting_detail
 from bridge.fanout.event_frames import StoredRow as StoredRow
@@ -163,6 +163,8 @@ def _command(obj: dict[str, Any], ref: object) -> CommandOp:
     if request_id is not None and not isinstance(request_id, str):
         raise ProtocolError(ERR_BAD_MESSAGE, "request_id must be a string", ref)
     body = {k: v for k, v in obj.items() if k not in _COMMAND_FRAME_KEYS}
+    if command == "slash_command" and "name" in body:  # the frame's `command` is taken: the HTTP body's is `name`
+        body["command"] = body.pop("name")
     return CommandOp(command, session, request_id, body, ref)
 
 
@@ -240,20 +242,26 @@ def hello_message(upstream: str, sessions: list[str] | None, expires_at: float |
 
 
 def command_result_message(command: str, status: int, body: dict[str, Any], ref: object) -> dict[str, Any]:
-    """The answer to a `command` op: the HTTP route's status, and its body as `result` or as `error`."""
+    """The answer to a `command` op: the HTTP route's status, and its body as `result`, or its error
+    envelope as `error` (docs/errors.md; a row stored before the envelope is brought into its shape)."""
     msg: dict[str, Any] = {"type": "command_result", "command": command, "status": status}
     if status < 300:
         msg["result"] = body
     else:
-        msg.update(error=body.get("error"), message=body.get("message"))
+        msg["error"] = as_error_body(body)["error"]
     return _with_ref(msg, ref)
 
 
-def error_message(code: str, message: str, ref: object = None, session: str | None = None,
+def error_message(code: str, message: str, ref: object = None, session: str | None = None, *,
+                  correlation_id: str | None = None, retry_after: float | None = None,
                   **extra: Any) -> dict[str, Any]:
-    msg: dict[str, Any] = {"type": "error", "code": code, "message": message}
+    """An `error` frame: the envelope under `error` (docs/errors.md). `code`, `message` and `retry_after`
+    also sit at the top, as before the envelope (deprecated: read `error`)."""
+    msg: dict[str, Any] = {"type": "error", "error": error_envelope(code, message, correlation_id, retry_after),
+                           "code": code, "message": message}
+    if retry_after is not None:
+        msg["retry_after"] = retry_after
     if session is not None:
         msg["session"] = session
     msg.update(extra)
     return _with_ref(msg, ref)
-

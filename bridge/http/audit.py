@@ -27,6 +27,7 @@ from bridge.auth import Claims, bearer_token, verify_token
 from bridge.errors import AuthError, BadRequest
 from bridge.events import SEQ_MAX
 from bridge.fanout.question_frames import stored_question_message
+from bridge.http.envelope import auth_refusal, error_response, install_envelope
 from bridge.http.query_params import query_int, query_session, query_text, query_time
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.log import correlation_id
@@ -100,13 +101,11 @@ async def _json_with_list(body: dict[str, Any], path: tuple[str, ...], items: li
 
 
 def _error(status: int, code: str, message: str) -> web.Response:
-    return _json({"error": {"code": code, "message": message}}, status)
+    return error_response(status, code, message)
 
 
-def _busy(message: str, code: str = "busy") -> web.Response:
-    resp = _error(503, code, message)
-    resp.headers["Retry-After"] = "1"
-    return resp
+def _busy(message: str, code: str = "busy", ref: str | None = None) -> web.Response:
+    return error_response(503, code, message, correlation_id=ref, retry_after=1)
 
 
 Handler = Callable[[web.Request, AuditContext, Claims | None], Awaitable[web.Response]]
@@ -131,14 +130,14 @@ def _route(name: str, handler: Handler) -> Callable[[web.Request], Awaitable[web
                 async with slots:
                     resp = await handler(request, ctx, claims)
         except AuthError as e:
-            resp = _error(403 if e.code == "forbidden" else 401, e.code, str(e))
+            resp = auth_refusal(e)
         except BadRequest as e:
             resp = _error(400, "bad_request", str(e))
         except (SQLAlchemyError, OSError) as e:  # read pool exhausted, statement timeout, database away
             ref = correlation_id()
             _log.warning("audit_read_failed", route=name, correlation_id=ref, error=f"{type(e).__name__}: {e}"[:300])
             resp = _busy(f"the database did not answer in time, retry in a moment (correlation id {ref})",
-                         code="unavailable")
+                         code="unavailable", ref=ref)
         metrics.AUDIT_REQUESTS.labels(route=name, status=str(resp.status)).inc()
         return resp
 
@@ -252,6 +251,7 @@ async def openapi(request: web.Request) -> web.Response:
 
 def add_audit_routes(app: web.Application, ctx: AuditContext) -> None:
     app[AUDIT_KEY] = ctx
+    install_envelope(app)
     app.router.add_get("/v1/openapi.json", openapi)
     app.router.add_get("/v1/sessions", _route("sessions", list_sessions))
     app.router.add_get("/v1/sessions/{session_id}", _route("session", get_session))

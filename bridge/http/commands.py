@@ -2,12 +2,14 @@
 agent, permission replies, question replies and rejects, session creation, and the session's command list.
 
 Same tokens as the rest of `/v1`, as `Authorization: Bearer …` only, with the scope each command needs.
-Errors are `{"error": "<code>", "message": "…"}`. Bodies are read with a bound before they are parsed.
+Errors are the one envelope `{"error": {"code", "message", "correlation_id", "retry_after"?}}`
+(docs/errors.md). Bodies are read with a bound before they are parsed.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -25,8 +27,9 @@ from bridge.command_service.questions import QuestionCommands
 from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, CommandError, parse_command
 from bridge.config import Settings
 from bridge.directories import realpath
-from bridge.errors import AuthError, SessionNotFound, UpstreamError
+from bridge.errors import AuthError, SessionNotFound, UpstreamError, as_error_body, error_body
 from bridge.fanout.connection import WebSocketContext
+from bridge.http.envelope import auth_refusal, error_response, install_envelope
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
@@ -67,8 +70,8 @@ class CommandsContext:
             ref = correlation_id()
             _log.warning("command_store_failed", command=name, correlation_id=ref,
                          error=f"{type(e).__name__}: {e}"[:300])
-            return Outcome(503, {"error": "upstream_unavailable", "correlation_id": ref,
-                                 "message": f"the database did not answer, retry (correlation id {ref})"})
+            return Outcome(503, error_body("upstream_unavailable",
+                                           f"the database did not answer, retry (correlation id {ref})", ref))
 
 
 COMMANDS_KEY: web.AppKey[CommandsContext] = web.AppKey("commands", CommandsContext)
@@ -81,16 +84,21 @@ def _default(o: object) -> Any:
 
 
 def _json(body: dict[str, Any], status: int) -> web.Response:
+    """A route's answer; an error body (a stored command row may hold the pre-envelope shape) in the
+    envelope, its `retry_after` also as `Retry-After` (bridge.http.envelope)."""
+    if status >= 400:
+        body = as_error_body(body)
     resp = web.Response(text=json.dumps(body, default=_default), status=status, content_type="application/json")
-    if status == 429:
+    err = body.get("error") if status >= 400 else None
+    if isinstance(err, dict) and isinstance(err.get("retry_after"), int | float):
+        resp.headers["Retry-After"] = str(max(1, math.ceil(err["retry_after"])))
+    elif status == 429:
         resp.headers["Retry-After"] = "1"
     return resp
 
 
-def auth_refusal(e: AuthError) -> web.Response:
-    """401 for a token that is missing or bad, 403 for one that does not grant what was asked."""
-    forbidden = e.code == "forbidden"
-    return _json({"error": "forbidden" if forbidden else "unauthorized", "message": str(e)}, 403 if forbidden else 401)
+def _fail(status: int, code: str, message: str) -> web.Response:
+    return error_response(status, code, message)
 
 
 async def _body(request: web.Request, limit: int = MAX_BODY_BYTES) -> object:
@@ -136,7 +144,7 @@ async def readable_session(request: web.Request, ctx: CommandsContext) -> str | 
     refusal to answer with (400, 401 or 403)."""
     sid = request.match_info["session_id"]
     if not valid_session_id(sid):
-        return _json({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
+        return _fail(400, "bad_request", SESSION_ID_RULE)
     try:
         await session_claims(request, ctx, sid)
     except AuthError as e:
@@ -168,7 +176,7 @@ def _route(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
         except AuthError as e:
             return auth_refusal(e)
         except CommandError as e:
-            return _json({"error": e.code, "message": e.message}, e.status)
+            return _json(e.body(), e.status)
         out = await ctx.run(claims, name, body, sid, request.match_info.get("request_id"))
         return _json(out.body, out.status)
 
@@ -182,11 +190,11 @@ async def list_commands(request: web.Request) -> web.Response:
         return sid
     raw = request.query.get("limit", "100")
     if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIST:
-        return _json({"error": "bad_request", "message": f"limit must be an integer from 1 to {MAX_LIST}"}, 400)
+        return _fail(400, "bad_request", f"limit must be an integer from 1 to {MAX_LIST}")
     try:
         rows = await ctx.service.store.for_session(sid, int(raw))
     except (SQLAlchemyError, OSError):
-        return _json({"error": "upstream_unavailable", "message": "the database did not answer, retry"}, 503)
+        return _fail(503, "upstream_unavailable", "the database did not answer, retry")
     return _json({"data": rows}, 200)
 
 
@@ -199,7 +207,7 @@ async def list_slash_commands(request: web.Request) -> web.Response:
         _authorized(request, ctx)
         if sid is not None:
             if not valid_session_id(sid):
-                return _json({"error": "bad_request", "message": SESSION_ID_RULE}, 400)
+                return _fail(400, "bad_request", SESSION_ID_RULE)
             await session_claims(request, ctx, sid)
     except AuthError as e:
         return auth_refusal(e)
@@ -207,15 +215,16 @@ async def list_slash_commands(request: web.Request) -> web.Response:
         directory = None if sid is None else await session_directory(ctx, sid)
         listed = await ctx.service.upstream.slash_commands(directory)
     except SessionNotFound:
-        return _json({"error": "not_found", "message": "no such session upstream"}, 404)
+        return _fail(404, "not_found", "no such session upstream")
     except (SQLAlchemyError, OSError, UpstreamError):
-        return _json({"error": "upstream_unavailable", "message": "the upstream did not answer, retry"}, 503)
+        return _fail(503, "upstream_unavailable", "the upstream did not answer, retry")
     keys = ("name", "description", "agent", "model", "source", "subtask")
     return _json({"data": [{k: c[k] for k in keys if k in c} for c in listed]}, 200)
 
 
 def add_command_routes(app: web.Application, ctx: CommandsContext) -> None:
     app[COMMANDS_KEY] = ctx
+    install_envelope(app)
     app.router.add_post("/v1/sessions", _route("create_session"))
     app.router.add_post("/v1/sessions/{session_id}/prompt", _route("prompt"))
     app.router.add_post("/v1/sessions/{session_id}/interrupt", _route("interrupt"))

@@ -8,6 +8,7 @@
 - Every request that is not GET/HEAD/OPTIONS (the commands) must come from an allowed Origin (or none: not
   a browser) and carry `Content-Type: application/json`: a cross-site page cannot POST a command, not even
   a "simple" `no-cors` one (403 `bad_origin`, 415 `unsupported_media_type`; docs/security.md, "CSRF").
+- Every `/v1` answer is in the one error envelope when it is an error (bridge.http.envelope, docs/errors.md).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from bridge import metrics
 from bridge.auth import bearer_token, verify_token
 from bridge.errors import AuthError
 from bridge.hosts import LOOPBACK_TRUSTED, host_trusted, origin_allowed
+from bridge.http.cors import cors_headers, preflight_guard
+from bridge.http.envelope import error_response, install_envelope
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -45,9 +48,8 @@ def host_guard(trusted: frozenset[str]) -> Middleware:
     async def guard(request: web.Request, handler: _Handler) -> web.StreamResponse:
         if not host_trusted(request.headers.get("Host"), trusted):
             metrics.HTTP_REFUSED.labels(reason="bad_host").inc()
-            return web.json_response(
-                {"error": {"code": "bad_host", "message": "Host not allowed (DNS rebinding?): use 127.0.0.1, "
-                           "localhost, BRIDGE_HTTP_HOST or an origin in BRIDGE_ALLOWED_ORIGINS"}}, status=403)
+            return error_response(403, "bad_host", "Host not allowed (DNS rebinding?): use 127.0.0.1, "
+                                  "localhost, BRIDGE_HTTP_HOST or an origin in BRIDGE_ALLOWED_ORIGINS")
         return await handler(request)
 
     return guard
@@ -57,20 +59,23 @@ _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def write_guard(allowed_origins: frozenset[str], trusted: frozenset[str]) -> Middleware:
-    """Origin and content type of every state-changing request (errors in the commands' flat shape)."""
+    """Origin and content type of every state-changing request. A method no route takes (TRACE, PUT on a
+    POST route) is the router's 405 (404 for no route), before origin and content type are looked at."""
 
     @web.middleware
     async def guard(request: web.Request, handler: _Handler) -> web.StreamResponse:
         if request.method in _SAFE_METHODS:
             return await handler(request)
+        refused = request.match_info.http_exception
+        if refused is not None:
+            raise refused
         if not origin_allowed(request.headers.get("Origin"), request.headers.get("Host"), allowed_origins, trusted):
             metrics.HTTP_REFUSED.labels(reason="bad_origin").inc()
-            return web.json_response({"error": "bad_origin", "message": "origin not allowed: same origin or one "
-                                      "of BRIDGE_ALLOWED_ORIGINS"}, status=403)
+            return error_response(403, "bad_origin", "origin not allowed: same origin or one of "
+                                  "BRIDGE_ALLOWED_ORIGINS")
         if request.content_type != "application/json":
             metrics.HTTP_REFUSED.labels(reason="content_type").inc()
-            return web.json_response({"error": "unsupported_media_type",
-                                      "message": "send Content-Type: application/json"}, status=415)
+            return error_response(415, "unsupported_media_type", "send Content-Type: application/json")
         return await handler(request)
 
     return guard
@@ -78,9 +83,13 @@ def write_guard(allowed_origins: frozenset[str], trusted: frozenset[str]) -> Mid
 
 def protect(app: web.Application, *, trusted_hosts: frozenset[str] = LOOPBACK_TRUSTED,
             allowed_origins: frozenset[str] = frozenset()) -> web.Application:
-    """Security headers on every response; the `Host` guard and the write guard on every request."""
+    """Security headers on every response; the error envelope of `/v1` around everything (bridge.http.envelope);
+    the `Host` guard, CORS for the allowed origins (bridge.http.cors) and the write guard on every request."""
     app.on_response_prepare.append(_add_headers)
+    app.on_response_prepare.append(cors_headers(allowed_origins))
+    install_envelope(app)
     app.middlewares.append(host_guard(trusted_hosts))
+    app.middlewares.append(preflight_guard(allowed_origins))
     app.middlewares.append(write_guard(allowed_origins, trusted_hosts))
     return app
 

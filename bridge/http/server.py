@@ -23,9 +23,9 @@ from aiohttp.web_protocol import RequestHandler
 from bridge import metrics
 
 KEEPALIVE_TIMEOUT_S = 75.0
-_REFUSAL_BODY = b'{"error":{"code":"too_many_connections","message":"retry in a moment"}}'
+_REFUSAL_BODY = b'{"error":{"code":"too_many_connections","message":"retry in a moment","retry_after":1}}'
 _REFUSAL = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nRetry-After: 1\r\n"
     b"Content-Length: %d\r\n\r\n%s" % (len(_REFUSAL_BODY), _REFUSAL_BODY)
 )
 

@@ -23,6 +23,7 @@ from bridge.errors import SessionNotFound, UpstreamError
 from bridge.events.content import diff_items, todo_items
 from bridge.fanout.live_state import LiveSessionState
 from bridge.http.commands import COMMANDS_KEY, json_response, readable_session, session_directory
+from bridge.http.envelope import error_response, install_envelope
 from bridge.store.session_errors import SessionErrorStore
 
 VIEWS: dict[str, Callable[[object], list[dict[str, Any]]]] = {"todo": todo_items, "diff": diff_items}
@@ -51,10 +52,9 @@ def _state_route(what: str) -> Callable[[web.Request], Awaitable[web.Response]]:
             directory = await session_directory(ctx, sid)
             _, got = await ctx.service.upstream.session_op(sid, directory or "", "GET", what, None)
         except SessionNotFound:
-            return json_response({"error": "not_found", "message": "no such session upstream"}, 404)
+            return error_response(404, "not_found", "no such session upstream")
         except (SQLAlchemyError, OSError, UpstreamError):
-            return json_response({"error": "upstream_unavailable", "message": "the upstream did not answer, retry"},
-                                 503)
+            return error_response(503, "upstream_unavailable", "the upstream did not answer, retry")
         items = VIEWS[what](got)
         if kept is not None:
             kept.put(sid, what, items)
@@ -74,14 +74,14 @@ async def session_errors(request: web.Request) -> web.Response:
     try:
         rows = await store.for_session(sid)
     except (SQLAlchemyError, OSError):
-        return json_response({"error": "upstream_unavailable", "message": "the database did not answer, retry"},
-                             503)
+        return error_response(503, "upstream_unavailable", "the database did not answer, retry")
     return json_response({"data": rows}, 200)
 
 
 def add_session_state_routes(app: web.Application, state: LiveSessionState | None = None,
                              errors: SessionErrorStore | None = None) -> None:
     app[STATE_KEY] = SessionStateContext(state, errors)
+    install_envelope(app)
     app.router.add_get("/v1/sessions/{session_id}/todo", _state_route("todo"))
     app.router.add_get("/v1/sessions/{session_id}/diff", _state_route("diff"))
     app.router.add_get("/v1/sessions/{session_id}/errors", session_errors)

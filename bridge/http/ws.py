@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 
 import structlog
 from aiohttp import WSMsgType, web
@@ -19,12 +20,14 @@ from bridge.fanout.connection import Connection, WebSocketContext
 from bridge.fanout.hub import Client
 from bridge.fanout.token_sweep import TokenSweep
 from bridge.hosts import origin_allowed
+from bridge.http.envelope import error_response, install_envelope
 from bridge.http.ws_send import write_queue
 
 FANOUT_KEY: web.AppKey[WebSocketContext] = web.AppKey("fanout")
 _SOCKETS_KEY: web.AppKey[set[web.WebSocketResponse[bool]]] = web.AppKey("fanout_sockets")
 _SWEEP_KEY: web.AppKey[TokenSweep[Connection]] = web.AppKey("fanout_token_sweep")
 
+ASYNCAPI_PATH = Path(__file__).with_name("asyncapi.json")  # the protocol as AsyncAPI 3 (docs/websocket.md)
 HEARTBEAT_S = 30.0
 REVOCATION_CHECK_S = 5.0  # as bridge.revocation.REFRESH_S: how often open sockets' tokens are looked up
 
@@ -37,7 +40,7 @@ async def ws_handler(request: web.Request) -> web.StreamResponse:
                           svc.trusted_hosts):
         metrics.WS_REFUSED.labels(reason="bad_origin").inc()
         # Refused before the upgrade: a cross-site page must not even open the socket.
-        return web.json_response({"error": "bad_origin", "message": "origin not allowed"}, status=403)
+        return error_response(403, "bad_origin", "origin not allowed")
     ws = web.WebSocketResponse(max_msg_size=p.MAX_CLIENT_MESSAGE_BYTES, heartbeat=HEARTBEAT_S)
     stream = await ws.prepare(request)
     try:
@@ -126,12 +129,18 @@ async def _shutdown(app: web.Application) -> None:
             await ws.close(code=p.CLOSE_GOING_AWAY, message=b"shutting down")
 
 
+async def asyncapi(_request: web.Request) -> web.Response:
+    return web.Response(body=ASYNCAPI_PATH.read_bytes(), content_type="application/json")
+
+
 def add_websocket(app: web.Application, service: WebSocketContext) -> None:
     """Mount `/v1/ws` on the bridge's app; every open socket is closed with 1001 on shutdown."""
     app[FANOUT_KEY] = service
     app[_SOCKETS_KEY] = set()
+    install_envelope(app)
     # Asks `service.revoked` and `service.now` at each look: either may be replaced after mounting.
     app[_SWEEP_KEY] = TokenSweep(revoked=lambda jti: service.revoked(jti), now=lambda: service.now(),
                                  check_s=REVOCATION_CHECK_S, on_expired=_expired, on_revoked=_revoked)
     app.router.add_get("/v1/ws", ws_handler)
+    app.router.add_get("/v1/asyncapi.json", asyncapi)
     app.on_shutdown.append(_shutdown)

@@ -191,7 +191,7 @@ async def test_model_switch_then_prompt_and_a_model_without_credentials_sends_no
                                          "model_id": "claude-sonnet-4-5"})
     assert status == 200
     status, body = await bridge.prompt(sid, "m-4", "MOCK:text nowhere", "queue")
-    assert (status, body["error"]) == (422, "model_unavailable")
+    assert (status, body["error"]["code"]) == (422, "model_unavailable")
     assert len(of_type(await opencode.history(sid), ADMITTED)) == 1  # nothing sent
 
 
@@ -232,7 +232,7 @@ async def test_the_same_command_id_twice_and_after_a_crash_admits_once(
     s2, b2 = await first.prompt(sid, "x-1", "MOCK:text once", "queue")
     assert s1 == s2 == 200 and b1 == b2
     s3, b3 = await first.prompt(sid, "x-1", "MOCK:text other", "queue")
-    assert (s3, b3["error"]) == (409, "conflict")
+    assert (s3, b3["error"]["code"]) == (409, "conflict")
     await opencode.wait_idle(sid, 60)
 
     # The test hook exits the process after the upstream admitted x-crash, before the commit.
@@ -266,7 +266,7 @@ async def test_read_tokens_and_tokens_for_other_sessions_are_refused_every_comma
     for tok in (token("read"), token("control", [other])):
         for path, body in bodies.items():
             status, got = await bridge.post(path, body, tok)
-            assert (status, got["error"]) == (403, "forbidden"), path
+            assert (status, got["error"]["code"]) == (403, "forbidden"), path
     assert of_type(await opencode.history(sid), ADMITTED) == []
 
 
@@ -320,7 +320,7 @@ async def test_the_websocket_command_op_answers_with_a_command_result(
                  "text": "MOCK:text via ws", "delivery": "queue"}
         await reader.send(**frame, id="r")
         refused = await reader.wait_for("command_result", id="r")
-        assert (refused["status"], refused["error"]) == (403, "forbidden")
+        assert (refused["status"], refused["error"]["code"]) == (403, "forbidden")
         await writer.send(**frame, id=7)
         done = await writer.wait_for("command_result", id=7)
         assert done["status"] == 200 and done["command"] == "prompt"
@@ -346,8 +346,8 @@ async def test_a_session_outside_the_allowed_directories_never_reaches_the_serve
              (f"{opencode.project_dir}/../evil", 400), (f"{opencode.project_dir}/a\nb", 400))
     for n, (directory, status) in enumerate(cases):
         got = await bridge.post("/v1/sessions", {"command_id": f"d-{n}", "directory": directory})
-        assert (got[0], got[1]["error"]) == (status, "forbidden" if status == 403 else "bad_request"), directory
-        assert "directory" in got[1]["message"], got
+        assert (got[0], got[1]["error"]["code"]) == (status, "forbidden" if status == 403 else "bad_request"), directory
+        assert "directory" in got[1]["error"]["message"], got
     assert {s["id"] for s in await opencode.list_sessions()} == before
     sid = await bridge.create(opencode, "d-ok")  # the allowed root itself still works
     assert sid not in before

@@ -160,10 +160,10 @@ async def test_a_legacy_question_waits_is_answered_through_the_bridge_and_kept_a
     await wait_until(pending_gauge, 40, 0.5, message="the pending-requests gauge counts the question")
 
     status, body = await command(bridge, sid, rid, "reply", {"command_id": "q-bad", "answers": [["Purple"]]})
-    assert (status, body["error"]) == (400, "bad_request") and "none of the options" in body["message"]
+    assert (status, body["error"]["code"]) == (400, "bad_request") and "none of the options" in body["error"]["message"]
     status, body = await command(bridge, sid, rid, "reply", {"command_id": "q-read", "answers": [["Red"]]},
                                  scope="read")
-    assert (status, body["error"]) == (403, "forbidden")
+    assert (status, body["error"]["code"]) == (403, "forbidden")
     assert [x["id"] for x in await upstream_questions(opencode)] == [rid]  # nothing was sent: still pending
 
     status, body = await command(bridge, sid, rid, "reply", {"command_id": "q-ok", "answers": [["Red"]]})

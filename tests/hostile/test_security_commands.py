@@ -97,7 +97,7 @@ async def test_a_session_outside_the_allowed_directories_is_refused_and_nothing_
         (door.root / "escape").symlink_to(tmp_path / "outside")  # inside by name, outside once resolved
     got = await door.post("/v1/sessions", {"command_id": "s-1", "directory": directory.format(root=door.root)},
                           tok())
-    assert got[0] == status and got[1]["error"] == ("forbidden" if status == 403 else "bad_request"), got
+    assert got[0] == status and got[1]["error"]["code"] == ("forbidden" if status == 403 else "bad_request"), got
     assert door.twin.calls == [] and await command_rows(engine) == []
 
 
@@ -106,7 +106,8 @@ async def test_unset_allowed_directories_refuses_every_session_naming_the_variab
 ) -> None:
     door: Door = await make_door(roots=())
     status, body = await door.post("/v1/sessions", {"command_id": "s", "directory": str(door.root / "app")}, tok())
-    assert (status, body["error"]) == (403, "forbidden") and "BRIDGE_ALLOWED_DIRECTORIES" in body["message"]
+    assert (status, body["error"]["code"]) == (403, "forbidden")
+    assert "BRIDGE_ALLOWED_DIRECTORIES" in body["error"]["message"]
     assert door.twin.calls == [] and await command_rows(engine) == []
 
 
@@ -145,7 +146,7 @@ async def test_the_scope_matrix_of_permission_replies(make_door: Callable[..., A
         if reply in allowed:
             assert status == 200 and body["applied"], (reply, body)
         else:
-            assert (status, body["error"]) == (403, "forbidden"), (reply, body)
+            assert (status, body["error"]["code"]) == (403, "forbidden"), (reply, body)
     assert {args[2] for name, args in door.twin.calls if name == "reply_v2"} == allowed
 
 
@@ -179,14 +180,14 @@ async def test_a_cross_site_post_is_refused_whatever_its_content_type(make_door:
     path, body = f"/v1/sessions/{SID}/prompt", {"command_id": "x", "text": "rm -rf ~", "delivery": "queue"}
     auth = {"Authorization": f"Bearer {tok()}"}
     r = await door.http.post(path, json=body, headers={**auth, "Origin": "https://evil.example"})
-    assert (r.status, (await r.json())["error"]) == (403, "bad_origin")
+    assert (r.status, (await r.json())["error"]["code"]) == (403, "bad_origin")
     r = await door.http.post(path, json=body, headers={**auth, "Origin": "null"})
     assert r.status == 403
     # A "simple" request a page can send with mode: 'no-cors' (no preflight): not application/json.
     for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""):
         r = await door.http.post(path, data=b'{"command_id":"x","text":"hi","delivery":"queue"}',
                                  headers={**auth, "Content-Type": ctype} if ctype else auth)
-        assert (r.status, (await r.json())["error"]) == (415, "unsupported_media_type"), ctype
+        assert (r.status, (await r.json())["error"]["code"]) == (415, "unsupported_media_type"), ctype
     assert door.twin.calls == [] and await command_rows(engine) == []
     # The allowed origin, the same origin, and a non-browser client (no Origin) are served.
     port = door.http.port
@@ -254,7 +255,7 @@ async def test_command_ids_with_control_characters_are_refused(make_door: Callab
     door: Door = await make_door()
     status, body = await door.post(f"/v1/sessions/{SID}/prompt",
                                    {"command_id": command_id, "text": "hi", "delivery": "queue"}, tok())
-    assert (status, body["error"]) == (400, "bad_request")
+    assert (status, body["error"]["code"]) == (400, "bad_request")
     assert door.twin.calls == [] and await command_rows(engine) == []
 
 
@@ -265,8 +266,8 @@ async def test_upstream_details_stay_in_the_log_under_a_correlation_id(make_door
     with capture_logs() as logs:
         status, body = await door.post(f"/v1/sessions/{SID}/prompt",
                                        {"command_id": "e", "text": "hi", "delivery": "queue"}, tok())
-    assert (status, body["error"]) == (503, "upstream_unavailable")
-    assert "opencode.internal" not in str(body) and "502" not in body["message"]
-    ref = body["correlation_id"]
-    assert ref in body["message"]
+    assert (status, body["error"]["code"]) == (503, "upstream_unavailable")
+    assert "opencode.internal" not in str(body) and "502" not in body["error"]["message"]
+    ref = body["error"]["correlation_id"]
+    assert ref in body["error"]["message"]
     assert any(e.get("correlation_id") == ref and "opencode.internal" in e["error"] for e in logs)

@@ -78,7 +78,7 @@ async def test_scope_matrix(http: TestClient[Any, Any], twin: UpstreamCommandsTw
         if name in MATRIX[scope]:
             assert r.status in (200, 201), (scope, name, got)
         else:
-            assert (r.status, got["error"]) == (403, "forbidden"), (scope, name, got)
+            assert (r.status, got["error"]["code"]) == (403, "forbidden"), (scope, name, got)
     sent = {n for n, _ in twin.calls} - {"session"}
     assert len(sent) == len(MATRIX[scope])
 
@@ -97,7 +97,7 @@ async def test_no_token_or_a_bad_one_is_unauthorized(http: TestClient[Any, Any])
     path, body = COMMANDS["prompt"]
     assert (await http.post(path, json=body)).status == 401
     r = await http.post(path, json=body, headers={"Authorization": "Bearer nonsense"})
-    assert (r.status, (await r.json())["error"]) == (401, "unauthorized")
+    assert (r.status, (await r.json())["error"]["code"]) == (401, "unauthorized")
 
 
 @pytest.mark.parametrize("body", [
@@ -115,18 +115,19 @@ async def test_no_token_or_a_bad_one_is_unauthorized(http: TestClient[Any, Any])
 async def test_bad_prompt_bodies_are_400_and_nothing_is_sent(http: TestClient[Any, Any], twin: UpstreamCommandsTwin,
                                                              body: Any) -> None:
     r = await http.post(f"/v1/sessions/{SID}/prompt", json=body, headers=auth())
-    assert (r.status, (await r.json())["error"]) == (400, "bad_request")
+    assert (r.status, (await r.json())["error"]["code"]) == (400, "bad_request")
     assert twin.count("prompt") == 0
 
 
 async def test_body_bound(http: TestClient[Any, Any], twin: UpstreamCommandsTwin) -> None:
     big = b'{"command_id":"x","delivery":"queue","text":"' + b"a" * MAX_BODY_BYTES + b'"}'
     r = await http.post(f"/v1/sessions/{SID}/interrupt", data=big, headers=auth("control"))
-    assert (r.status, (await r.json())["message"]) == (400, f"the body is larger than {MAX_BODY_BYTES} bytes")
+    assert (r.status, (await r.json())["error"]["message"]) == (400, f"the body is larger than {MAX_BODY_BYTES} bytes")
     # a prompt may carry attachments as data: URLs: its bound is larger (docs/commands.md, "Attachments")
     huge = b'{"command_id":"x","delivery":"queue","text":"' + b"a" * MAX_PROMPT_BODY_BYTES + b'"}'
     r = await http.post(f"/v1/sessions/{SID}/prompt", data=huge, headers=auth())
-    assert (r.status, (await r.json())["message"]) == (400, f"the body is larger than {MAX_PROMPT_BODY_BYTES} bytes")
+    too_large = f"the body is larger than {MAX_PROMPT_BODY_BYTES} bytes"
+    assert (r.status, (await r.json())["error"]["message"]) == (400, too_large)
     r = await http.post(f"/v1/sessions/{SID}/prompt", data=b"{not json", headers=auth())
     assert r.status == 400
     r = await http.post("/v1/sessions/ses_bad%2F..%2Fx/prompt", json=PROMPT, headers=auth())
@@ -140,7 +141,7 @@ async def test_rate_limit_per_token_refills_with_the_clock(http: TestClient[Any,
     statuses = [(await http.post(path, json={"command_id": f"a{i}"}, headers=alice)).status for i in range(8)]
     assert statuses == [200] * 6 + [429] * 2
     r = await http.post(path, json={"command_id": "a9"}, headers=alice)
-    assert (r.status, (await r.json())["error"], r.headers["Retry-After"]) == (429, "rate_limited", "1")
+    assert (r.status, (await r.json())["error"]["code"], r.headers["Retry-After"]) == (429, "rate_limited", "1")
     assert (await http.post(path, json={"command_id": "b0"}, headers=bob)).status == 200  # its own bucket
     clock.t += 1.0
     assert (await http.post(path, json={"command_id": "a10"}, headers=alice)).status == 200
@@ -156,7 +157,7 @@ async def test_the_same_command_twice_is_sent_once_and_answered_the_same(http: T
     assert b1["message_id"].startswith("msg_") and len(b1["message_id"]) == 30 and b1["admitted_seq"] == 1
     assert twin.count("prompt") == 1
     r3 = await http.post(f"/v1/sessions/{SID}/prompt", json={**PROMPT, "text": "other"}, headers=auth())
-    assert (r3.status, (await r3.json())["error"]) == (409, "conflict")
+    assert (r3.status, (await r3.json())["error"]["code"]) == (409, "conflict")
     assert twin.count("prompt") == 1
     # Another subject's equal command_id is its own command (docs/security.md): sent, with another message id.
     r4 = await http.post(f"/v1/sessions/{SID}/prompt", json={**PROMPT, "text": "other"}, headers=auth(subject="bob"))
@@ -168,7 +169,7 @@ async def test_a_pending_command_is_resent_with_the_same_message_id(http: TestCl
                                                                     twin: UpstreamCommandsTwin) -> None:
     twin.fail_prompt = UpstreamUnavailable("connection reset")
     r1 = await http.post(f"/v1/sessions/{SID}/prompt", json=PROMPT, headers=auth())
-    assert (r1.status, (await r1.json())["error"]) == (503, "upstream_unavailable")
+    assert (r1.status, (await r1.json())["error"]["code"]) == (503, "upstream_unavailable")
     twin.fail_prompt = None
     r2 = await http.post(f"/v1/sessions/{SID}/prompt", json=PROMPT, headers=auth())
     assert r2.status == 200
@@ -183,7 +184,7 @@ async def test_model_without_credential_is_refused_before_sending(http: TestClie
                         json={"command_id": "m", "provider_id": "anthropic", "model_id": "claude-sonnet-4-5"})
     assert r.status == 200
     r = await http.post(f"/v1/sessions/{SID}/prompt", json=PROMPT, headers=auth())
-    assert (r.status, (await r.json())["error"]) == (422, "model_unavailable")
+    assert (r.status, (await r.json())["error"]["code"]) == (422, "model_unavailable")
     assert twin.count("prompt") == 0
 
 
@@ -196,12 +197,12 @@ async def test_permission_reply_goes_to_the_runtime_holding_the_request(http: Te
     assert ("reply_legacy", ("per_L", "always")) in twin.calls and twin.count("reply_v2") == 0
     r = await http.post(f"/v1/sessions/{SID}/permissions/per_X/reply", json={"command_id": "p2", "reply": "once"},
                         headers=auth())
-    assert (r.status, (await r.json())["error"]) == (404, "not_found")
+    assert (r.status, (await r.json())["error"]["code"]) == (404, "not_found")
 
 
 async def test_unknown_session_is_404(http: TestClient[Any, Any]) -> None:
     r = await http.post("/v1/sessions/ses_unknown123/prompt", json=PROMPT, headers=auth())
-    assert (r.status, (await r.json())["error"]) == (404, "not_found")
+    assert (r.status, (await r.json())["error"]["code"]) == (404, "not_found")
 
 
 async def test_commands_are_audited_newest_first(http: TestClient[Any, Any], engine: AsyncEngine) -> None:
@@ -249,7 +250,7 @@ async def test_a_deleted_session_is_404_and_nothing_is_sent(http: TestClient[Any
         await conn.execute(text("INSERT INTO chat_sessions (upstream, session_id, directory, deleted) "
                                 "VALUES (:u, :s, :d, true)"), {"u": UPSTREAM, "s": SID, "d": DIR})
     r = await http.post(f"/v1/sessions/{SID}/prompt", json=PROMPT, headers=auth())
-    assert (r.status, (await r.json())["error"]) == (404, "not_found")
+    assert (r.status, (await r.json())["error"]["code"]) == (404, "not_found")
     assert twin.calls == []
 
 

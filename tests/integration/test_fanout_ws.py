@@ -242,7 +242,7 @@ async def test_auth_refusals_have_their_documented_codes_and_leak_nothing(
             "Origin": "https://evil.example", "Connection": "Upgrade", "Upgrade": "websocket",
             "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
         assert r.status == 403
-        assert (await r.json())["error"] == "bad_origin"
+        assert (await r.json())["error"]["code"] == "bad_origin"
     good = await WsClient.connect(node.url, node.token(), headers={"Origin": "https://chat.example"})
     clients.append(good)
     await good.wait_for("hello")

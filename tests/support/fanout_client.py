@@ -1,4 +1,6 @@
-"""A small test client of `/v1/ws` (docs/websocket.md): collects every server message per type."""
+"""A small test client of `/v1/ws` (docs/websocket.md): collects every server message per type, each checked
+against the AsyncAPI document (tests/support/asyncapi.py): a frame outside it fails the test at the next
+look at the client (`of`, `wait_for`, `wait_closed`, `close`)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 import aiohttp
 
+from tests.support.asyncapi import FrameOutsideDocument, check_server_frame
 from tests.support.waiting import wait_until
 
 
@@ -20,6 +23,7 @@ class WsClient:
         self.messages: list[dict[str, Any]] = []
         self.received_at: list[float] = []  # time.monotonic() of each message, same index
         self.close_code: int | None = None
+        self.outside_document: list[str] = []  # frames the AsyncAPI document does not describe
         self._reader: asyncio.Task[None] | None = None
 
     @classmethod
@@ -44,8 +48,18 @@ class WsClient:
         async for msg in self.ws:
             if msg.type is aiohttp.WSMsgType.TEXT:
                 self.received_at.append(time.monotonic())
-                self.messages.append(json.loads(msg.data))
+                frame = json.loads(msg.data)
+                problems = check_server_frame(frame)
+                if problems:
+                    self.outside_document.append(f"{problems[:5]} in {msg.data[:600]}")
+                self.messages.append(frame)
         self.close_code = self.ws.close_code
+
+    def check_document(self) -> None:
+        """Fails the test when a frame received so far is outside the AsyncAPI document."""
+        if self.outside_document:
+            raise FrameOutsideDocument(f"{len(self.outside_document)} frame(s) outside the AsyncAPI document, "
+                                       f"first: {self.outside_document[0]}")
 
     async def send(self, **op: Any) -> None:
         await self.ws.send_str(json.dumps(op))
@@ -57,6 +71,7 @@ class WsClient:
         await self.send(**op)
 
     def of(self, type_: str, session: str | None = None) -> list[dict[str, Any]]:
+        self.check_document()
         return [m for m in self.messages if m["type"] == type_ and (session is None or m.get("session") == session)]
 
     def time_of(self, message: dict[str, Any]) -> float:
@@ -80,6 +95,7 @@ class WsClient:
         await wait_until(lambda: self._reader is not None and self._reader.done(), timeout, 0.02,
                          message="websocket closed")
         assert self.close_code is not None
+        self.check_document()
         return self.close_code
 
     async def close(self) -> None:
@@ -90,3 +106,4 @@ class WsClient:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._reader
         await self.http.close()
+        self.check_document()

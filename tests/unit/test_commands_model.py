@@ -107,9 +107,12 @@ def test_the_command_op_carries_the_http_body_in_the_frame() -> None:
     assert op == p.CommandOp("prompt", SID, None, {"command_id": "c", "text": "hi", "delivery": "queue"}, 3)
     with pytest.raises(p.ProtocolError):
         p.parse_client_message('{"op":"command","command":"prompt","session":"../x"}')
-    msg = p.command_result_message("prompt", 409, {"error": "conflict", "message": "m"}, "r")
-    assert msg == {"type": "command_result", "command": "prompt", "status": 409, "error": "conflict",
-                   "message": "m", "id": "r"}
+    msg = p.command_result_message("prompt", 409, {"error": {"code": "conflict", "message": "m"}}, "r")
+    assert msg == {"type": "command_result", "command": "prompt", "status": 409,
+                   "error": {"code": "conflict", "message": "m"}, "id": "r"}
+    # a row stored before the envelope is answered in it
+    old = p.command_result_message("prompt", 409, {"error": "conflict", "message": "m", "correlation_id": "c"}, 1)
+    assert old["error"] == {"code": "conflict", "message": "m", "correlation_id": "c"}
 
 
 def test_the_token_command_mints_the_asked_scope(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
