@@ -4,11 +4,11 @@ export type ClientOptions = {
     baseUrl: `${string}://${string}` | (string & {});
 };
 
+/**
+ * The one error envelope of every /v1 answer (docs/errors.md).
+ */
 export type Error = {
-    error: {
-        code: 'bad_request' | 'not_found' | 'missing' | 'invalid' | 'expired' | 'wrong_upstream' | 'forbidden';
-        message: string;
-    };
+    error: ErrorObject;
 };
 
 export type Session = {
@@ -132,15 +132,6 @@ export type ToolCall = {
     asked_by?: string | null;
 };
 
-export type CommandError = {
-    error: 'bad_request' | 'unauthorized' | 'forbidden' | 'not_found' | 'conflict' | 'model_unavailable' | 'rate_limited' | 'upstream_unavailable' | 'bad_origin' | 'unsupported_media_type';
-    message: string;
-    /**
-     * Set on upstream failures: the log line with the details carries the same id (docs/security.md, "Errors").
-     */
-    correlation_id?: string;
-};
-
 export type SessionCreated = {
     command_id: string;
     session_id: string;
@@ -189,12 +180,38 @@ export type Interrupted = {
     dropped?: Array<string>;
 };
 
+/**
+ * model, agent and the session commands: the ids the client needs, never the upstream's whole answer (docs/commands.md, "Session commands")
+ */
 export type CommandDone = {
     command_id: string;
     session_id: string;
     provider_id?: string;
     model_id?: string;
     agent?: string;
+    /**
+     * title: the new title
+     */
+    title?: string;
+    /**
+     * revert / unrevert: the session's revert mark afterwards (null: none)
+     */
+    revert?: {
+        message_id: string | null;
+        part_id: string | null;
+    } | null;
+    /**
+     * fork: the new session's id
+     */
+    forked_session_id?: string | null;
+    /**
+     * slash_command: the slash command run
+     */
+    command?: string;
+    /**
+     * slash_command: the upstream message id of the turn it started (derived from the command id)
+     */
+    message_id?: string;
 };
 
 export type PermissionReplied = {
@@ -263,6 +280,30 @@ export type QuestionAnswered = {
      * false: the question was no longer pending (settled before; `state` says how)
      */
     applied: boolean;
+};
+
+/**
+ * The codes the bridge sends today, each explained once in docs/errors.md. Clients must accept codes not in this list and show the message.
+ */
+export type ErrorCode = 'bad_host' | 'bad_message' | 'bad_origin' | 'bad_request' | 'busy' | 'conflict' | 'forbidden' | 'internal' | 'method_not_allowed' | 'model_unavailable' | 'not_found' | 'not_subscribed' | 'rate_limited' | 'slow_consumer' | 'token_expired' | 'token_revoked' | 'too_large' | 'too_many_connections' | 'too_many_subscriptions' | 'unauthorized' | 'unavailable' | 'unknown_session' | 'unsupported_media_type' | 'upstream_unavailable';
+
+export type ErrorObject = {
+    /**
+     * stable, machine-readable; open: an unknown code keeps the message as its fallback
+     */
+    code: ErrorCode | string;
+    /**
+     * for people; never parsed
+     */
+    message: string;
+    /**
+     * the same as the X-Correlation-Id header; a log line with the details carries it when the bridge logged one (docs/errors.md)
+     */
+    correlation_id: string;
+    /**
+     * seconds to wait before retrying (also the Retry-After header, rounded up)
+     */
+    retry_after?: number;
 };
 
 export type ListSessionsData = {
@@ -353,35 +394,35 @@ export type CreateSessionErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session; or the Origin is not allowed (`bad_origin`, docs/security.md)
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is deleted or unknown upstream (or no such pending permission request)
      */
-    404: CommandError;
+    404: Error;
     /**
      * `conflict`: this `command_id` was used before for a different command
      */
-    409: CommandError;
+    409: Error;
     /**
      * not Content-Type: application/json (docs/security.md, "CSRF")
      */
-    415: CommandError;
+    415: Error;
     /**
      * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
      */
-    429: CommandError;
+    429: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type CreateSessionError = CreateSessionErrors[keyof CreateSessionErrors];
@@ -696,39 +737,39 @@ export type PromptErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session; or the Origin is not allowed (`bad_origin`, docs/security.md)
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is deleted or unknown upstream (or no such pending permission request)
      */
-    404: CommandError;
+    404: Error;
     /**
      * `conflict`: this `command_id` was used before for a different command
      */
-    409: CommandError;
+    409: Error;
     /**
      * not Content-Type: application/json (docs/security.md, "CSRF")
      */
-    415: CommandError;
+    415: Error;
     /**
      * `model_unavailable`: the session's model has no connected credential upstream; nothing was sent
      */
-    422: CommandError;
+    422: Error;
     /**
      * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
      */
-    429: CommandError;
+    429: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type PromptError = PromptErrors[keyof PromptErrors];
@@ -767,35 +808,35 @@ export type InterruptErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session; or the Origin is not allowed (`bad_origin`, docs/security.md)
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is deleted or unknown upstream (or no such pending permission request)
      */
-    404: CommandError;
+    404: Error;
     /**
      * `conflict`: this `command_id` was used before for a different command
      */
-    409: CommandError;
+    409: Error;
     /**
      * not Content-Type: application/json (docs/security.md, "CSRF")
      */
-    415: CommandError;
+    415: Error;
     /**
      * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
      */
-    429: CommandError;
+    429: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type InterruptError = InterruptErrors[keyof InterruptErrors];
@@ -832,35 +873,35 @@ export type SwitchModelErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session; or the Origin is not allowed (`bad_origin`, docs/security.md)
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is deleted or unknown upstream (or no such pending permission request)
      */
-    404: CommandError;
+    404: Error;
     /**
      * `conflict`: this `command_id` was used before for a different command
      */
-    409: CommandError;
+    409: Error;
     /**
      * not Content-Type: application/json (docs/security.md, "CSRF")
      */
-    415: CommandError;
+    415: Error;
     /**
      * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
      */
-    429: CommandError;
+    429: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type SwitchModelError = SwitchModelErrors[keyof SwitchModelErrors];
@@ -896,35 +937,35 @@ export type SwitchAgentErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session; or the Origin is not allowed (`bad_origin`, docs/security.md)
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is deleted or unknown upstream (or no such pending permission request)
      */
-    404: CommandError;
+    404: Error;
     /**
      * `conflict`: this `command_id` was used before for a different command
      */
-    409: CommandError;
+    409: Error;
     /**
      * not Content-Type: application/json (docs/security.md, "CSRF")
      */
-    415: CommandError;
+    415: Error;
     /**
      * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
      */
-    429: CommandError;
+    429: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type SwitchAgentError = SwitchAgentErrors[keyof SwitchAgentErrors];
@@ -964,35 +1005,35 @@ export type ReplyPermissionErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session; or the Origin is not allowed (`bad_origin`, docs/security.md)
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is deleted or unknown upstream (or no such pending permission request)
      */
-    404: CommandError;
+    404: Error;
     /**
      * `conflict`: this `command_id` was used before for a different command
      */
-    409: CommandError;
+    409: Error;
     /**
      * not Content-Type: application/json (docs/security.md, "CSRF")
      */
-    415: CommandError;
+    415: Error;
     /**
      * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
      */
-    429: CommandError;
+    429: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type ReplyPermissionError = ReplyPermissionErrors[keyof ReplyPermissionErrors];
@@ -1024,19 +1065,19 @@ export type ListCommandsErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session
      */
-    403: CommandError;
+    403: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type ListCommandsError = ListCommandsErrors[keyof ListCommandsErrors];
@@ -1083,31 +1124,31 @@ export type ReplyQuestionErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, `answers` missing or not fitting the question (count per question, an option's label, free text where allowed); malformed id. Nothing is sent upstream
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is deleted or unknown upstream, or no such question is pending in it
      */
-    404: CommandError;
+    404: Error;
     /**
      * `conflict`: this `command_id` was used before for a different command
      */
-    409: CommandError;
+    409: Error;
     /**
      * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
      */
-    429: CommandError;
+    429: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type ReplyQuestionError = ReplyQuestionErrors[keyof ReplyQuestionErrors];
@@ -1146,31 +1187,31 @@ export type RejectQuestionErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, `command_id` missing; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is deleted or unknown upstream, or no such question is pending in it
      */
-    404: CommandError;
+    404: Error;
     /**
      * `conflict`: this `command_id` was used before for a different command
      */
-    409: CommandError;
+    409: Error;
     /**
      * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
      */
-    429: CommandError;
+    429: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type RejectQuestionError = RejectQuestionErrors[keyof RejectQuestionErrors];
@@ -1206,35 +1247,35 @@ export type RenameSessionErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session; or the Origin is not allowed (`bad_origin`, docs/security.md)
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is deleted or unknown upstream (or no such pending permission request)
      */
-    404: CommandError;
+    404: Error;
     /**
      * `conflict`: this `command_id` was used before for a different command
      */
-    409: CommandError;
+    409: Error;
     /**
      * not Content-Type: application/json (docs/security.md, "CSRF")
      */
-    415: CommandError;
+    415: Error;
     /**
      * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
      */
-    429: CommandError;
+    429: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type RenameSessionError = RenameSessionErrors[keyof RenameSessionErrors];
@@ -1270,35 +1311,35 @@ export type RevertSessionErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session; or the Origin is not allowed (`bad_origin`, docs/security.md)
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is deleted or unknown upstream (or no such pending permission request)
      */
-    404: CommandError;
+    404: Error;
     /**
      * `conflict`: this `command_id` was used before for a different command
      */
-    409: CommandError;
+    409: Error;
     /**
      * not Content-Type: application/json (docs/security.md, "CSRF")
      */
-    415: CommandError;
+    415: Error;
     /**
      * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
      */
-    429: CommandError;
+    429: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type RevertSessionError = RevertSessionErrors[keyof RevertSessionErrors];
@@ -1333,35 +1374,35 @@ export type UnrevertSessionErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session; or the Origin is not allowed (`bad_origin`, docs/security.md)
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is deleted or unknown upstream (or no such pending permission request)
      */
-    404: CommandError;
+    404: Error;
     /**
      * `conflict`: this `command_id` was used before for a different command
      */
-    409: CommandError;
+    409: Error;
     /**
      * not Content-Type: application/json (docs/security.md, "CSRF")
      */
-    415: CommandError;
+    415: Error;
     /**
      * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
      */
-    429: CommandError;
+    429: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type UnrevertSessionError = UnrevertSessionErrors[keyof UnrevertSessionErrors];
@@ -1397,35 +1438,35 @@ export type ForkSessionErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session; or the Origin is not allowed (`bad_origin`, docs/security.md)
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is deleted or unknown upstream (or no such pending permission request)
      */
-    404: CommandError;
+    404: Error;
     /**
      * `conflict`: this `command_id` was used before for a different command
      */
-    409: CommandError;
+    409: Error;
     /**
      * not Content-Type: application/json (docs/security.md, "CSRF")
      */
-    415: CommandError;
+    415: Error;
     /**
      * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
      */
-    429: CommandError;
+    429: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type ForkSessionError = ForkSessionErrors[keyof ForkSessionErrors];
@@ -1462,35 +1503,35 @@ export type RunSlashCommandErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session; or the Origin is not allowed (`bad_origin`, docs/security.md)
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is deleted or unknown upstream (or no such pending permission request)
      */
-    404: CommandError;
+    404: Error;
     /**
      * `conflict`: this `command_id` was used before for a different command
      */
-    409: CommandError;
+    409: Error;
     /**
      * not Content-Type: application/json (docs/security.md, "CSRF")
      */
-    415: CommandError;
+    415: Error;
     /**
      * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
      */
-    429: CommandError;
+    429: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type RunSlashCommandError = RunSlashCommandErrors[keyof RunSlashCommandErrors];
@@ -1520,23 +1561,23 @@ export type SessionTodoErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is unknown upstream
      */
-    404: CommandError;
+    404: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type SessionTodoError = SessionTodoErrors[keyof SessionTodoErrors];
@@ -1570,23 +1611,23 @@ export type SessionDiffErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is unknown upstream
      */
-    404: CommandError;
+    404: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type SessionDiffError = SessionDiffErrors[keyof SessionDiffErrors];
@@ -1620,19 +1661,19 @@ export type SessionErrorsErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session
      */
-    403: CommandError;
+    403: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type SessionErrorsError = SessionErrorsErrors[keyof SessionErrorsErrors];
@@ -1666,23 +1707,23 @@ export type SlashCommandsErrors = {
     /**
      * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
      */
-    400: CommandError;
+    400: Error;
     /**
      * `unauthorized`: missing, invalid or expired token
      */
-    401: CommandError;
+    401: Error;
     /**
      * `forbidden`: the token's scope does not allow this command, or it does not grant the session
      */
-    403: CommandError;
+    403: Error;
     /**
      * `not_found`: the session is unknown upstream
      */
-    404: CommandError;
+    404: Error;
     /**
      * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
      */
-    503: CommandError;
+    503: Error;
 };
 
 export type SlashCommandsError = SlashCommandsErrors[keyof SlashCommandsErrors];
