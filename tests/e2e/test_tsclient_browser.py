@@ -5,7 +5,8 @@ backend (here: the page server, minting them): the first is already expired (clo
 for), the second lives 6 s (a new one is asked for before it expires). Over `BridgeSocket` commands the page
 creates a session, prompts it and sees the text stream, answers a permission and a question, and sends a
 prompt whose connection drops right after it left: re-sent with the same command_id after the reconnect,
-it lands once. Its `SessionState` transcript ends equal to the bridge's `GET /v1/sessions/{id}/transcript`."""
+it lands once. Its `SessionState` transcript ends equal to the bridge's `GET /v1/sessions/{id}/transcript`;
+every frame it got and every op it sent validates against the AsyncAPI document."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from aiohttp import web
 
 from bridge.auth import mint_token
 from tests.e2e.test_fanout_viewer import Page, browser, chromium_devtools  # noqa: F401  (fixtures)
+from tests.support.asyncapi import check_client_op, check_server_frame
 from tests.support.bridge_proc import BridgeFactory, free_port
 from tests.support.mock_llm import HELLO_CHUNKS
 from tests.support.opencode import OpencodeServe
@@ -38,7 +40,7 @@ PAGE = """<!doctype html><meta charset="utf-8"><title>product page</title>
 # closed at once, before its answer can arrive.
 CLIENT = """
 window.t = (() => {
-  const tokens = [], asked = [], closes = [], sent = [], deltas = [], states = new Map();
+  const tokens = [], asked = [], closes = [], sent = [], received = [], deltas = [], states = new Map();
   let dropNext = false;
   const webSocket = (url) => {
     const ws = new WebSocket(url);
@@ -59,13 +61,14 @@ window.t = (() => {
   };
   const sock = new lib.BridgeSocket({ url: WS_URL, getToken, webSocket, backoff: { baseMs: 100, maxMs: 1000 } });
   sock.on("*", (f) => {
+    received.push(f);
     if (f.session && states.has(f.session)) states.get(f.session).apply(f);
     if (f.type === "delta") deltas.push(f);
   });
   sock.connect();
   const watch = (sid) => { states.set(sid, new lib.SessionState(sid)); sock.subscribe(sid); };
   const exp = (tk) => JSON.parse(atob(tk.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).exp;
-  return { sock, tokens, asked, exp, closes, sent, deltas, states, watch, drop: () => { dropNext = true; } };
+  return { sock, tokens, asked, exp, closes, sent, received, deltas, states, watch, drop: () => { dropNext = true; } };
 })();
 """
 
@@ -206,3 +209,10 @@ async def test_a_page_on_another_origin_runs_a_conversation_through_the_package(
     asked_by = [e.pop("asked_by") for e in served if "asked_by" in e]
     assert asked_by == ["page"] * 4
     assert final == served
+
+    # Every frame the page got and every op it sent is what the AsyncAPI document of /v1/ws describes.
+    received = await evaluate(browser, "t.received")
+    assert {f["type"] for f in received} >= {"hello", "subscribed", "event", "delta", "caught_up", "permission",
+                                             "question", "status", "command_result"}
+    assert [p for f in received for p in check_server_frame(f)] == []
+    assert [p for op in await evaluate(browser, "t.sent") for p in check_client_op(op)] == []

@@ -224,19 +224,22 @@ export class BridgeSocket {
   }
 
   private onError(e: ErrorFrame): void {
-    if (e.code === 'slow_consumer' && e.resume) this.resume = { ...e.resume };
-    if (typeof e.retry_after === 'number' && e.session === undefined) this.waitAtLeastMs = Math.max(this.waitAtLeastMs, e.retry_after * 1000);
-    if (e.code === 'busy' && e.session !== undefined && this.subs.has(e.session)) {
+    // the envelope (docs/errors.md), or the top-level copies of a bridge from before it
+    const code = e.error?.code ?? e.code;
+    const retryAfter = e.error?.retry_after ?? e.retry_after;
+    if (code === 'slow_consumer' && e.resume) this.resume = { ...e.resume };
+    if (typeof retryAfter === 'number' && e.session === undefined) this.waitAtLeastMs = Math.max(this.waitAtLeastMs, retryAfter * 1000);
+    if (code === 'busy' && e.session !== undefined && this.subs.has(e.session)) {
       // the subscribe was not opened: try again after retry_after, with jitter
       const session = e.session;
-      const ms = (e.retry_after ?? 1) * 1000 * (1 + this.opts.random());
+      const ms = (retryAfter ?? 1) * 1000 * (1 + this.opts.random());
       setTimeout(() => { if (this.state === 'connected' && this.subs.has(session)) this.sendSubscribe(session); }, ms);
     }
     if (e.id !== undefined && this.commands.has(String(e.id))) {
       // a command frame the bridge could not read (bad_message): answered, not re-sent
       const c = this.commands.get(String(e.id))!;
       this.commands.delete(String(e.id));
-      c.reject(new Error(`${e.code}: ${e.message}`));
+      c.reject(new Error(`${code}: ${e.error?.message ?? e.message}`));
     }
   }
 

@@ -23,7 +23,7 @@ function rng(seed: number): () => number {
  * after `caught_up`. */
 function live(v: Vector, seed: number): SessionFrame[] {
   const r = rng(seed);
-  const out: SessionFrame[] = [{ type: 'subscribed', session: v.session, after: null, head: 0, complete: true, status: 'idle' }];
+  const out: SessionFrame[] = [{ type: 'subscribed', session: v.session, after: null, head: 0, complete: true, status: 'idle', title: null, parent_id: null }];
   for (const ev of v.frames) {
     const text = ev.fields.text;
     const part = ev.fields.part_id ?? ev.fields.call_id;
@@ -43,7 +43,7 @@ function live(v: Vector, seed: number): SessionFrame[] {
     out.push(ev);
     if (r() < 0.1) out.push(ev); // the same event again (replay seam)
     if (kind === 'delta:text' && typeof part === 'string') // stale: after the end, ignored
-      out.push({ type: 'delta', session: v.session, kind: 'delta:text', after_seq: ev.seq, part_id: part, delta: 'STALE' });
+      out.push({ type: 'delta', session: v.session, kind: 'delta:text', after_seq: ev.seq, assistant_message_id: null, part_id: part, delta: 'STALE' });
   }
   out.push({ type: 'caught_up', session: v.session, seq: v.frames.at(-1)?.seq ?? -1 });
   out.push(...v.questions);
@@ -64,7 +64,7 @@ describe('SessionState', () => {
   it('shows a streaming text before its end, and the durable text after it', () => {
     const s = new SessionState('ses_A');
     const base = { session: 'ses_A', event_id: 'e', data: {} };
-    s.apply({ type: 'subscribed', session: 'ses_A', after: null, head: 0, complete: true, status: 'running' });
+    s.apply({ type: 'subscribed', session: 'ses_A', after: null, head: 0, complete: true, status: 'running', title: null, parent_id: null });
     s.apply({ ...base, type: 'event', seq: 1, event_type: 'session.next.step.started', kind: 'step:start',
       fields: { assistant_message_id: 'msg_M', agent: 'build' } });
     s.apply({ type: 'delta', session: 'ses_A', kind: 'delta:text', after_seq: 1, assistant_message_id: 'msg_M', part_id: 't0', delta: 'Hel' });
@@ -77,7 +77,7 @@ describe('SessionState', () => {
     s.apply({ ...base, type: 'event', seq: 3, event_type: 'session.next.text.ended', kind: 'text:end',
       fields: { assistant_message_id: 'msg_M', part_id: 't0', text: 'Hello!' } });
     expect(parts()).toEqual([{ type: 'text', id: 't0', text: 'Hello!', complete: true }]);
-    expect(s.apply({ type: 'delta', session: 'ses_A', kind: 'delta:text', after_seq: 3, part_id: 't0', delta: 'x' })).toBe(false);
+    expect(s.apply({ type: 'delta', session: 'ses_A', kind: 'delta:text', after_seq: 3, assistant_message_id: 'msg_M', part_id: 't0', delta: 'x' })).toBe(false);
     expect(s.apply({ ...base, type: 'event', seq: 3, event_type: 'x', kind: 'unknown', fields: {} })).toBe(false);
   });
 
@@ -111,10 +111,10 @@ describe('SessionState', () => {
     const [, v] = vectors.find(([n]) => n === 'b-tool-turn.json')!;
     const s = new SessionState(v.session);
     const half = Math.floor(v.frames.length / 2);
-    s.apply({ type: 'subscribed', session: v.session, after: null, head: 0, complete: true, status: 'idle' });
+    s.apply({ type: 'subscribed', session: v.session, after: null, head: 0, complete: true, status: 'idle', title: null, parent_id: null });
     v.frames.slice(0, half).forEach((f) => s.apply(f));
     const after = s.lastSeq;
-    s.apply({ type: 'subscribed', session: v.session, after, head: 99, complete: true, status: 'idle' });
+    s.apply({ type: 'subscribed', session: v.session, after, head: 99, complete: true, status: 'idle', title: null, parent_id: null });
     v.frames.forEach((f) => s.apply(f)); // a replay overlapping what it had: each once
     expect(s.transcript()).toStrictEqual(v.transcript);
   });

@@ -98,7 +98,7 @@ describe('BridgeSocket', () => {
     s.connect();
     await vi.advanceTimersByTimeAsync(0);
     last().open();
-    last().frame({ type: 'error', code: 'too_many_connections', message: 'm', retry_after: 5 });
+    last().frame({ type: 'error', error: { code: 'too_many_connections', message: 'm', retry_after: 5 } });
     last().drop(1013);
     await vi.advanceTimersByTimeAsync(4999);
     expect(sockets).toHaveLength(1);
@@ -158,7 +158,7 @@ describe('BridgeSocket', () => {
     await vi.advanceTimersByTimeAsync(0);
     last().open();
     last().frame(event('ses_A', 8));
-    last().frame({ type: 'error', code: 'slow_consumer', message: 'behind', resume: { ses_A: 6, ses_B: 11 } });
+    last().frame({ type: 'error', error: { code: 'slow_consumer', message: 'behind' }, resume: { ses_A: 6, ses_B: 11 } });
     last().drop(4429);
     await vi.advanceTimersByTimeAsync(0);
     last().open();
@@ -207,7 +207,7 @@ describe('BridgeSocket', () => {
     s.connect();
     await vi.advanceTimersByTimeAsync(0);
     last().open();
-    last().frame({ type: 'error', code: 'busy', message: 'full', session: 'ses_A', retry_after: 2 });
+    last().frame({ type: 'error', error: { code: 'busy', message: 'full', retry_after: 2 }, session: 'ses_A' });
     await vi.advanceTimersByTimeAsync(1999);
     expect(last().ops('subscribe')).toHaveLength(1);
     await vi.advanceTimersByTimeAsync(1);

@@ -29,7 +29,7 @@ export class EventView {
     this.seq = frame.seq;
     this.kind = frame.kind;
     this.f = frame.fields ?? {};
-    this.data = frame.data ?? {};
+    this.data = (frame.data ?? {}) as JsonObject;
     this.type = frame.event_type;
     this.legacy = frame.event_type === 'message.updated' || frame.event_type === 'message.part.updated';
   }
@@ -85,7 +85,7 @@ export class EventView {
   }
   get switchedModel(): Json { return this.legacy ? null : this.data.model ?? null; }
   /** `tool:*` only: the frame carries the resolved input when the event has it. */
-  get toolInput(): Json { return this.f.input ?? null; }
+  get toolInput(): Json { return (this.f.input ?? null) as Json; }
   get toolOutputText(): string | null { return this.str('output_text'); }
   get toolContent(): Json { return this.legacy ? null : this.data.content ?? null; }
   get toolStructured(): Json {
