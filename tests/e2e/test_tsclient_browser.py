@@ -3,7 +3,8 @@ on a page served from another origin than the bridge (listed in BRIDGE_ALLOWED_O
 bridge, the real opencode serve 1.18.33 and the mock model. The page's `getToken` fetches tokens from its own
 backend (here: the page server, minting them): the first is already expired (close 4402: a new one is asked
 for), the second lives 6 s (a new one is asked for before it expires). Over `BridgeSocket` commands the page
-creates a session, prompts it and sees the text stream, answers a permission and a question, and sends a
+creates a session, prompts it and sees the text stream (and, with `BridgeClient`, renames it and reads it over
+REST from its origin), answers a permission and a question, and sends a
 prompt whose connection drops right after it left: re-sent with the same command_id after the reconnect,
 it lands once. Its `SessionState` transcript ends equal to the bridge's `GET /v1/sessions/{id}/transcript`;
 every frame it got and every op it sent validates against the AsyncAPI document."""
@@ -66,9 +67,11 @@ window.t = (() => {
     if (f.type === "delta") deltas.push(f);
   });
   sock.connect();
+  const api = new lib.BridgeClient({ baseUrl: BASE_URL, token: () => tokens[tokens.length - 1] });
   const watch = (sid) => { states.set(sid, new lib.SessionState(sid)); sock.subscribe(sid); };
   const exp = (tk) => JSON.parse(atob(tk.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).exp;
-  return { sock, tokens, asked, exp, closes, sent, received, deltas, states, watch, drop: () => { dropNext = true; } };
+  const drop = () => { dropNext = true; };
+  return { sock, api, tokens, asked, exp, closes, sent, received, deltas, states, watch, drop };
 })();
 """
 
@@ -147,7 +150,8 @@ async def test_a_page_on_another_origin_runs_a_conversation_through_the_package(
     await bridge.wait_ready(60)
     await browser.open(page_server["origin"] + "/")
     await wait_until(lambda: evaluate(browser, "typeof window.lib === 'object'"), 30, 0.1, message="package loaded")
-    await evaluate(browser, CLIENT.replace("WS_URL", json.dumps(bridge.url.replace("http:", "ws:") + "/v1/ws")))
+    await evaluate(browser, CLIENT.replace("WS_URL", json.dumps(bridge.url.replace("http:", "ws:") + "/v1/ws"))
+                   .replace("BASE_URL", json.dumps(bridge.url)))
 
     # An expired token: closed with 4402, a new one asked for through getToken.
     await wait_until(lambda: evaluate(browser, "t.sock.state === 'connected'"), 30, 0.1, message="connected")
@@ -209,6 +213,14 @@ async def test_a_page_on_another_origin_runs_a_conversation_through_the_package(
     asked_by = [e.pop("asked_by") for e in served if "asked_by" in e]
     assert asked_by == ["page"] * 4
     assert final == served
+
+    # The REST routes from the page's origin too (CORS for BRIDGE_ALLOWED_ORIGINS): a POST and a GET.
+    renamed = await evaluate(browser, f"""t.api.renameSession({{ path: {{ session_id: {json.dumps(sid)} }},
+        body: {{ command_id: "page-title-1", title: "From the page" }} }}).then(r => [r.response.status, r.data])""")
+    assert renamed[0] == 200 and renamed[1]["title"] == "From the page", renamed
+    read = await evaluate(browser, f"t.api.getTranscript({{ path: {{ session_id: {json.dumps(sid)} }} }})"
+                                   ".then(r => r.data.data.entries)")
+    assert [e["type"] for e in read] == [e["type"] for e in served]
 
     # Every frame the page got and every op it sent is what the AsyncAPI document of /v1/ws describes.
     received = await evaluate(browser, "t.received")
