@@ -228,3 +228,45 @@ async def test_a_page_on_another_origin_runs_a_conversation_through_the_package(
                                              "question", "status", "command_result"}
     assert [p for f in received for p in check_server_frame(f)] == []
     assert [p for op in await evaluate(browser, "t.sent") for p in check_client_op(op)] == []
+
+
+async def test_the_page_ends_equal_to_the_serve_after_the_bridge_is_killed_mid_turn(
+    opencode: OpencodeServe, bridge_processes: BridgeFactory, page_server: dict[str, Any],
+    browser: Page  # noqa: F811
+) -> None:
+    """`kill -9` of the bridge while a turn streams, then a restart on the same port: the page's socket
+    reconnects and resumes; it got every durable event of the serve once, in order, and its transcript is
+    the bridge's."""
+    bridge = bridge_processes(BRIDGE_AUTH_SECRET=SECRET, BRIDGE_ALLOWED_DIRECTORIES=str(opencode.project_dir),
+                              BRIDGE_ALLOWED_ORIGINS=page_server["origin"], BRIDGE_PROMPT_RUNTIME="v2")
+    bridge.start()
+    await bridge.wait_ready(60)
+    await browser.open(page_server["origin"] + "/")
+    await wait_until(lambda: evaluate(browser, "typeof window.lib === 'object'"), 30, 0.1, message="package loaded")
+    await evaluate(browser, CLIENT.replace("WS_URL", json.dumps(bridge.url.replace("http:", "ws:") + "/v1/ws"))
+                   .replace("BASE_URL", json.dumps(bridge.url)))
+    await wait_until(lambda: evaluate(browser, "t.sock.state === 'connected'"), 30, 0.1, message="connected")
+    sid = (await _command(browser, "create_session", {"directory": str(opencode.project_dir)}))["result"]["session_id"]
+    await evaluate(browser, f"t.watch({json.dumps(sid)})")
+    await _command(browser, "prompt", {"session": sid, "text": "MOCK:slow:40:0.1 talk", "delivery": "queue"})
+    await wait_until(lambda: evaluate(browser, f"t.deltas.filter(d => d.session === {json.dumps(sid)}).length > 3"),
+                     60, 0.05, message="the turn streaming on the page")
+
+    bridge.kill()
+    bridge.start()
+    await bridge.wait_ready(60)
+    final = await _turn_done(browser, sid, 1)
+
+    history = await opencode.history(sid)
+    seqs = await evaluate(browser, f"t.received.filter(f => f.type === 'event' && f.session === {json.dumps(sid)})"
+                                   ".map(f => f.seq)")
+    assert [s for s in seqs if s > 0] == [e["durable"]["seq"] for e in history]  # each once, in order, none missing
+    ended = [e["data"]["text"] for e in history if e["type"] == "session.next.text.ended"]
+    assert [p["text"] for e in final if e["type"] == "assistant" for p in e["parts"]] == ended
+    token = mint_token(SECRET, UPSTREAM, None, 60, "check", scope="read")
+    async with aiohttp.ClientSession() as http, http.get(
+            f"{bridge.url}/v1/sessions/{sid}/transcript", headers={"Authorization": f"Bearer {token}"}) as r:
+        served = (await r.json())["data"]["entries"]
+    for e in served:
+        e.pop("asked_by", None)
+    assert final == served
