@@ -270,3 +270,32 @@ async def test_the_page_ends_equal_to_the_serve_after_the_bridge_is_killed_mid_t
     for e in served:
         e.pop("asked_by", None)
     assert final == served
+
+
+async def test_a_page_from_an_origin_not_allowed_creates_nothing(
+    opencode: OpencodeServe, bridge_processes: BridgeFactory, page_server: dict[str, Any],
+    browser: Page  # noqa: F811
+) -> None:
+    """The same page from `http://localhost:…` (another origin than the allowed `http://127.0.0.1:…`): its POST
+    is refused by the browser's CORS check (no CORS headers for it), its WebSocket by the bridge (403 before
+    the upgrade), and no session is created."""
+    bridge = bridge_processes(BRIDGE_AUTH_SECRET=SECRET, BRIDGE_ALLOWED_DIRECTORIES=str(opencode.project_dir),
+                              BRIDGE_ALLOWED_ORIGINS=page_server["origin"])
+    bridge.start()
+    await bridge.wait_ready(60)
+    await browser.open(page_server["origin"].replace("127.0.0.1", "localhost") + "/")
+    await wait_until(lambda: evaluate(browser, "typeof window.lib === 'object'"), 30, 0.1, message="package loaded")
+    await evaluate(browser, CLIENT.replace("WS_URL", json.dumps(bridge.url.replace("http:", "ws:") + "/v1/ws"))
+                   .replace("BASE_URL", json.dumps(bridge.url)))
+    await wait_until(lambda: evaluate(browser, "t.tokens.length >= 2"), 30, 0.1, message="tokens asked for")
+    before = len(await opencode.list_sessions())
+    outcome = await evaluate(browser, f"""t.api.createSession({{ body: {{ command_id: "foreign-1",
+        directory: {json.dumps(str(opencode.project_dir))} }} }}).then(r => [r.data === undefined, String(r.error)])""")
+    assert outcome[0] is True, outcome
+    assert await evaluate(browser, "t.sock.state") != "connected"
+    assert await evaluate(browser, "t.received.length") == 0  # no hello: refused before the upgrade
+    token = mint_token(SECRET, UPSTREAM, None, 60, "check", scope="read")
+    async with aiohttp.ClientSession() as http, http.get(
+            f"{bridge.url}/v1/sessions", headers={"Authorization": f"Bearer {token}"}) as r:
+        assert (await r.json())["data"] == []
+    assert len(await opencode.list_sessions()) == before
