@@ -127,18 +127,29 @@ class Demo:
         self.bridge = BridgeProcess(self.workdir, self.serve.base_url, self.pg.url, extra_env={
             "BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": self.secret,
             # Sessions may be created (the viewer, a control token) only in the demo's own work directory.
-            "BRIDGE_ALLOWED_DIRECTORIES": str(self.workdir.resolve())}, start_new_session=True)
+            "BRIDGE_ALLOWED_DIRECTORIES": str(self.workdir.resolve()),
+            # A developer's own dev server (e.g. http://localhost:5173) may call the bridge: CORS, WebSocket.
+            "BRIDGE_ALLOWED_ORIGINS": ",".join(self.args.origin)}, start_new_session=True)
         if self.args.port:
             self.bridge.port = self.args.port
         self.bridge.start()
         await self.bridge.wait_ready(90)
-        token = mint_token(self.secret, UPSTREAM, None, self.args.token_ttl)
+        # A control token that may answer "Allow once": the viewer's composer, Stop, permission and question
+        # buttons all work with it (docs/security.md, "Tokens").
+        token = mint_token(self.secret, UPSTREAM, None, self.args.token_ttl, "demo", scope="control",
+                           approve="once")
         url = f"{self.bridge.url}/?token={token}"
         assert self.bridge.proc is not None
-        human = (f"\n  viewer     {url}\n  opencode   {self.serve.base_url}\n  database   {self.pg.url}\n"
+        mint = (f"BRIDGE_AUTH_SECRET={self.secret} BRIDGE_UPSTREAM_NAME={UPSTREAM} "
+                ".venv/bin/opencode-bridge token --scope prompt --subject you")
+        origins = ", ".join(self.args.origin) or "none (add yours: DEMO_ARGS='--origin http://localhost:5173')"
+        human = (f"\n  viewer     {url}\n  bridge     {self.bridge.url} (token: control, approve once)\n"
+                 f"  origins    {origins}\n  opencode   {self.serve.base_url}\n  database   {self.pg.url}\n"
                  f"  logs       {self.bridge.log_path}, {self.serve.log_path}\n"
+                 f"  more tokens: {mint}\n"
                  "\nOpen the viewer now: the conversation starts. Ctrl-C stops everything.\n")
         self.say(human, event="demo_ready", viewer_url=url, token=token, bridge_url=self.bridge.url,
+                 secret=self.secret, upstream=UPSTREAM, mint_command=mint, allowed_origins=self.args.origin,
                  database_url=self.pg.url, opencode_url=self.serve.base_url, pids={
                      "bridge": self.bridge.proc.pid, "opencode": self.serve.pid,
                      "postgres": _postmaster_pid(self.workdir / "pg" / "pgdata")},
@@ -253,6 +264,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--keep", action="store_true", help="keep the temporary work directory (logs)")
     ap.add_argument("--json", action="store_true", help="progress as one JSON object a line (for tests)")
     ap.add_argument("--token-ttl", type=float, default=12 * 3600, help="viewer token lifetime, seconds")
+    ap.add_argument("--origin", action="append",
+                    default=[o.strip() for o in os.environ.get("DEMO_ORIGINS", "").split(",") if o.strip()],
+                    help="an origin that may call the bridge from a browser, e.g. your dev server "
+                         "http://localhost:5173 (repeatable; or DEMO_ORIGINS=a,b)")
     ap.add_argument("--opencode", default=os.environ.get("OPENCODE_BIN", str(DEFAULT_OPENCODE)))
     args = ap.parse_args(argv)
     if args.port == 0:

@@ -64,8 +64,10 @@ def printable_id(value: object, max_chars: int) -> bool:
 
 
 def default_approve(scope: str) -> str:
-    """What `opencode-bridge token` grants unless told: a prompter may answer `once` (one token for the
-    common product set-up, docs/security.md); `always` is never a default."""
+    """The one rule for an `approve` nobody stated, the same when minting (`opencode-bridge token`
+    without `--approve`) and when verifying a token without the claim (minted by a backend of its own): a
+    prompter may answer `once` (one token for the common product set-up, docs/security.md "Tokens");
+    `always` is never a default."""
     return "none" if scope == "read" else "once"
 
 
@@ -95,8 +97,7 @@ def mint_token(secret: str, upstream: str, sessions: Iterable[str] | None = None
         payload["sub"] = subject
     if scope != "read":
         payload["scope"] = scope
-    if approve != "none":
-        payload["approve"] = approve
+    payload["approve"] = approve  # always stated (a missing claim means default_approve's, verify_token)
     return jwt.encode(payload, secret, algorithm=ALGORITHM)
 
 
@@ -155,7 +156,8 @@ def verify_token(token: str | None, secret: str, upstream: str, now: float | Non
         if not isinstance(raw, list) or not all(valid_session_id(s) for s in raw):
             raise AuthError("invalid", "invalid token: sessions is not a list of session ids")
         sessions = frozenset(raw)
-    sub, scope, approve = payload.get("sub", ""), payload.get("scope", "read"), payload.get("approve", "none")
+    sub, scope = payload.get("sub", ""), payload.get("scope", "read")
+    approve = payload.get("approve", default_approve(scope) if isinstance(scope, str) else "none")
     if not isinstance(sub, str) or scope not in SCOPES or not isinstance(approve, str):
         raise AuthError("invalid", "invalid token: sub, scope or approve has the wrong type or value")
     problem = claim_problem(scope, sub, approve, sessions is not None)

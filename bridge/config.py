@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from bridge.directories import parse_roots
 from bridge.errors import ConfigError
+from bridge.forwarded import Network, parse_trusted
 from bridge.hosts import is_loopback_host
 from bridge.systemd_credentials import read_credentials
 from bridge.url_credentials import redact_url
@@ -85,6 +86,9 @@ class Settings:
     # Host names requests may carry besides loopback, BRIDGE_HTTP_HOST and the allowed origins' hosts
     # (comma-separated; DNS rebinding, docs/security.md). IP literals are always taken.
     allowed_hosts: str = ""
+    # Reverse proxies whose X-Forwarded-For / Forwarded name the client (comma-separated addresses or CIDRs,
+    # docs/security.md "Behind a reverse proxy"); empty: the peer is the client.
+    trusted_proxies: str = ""
     # Roots a session may be created at or under (`:`-separated absolute paths); empty: no session creation.
     allowed_directories: str = ""
     # WebSocket connections open at once per token (`jti`) and per client address, counted after auth.
@@ -107,6 +111,10 @@ class Settings:
     @property
     def directory_roots(self) -> tuple[str, ...]:
         return parse_roots(self.allowed_directories)
+
+    @property
+    def proxy_networks(self) -> tuple[Network, ...]:
+        return parse_trusted(self.trusted_proxies)
 
     @property
     def embedded_database(self) -> bool:
@@ -149,6 +157,7 @@ ENV_VARS: dict[str, str] = {
     "BRIDGE_AUTH_DISABLED": "auth_disabled",
     "BRIDGE_ALLOWED_ORIGINS": "allowed_origins",
     "BRIDGE_ALLOWED_HOSTS": "allowed_hosts",
+    "BRIDGE_TRUSTED_PROXIES": "trusted_proxies",
     "BRIDGE_ALLOWED_DIRECTORIES": "allowed_directories",
     "BRIDGE_WS_MAX_PER_TOKEN": "ws_max_per_token",
     "BRIDGE_WS_MAX_PER_ADDRESS": "ws_max_per_address",
@@ -235,6 +244,10 @@ def _validate(s: Settings) -> Settings:
         parse_roots(s.allowed_directories)
     except ValueError as e:
         raise ConfigError(f"BRIDGE_ALLOWED_DIRECTORIES: {e}") from None
+    try:
+        parse_trusted(s.trusted_proxies)
+    except ValueError as e:
+        raise ConfigError(f"BRIDGE_TRUSTED_PROXIES: {e}") from None
     if s.auth_secret.value and len(s.auth_secret.value) < 32:
         raise ConfigError("BRIDGE_AUTH_SECRET must be at least 32 characters (HS256 key)")
     if not s.upstream_name:

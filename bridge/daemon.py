@@ -149,7 +149,7 @@ class Daemon:
                             websocket=fanout.service,
                             audit=AuditContext(AuditReader(standby_engine or read_engine, s.upstream_name), secret,
                                                revoked=revoked),
-                            detail=readiness_detail(secret, s, revoked))
+                            detail=readiness_detail(secret, s, revoked), trusted_proxies=s.proxy_networks)
             commands = mount_commands(app, s, engine, client, fanout.service, secret, revoked)  # docs/commands.md
             # The bridge's own legacy queue (docs/commands.md, "The legacy queue"): woken when a session
             # of ours goes idle upstream.

@@ -14,11 +14,21 @@ Attachments reuse `path_problem` and `inside` (a file must stay inside its sessi
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable
 
 ENV = "BRIDGE_ALLOWED_DIRECTORIES"
 SEPARATOR = ":"  # as PATH: a root cannot contain ':' (docs/security.md)
 MAX_PATH_CHARS = 4096
+# What a path may not hold: C0 and C1 controls, DEL, and the invisible format characters that can make a
+# path look like another (soft hyphen, zero-width, bidi controls, line/paragraph separators, BOM).
+_BAD_CHARS = "\\x00-\\x1f\\x7f-\\x9f\\xad\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u2069\\ufeff"
+_UNPRINTABLE = re.compile(f"[{_BAD_CHARS}]")
+# path_problem as one regular expression (the OpenAPI document's `Directory`; tests/unit/test_contract_rules.py
+# keeps the two equal): `/`, or segments of allowed characters, none of them `.` or `..`.
+_CHAR = f"[^/{_BAD_CHARS}]"
+_NOT_DOT = f"[^./{_BAD_CHARS}]"
+PATH_PATTERN = f"^(?:/|(?:/(?:{_NOT_DOT}{_CHAR}*|\\.{_NOT_DOT}{_CHAR}*|\\.\\.{_CHAR}+))+)$"
 
 
 class DirectoryRefused(ValueError):
@@ -34,7 +44,7 @@ def path_problem(path: str) -> str | None:
     """Why `path` is not a normalised absolute path, or None."""
     if not path or len(path) > MAX_PATH_CHARS:
         return f"a path is 1 to {MAX_PATH_CHARS} characters"
-    if not path.isprintable():  # NUL, CR, LF, ESC, every control and format character
+    if _UNPRINTABLE.search(path):  # NUL, CR, LF, ESC, every control and invisible format character
         return "a path must not contain control characters"
     if not path.startswith("/"):
         return "a path must be absolute"

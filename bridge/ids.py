@@ -11,7 +11,28 @@ from __future__ import annotations
 
 import re
 
-_SESSION_ID = re.compile(r"ses_[0-9A-Za-z_]{1,60}")
+SESSION_ID_PATTERN = "^ses_[0-9A-Za-z_]{1,60}$"  # the same in bridge/http/openapi.json and asyncapi.json
+_SESSION_ID = re.compile(SESSION_ID_PATTERN[1:-1])
+
+# The other ids a client chooses, as regular expressions the OpenAPI document carries verbatim (the code
+# checks with the same ones: tests/unit/test_contract_rules.py).
+# A command id: 1 to 100 printable ASCII characters, no space at either end (it ends up in log lines).
+COMMAND_ID_PATTERN = "^[!-~](?:[ -~]{0,98}[!-~])?$"
+# A name (provider, model, agent, request and message ids, slash commands): printable ASCII without space,
+# '/', '?', '#', '%' or '\\' (it ends up in upstream paths and logs).
+NAME_PATTERN = "^[!\"$&-.0->@-\\[\\]-~]+$"
+# Free text (prompts, titles, arguments, query values): anything but NUL (PostgreSQL text cannot hold it).
+NO_NUL_PATTERN = "^[^\\u0000]*$"
+_COMMAND_ID = re.compile(COMMAND_ID_PATTERN)
+_NAME = re.compile(NAME_PATTERN)
+
+
+def valid_command_id(value: object) -> bool:
+    return isinstance(value, str) and _COMMAND_ID.fullmatch(value) is not None
+
+
+def valid_name(value: object) -> bool:
+    return isinstance(value, str) and _NAME.fullmatch(value) is not None
 
 SESSION_ID_RULE = "a session id is 'ses_' followed by 1 to 60 letters, digits or underscores"
 

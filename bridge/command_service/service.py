@@ -250,6 +250,11 @@ class CommandService:
 
     async def _session_op(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
         """title, revert, unrevert, fork, slash command (bridge.commands.session_ops)."""
+        if cmd.name == "slash_command":  # the serve answers an unknown one with a 500: say what it is
+            listed = await self.upstream.slash_commands(t.directory)
+            if not any(c.get("name") == cmd.args["command"] for c in listed):
+                raise CommandError("not_found", "no such slash command for the session's directory "
+                                                "(GET /v1/commands?session=…)")
         method, tail, body = route(cmd.name, cmd.args, row.upstream_id)
         status, got = await self.upstream.session_op(t.sid, t.directory, method, tail, body)
         return _Done(200, result_body(cmd.name, cmd.command_id, t.sid, {**cmd.args, "upstream_message_id":

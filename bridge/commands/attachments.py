@@ -25,6 +25,11 @@ MAX_FILENAME_CHARS = 255
 MAX_URL_CHARS = MAX_TOTAL_BYTES * 4 // 3 + 256
 
 _MIME = re.compile(r"[a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*")
+# The same rules as regular expressions, for the OpenAPI document (tests/unit/test_contract_rules.py keeps
+# them equal to `_MIME` + `allowed_mime` and to `data_url_bytes`' acceptance).
+MIME_PATTERN = ("^(?:(?:image|text)/[a-z0-9][a-z0-9.+-]*|application/(?:json|xml|x-yaml|yaml|javascript|toml|x-sh))$")
+DATA_URL_PATTERN = ("^data:[^,;\\u0000]+(?:;[^,;=\\u0000]+=[^,;\\u0000]*)*(?:;base64,(?:[A-Za-z0-9+/]{4})*"
+                    "(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?|,[^\\u0000]*)$")
 _DATA_URL = re.compile(r"data:([^,;]+)((?:;[^,;=]+=[^,;]*)*)(;base64)?,(.*)", re.DOTALL)
 _TEXT_LIKE = ("application/json", "application/xml", "application/x-yaml", "application/yaml",
               "application/javascript", "application/toml", "application/x-sh")
@@ -47,7 +52,7 @@ def allowed_mime(mime: str) -> bool:
 def data_url_bytes(url: str) -> int:
     """The decoded size of a `data:` URL; a malformed one is an AttachmentError."""
     m = _DATA_URL.fullmatch(url)
-    if m is None:
+    if m is None or "\x00" in url:  # NUL: not storable (the command's row keeps its arguments)
         raise _bad("a file url must be a data: URL (data:<mime>[;base64],<data>)")
     payload = m.group(4)
     if m.group(3):
@@ -149,7 +154,7 @@ def v2_text(text: str, files: Sequence[Mapping[str, Any]], resolved: Mapping[str
 def data_url_text(url: str) -> str:
     """The decoded text of a `data:` URL (UTF-8, undecodable bytes replaced)."""
     m = _DATA_URL.fullmatch(url)
-    if m is None:
+    if m is None or "\x00" in url:  # NUL: not storable (the command's row keeps its arguments)
         raise AttachmentError("a file url must be a data: URL")
     raw = base64.b64decode(m.group(4)) if m.group(3) else unquote_to_bytes(m.group(4))
     return raw.decode("utf-8", errors="replace")

@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.auth import SCOPES, printable_id
+from bridge.auth import SCOPES
 from bridge.commands.attachments import AttachmentError, parse_files
 from bridge.commands.session_ops import SESSION_OP_SCOPES, session_op_args
 from bridge.directories import path_problem
 from bridge.errors import BridgeError, error_body
-from bridge.ids import SESSION_ID_RULE, valid_session_id
+from bridge.ids import SESSION_ID_RULE, valid_command_id, valid_name, valid_session_id
 
 # --- bounds (docs/operations.md, "Limits") -------------------------------------------------------------
 MAX_BODY_BYTES = 64 * 1024  # as a WebSocket client frame
@@ -126,7 +126,7 @@ def _string(body: Mapping[str, Any], key: str, max_chars: int, *, required: bool
 def _name(body: Mapping[str, Any], key: str, *, required: bool = True) -> str | None:
     v = _string(body, key, MAX_NAME_CHARS, required=required)
     # Names end up in upstream paths and logs: printable ASCII without separators or spaces.
-    if v is not None and not all(c.isascii() and c.isprintable() and c not in "/?#%\\ " for c in v):
+    if v is not None and not valid_name(v):
         raise _bad(f"{key} must be printable ASCII without '/', '?', '#', '%', '\\' or spaces")
     return v
 
@@ -155,8 +155,9 @@ def parse_command(name: str, body: object, session_id: str | None = None,
     if not isinstance(body, dict):
         raise _bad("the body is a JSON object")
     command_id = _string(body, "command_id", MAX_COMMAND_ID)
-    if not printable_id(command_id, MAX_COMMAND_ID):  # no CR, LF, ESC: ids end up in log lines
-        raise _bad(f"command_id must be 1 to {MAX_COMMAND_ID} printable characters without surrounding spaces")
+    if not valid_command_id(command_id):  # no CR, LF, ESC: ids end up in log lines (bridge.ids)
+        raise _bad(f"command_id must be 1 to {MAX_COMMAND_ID} printable ASCII characters without surrounding "
+                   "spaces")
     assert command_id is not None
     args: dict[str, Any] = {}
     if name == "create_session":
@@ -172,7 +173,7 @@ def parse_command(name: str, body: object, session_id: str | None = None,
         agent = _name(body, "agent", required=False)
         if agent is not None:
             args["agent"] = agent
-        return Command(name, command_id, None, args)
+        return _stored(Command(name, command_id, None, args))
     sid = _session(session_id)
     if name == "prompt":
         args.update(text=_string(body, "text", MAX_TEXT_CHARS), delivery=_choice(body, "delivery", DELIVERIES))
@@ -201,7 +202,14 @@ def parse_command(name: str, body: object, session_id: str | None = None,
             args["answers"] = _answers(body)
     elif name in SESSION_OP_SCOPES:
         args.update(session_op_args(name, body, _string, _name))
-    return Command(name, command_id, sid, args)
+    return _stored(Command(name, command_id, sid, args))
+
+
+def _stored(cmd: Command) -> Command:
+    """`cmd`, if its arguments can be stored: its row keeps them as jsonb, which cannot hold NUL."""
+    if _holds_nul(dict(cmd.args)):
+        raise _bad("no field may contain NUL")
+    return cmd
 
 
 MAX_ANSWERS = 50  # questions in one request, and choices in one answer
@@ -209,12 +217,25 @@ MAX_ANSWERS = 50  # questions in one request, and choices in one answer
 
 def _answers(body: Mapping[str, Any]) -> list[Any]:
     """The shape only (a list of lists, bounded); what each entry may be depends on the question, checked
-    against it when it is known (bridge.command_service.questions)."""
+    against it when it is known (bridge.command_service.questions). No text anywhere in it may hold NUL: the
+    answers are stored (jsonb cannot hold `\\u0000`) before the question is looked at."""
     v = body.get("answers")
     if not isinstance(v, list) or not 1 <= len(v) <= MAX_ANSWERS or not all(
             isinstance(a, list) and len(a) <= MAX_ANSWERS for a in v):
         raise _bad(f"answers must be a list of 1 to {MAX_ANSWERS} lists, one per question")
+    if _holds_nul(v):
+        raise _bad("answers must not contain NUL")
     return v
+
+
+def _holds_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    return False
 
 
 def _create_model(body: Mapping[str, Any]) -> tuple[str | None, str | None]:

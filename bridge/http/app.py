@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from bridge import metrics
 from bridge.fanout.connection import WebSocketContext
+from bridge.forwarded import Network
 from bridge.hosts import LOOPBACK_TRUSTED
 from bridge.http.audit import AuditContext, add_audit_routes
 from bridge.http.security import protect
@@ -108,9 +109,11 @@ def _add_viewer(app: web.Application) -> None:
 def build_app(readiness: ReadinessCheck, *, websocket: WebSocketContext | None = None,
               audit: AuditContext | None = None, detail: Callable[[web.Request], bool] | None = None,
               trusted_hosts: frozenset[str] | None = None,
-              allowed_origins: frozenset[str] | None = None) -> web.Application:
+              allowed_origins: frozenset[str] | None = None, trusted_proxies: Sequence[Network] = ()
+              ) -> web.Application:
     """`detail`: who may see /readyz error texts; `trusted_hosts`: the `Host` allow-list; `allowed_origins`:
-    who may POST besides the same origin (both default to the WebSocket service's, else loopback only)."""
+    who may POST besides the same origin (both default to the WebSocket service's, else loopback only);
+    `trusted_proxies`: whose forwarding headers name the client (BRIDGE_TRUSTED_PROXIES)."""
     app = web.Application()
     app[READINESS_KEY] = readiness
     if detail is not None:
@@ -128,7 +131,8 @@ def build_app(readiness: ReadinessCheck, *, websocket: WebSocketContext | None =
     if allowed_origins is None:
         allowed_origins = websocket.allowed_origins if websocket is not None else frozenset()
     # Security headers on every response, the Host check and the write guard on every request.
-    return protect(app, trusted_hosts=trusted_hosts, allowed_origins=allowed_origins)
+    return protect(app, trusted_hosts=trusted_hosts, allowed_origins=allowed_origins,
+                   trusted_proxies=trusted_proxies)
 
 
 @asynccontextmanager

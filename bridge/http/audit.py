@@ -28,7 +28,7 @@ from bridge.errors import AuthError, BadRequest
 from bridge.events import SEQ_MAX
 from bridge.fanout.question_frames import stored_question_message
 from bridge.http.envelope import auth_refusal, error_response, install_envelope
-from bridge.http.query_params import query_int, query_session, query_text, query_time
+from bridge.http.query_params import query_int, query_session, query_text, query_time, query_tool_cursor
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
@@ -228,13 +228,7 @@ async def get_transcript(request: web.Request, ctx: AuditContext, claims: Claims
 
 async def list_tool_calls(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
     limit = query_int(request, "limit", 100, 1, MAX_LIMIT)
-    after: tuple[str, int] | None = None
-    raw_after = query_text(request, "after")
-    if raw_after:
-        sid, _, seq = raw_after.rpartition(":")
-        if not valid_session_id(sid) or not (seq.isascii() and seq.isdigit()) or int(seq) > MAX_SEQ:
-            raise BadRequest("after must be '<session_id>:<seq>' as returned in next")
-        after = (sid, int(seq))
+    after = query_tool_cursor(request, "after")
     session = query_session(request, "session")
     if session is not None and claims is not None:
         claims.require(session)

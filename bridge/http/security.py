@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -21,9 +21,11 @@ from aiohttp.typedefs import Middleware
 from bridge import metrics
 from bridge.auth import bearer_token, verify_token
 from bridge.errors import AuthError
+from bridge.forwarded import Network
 from bridge.hosts import LOOPBACK_TRUSTED, host_trusted, origin_allowed
 from bridge.http.cors import cors_headers, preflight_guard
 from bridge.http.envelope import error_response, install_envelope
+from bridge.http.proxies import forwarded_middleware
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -82,11 +84,14 @@ def write_guard(allowed_origins: frozenset[str], trusted: frozenset[str]) -> Mid
 
 
 def protect(app: web.Application, *, trusted_hosts: frozenset[str] = LOOPBACK_TRUSTED,
-            allowed_origins: frozenset[str] = frozenset()) -> web.Application:
+            allowed_origins: frozenset[str] = frozenset(), trusted_proxies: Sequence[Network] = ()
+            ) -> web.Application:
     """Security headers on every response; the error envelope of `/v1` around everything (bridge.http.envelope);
     the `Host` guard, CORS for the allowed origins (bridge.http.cors) and the write guard on every request."""
     app.on_response_prepare.append(_add_headers)
     app.on_response_prepare.append(cors_headers(allowed_origins))
+    if trusted_proxies:  # first: everything after sees the client's address (bridge.http.proxies)
+        app.middlewares.insert(0, forwarded_middleware(trusted_proxies))
     install_envelope(app)
     app.middlewares.append(host_guard(trusted_hosts))
     app.middlewares.append(preflight_guard(allowed_origins))

@@ -17,6 +17,7 @@ import aiohttp
 import pytest
 from sqlalchemy import text
 
+from bridge.auth import verify_token
 from bridge.store.db import make_engine
 from tests.support.waiting import wait_until
 
@@ -132,9 +133,26 @@ async def test_the_demo_mirrors_its_conversation_and_ctrl_c_stops_everything_it_
 
 
 async def test_demo_once_runs_the_script_checks_the_mirror_and_exits(opencode_bin: Path, tmp_path: Path) -> None:
-    demo = await _start(opencode_bin, tmp_path / "demo", "--once")
+    dev_server = "http://localhost:5173"
+    demo = await _start(opencode_bin, tmp_path / "demo", "--once", "--origin", dev_server)
     try:
         ready = await demo.until("demo_ready", 120)
+        # A product's local test target: a control token that may "Allow once", the developer's origin let in
+        # (CORS), and a command that mints more tokens the bridge accepts.
+        claims = verify_token(ready["token"], ready["secret"], ready["upstream"])
+        assert (claims.scope, claims.approve, claims.sessions) == ("control", "once", None)
+        assert ready["allowed_origins"] == [dev_server]
+        async with aiohttp.ClientSession() as http, http.options(
+                f"{ready['bridge_url']}/v1/sessions", headers={
+                    "Origin": dev_server, "Access-Control-Request-Method": "POST"}) as r:
+            assert (r.status, r.headers["Access-Control-Allow-Origin"]) == (204, dev_server)
+        env, _, cmd = ready["mint_command"].partition(" .venv/bin/opencode-bridge ")
+        minted = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bridge", *cmd.split(), cwd=REPO, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env={**os.environ, **dict(kv.split("=", 1) for kv in env.split()), "BRIDGE_STATE_DIR": str(tmp_path)})
+        out, _ = await minted.communicate()
+        assert verify_token(out.decode().strip(), ready["secret"], ready["upstream"]).scope == "prompt"
         done = await demo.until("demo_script_done", 120)
         assert done["mirrored"] == {"prompts": 3, "tool_calls": 3, "tools_succeeded": 2}
         assert await asyncio.wait_for(demo.proc.wait(), 60) == 0

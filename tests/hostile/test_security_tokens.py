@@ -78,7 +78,8 @@ def forge(change: dict[str, Any], key: str = SECRET, alg: str = "HS256") -> str:
 
 def test_the_unforged_token_is_good() -> None:
     claims = verify_token(forge({}), SECRET, UPSTREAM)
-    assert (claims.subject, claims.scope, claims.approve, claims.jti) == ("alice", "prompt", "none", "j-1")
+    # no `approve` claim: the CLI's default for the scope (bridge.auth.default_approve)
+    assert (claims.subject, claims.scope, claims.approve, claims.jti) == ("alice", "prompt", "once", "j-1")
 
 
 @pytest.mark.parametrize("rule", FORGED)

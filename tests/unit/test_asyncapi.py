@@ -120,3 +120,18 @@ def test_the_document_and_the_parser_agree_on_after(after: int) -> None:
     except p.ProtocolError:
         parsed = False
     assert parsed == (check_client_op(op) == [])
+
+
+def test_the_shared_schemas_are_the_openapi_document_s() -> None:
+    """Results, ids and the error envelope mean the same over HTTP and the socket: the same schemas."""
+    from bridge.http.audit import OPENAPI_PATH
+
+    openapi = json.loads(OPENAPI_PATH.read_text())["components"]["schemas"]
+    for name in ("SessionCreated", "PromptAdmitted", "Interrupted", "CommandDone", "PermissionReplied",
+                 "QuestionAnswered", "CommandId", "Name", "Directory", "ErrorCode"):
+        assert DOC["components"]["schemas"][name] == openapi[name], name
+    for name, op in DOC["x-client-ops"].items():
+        if not name.startswith("command:"):
+            continue
+        props = DOC["components"]["schemas"][op]["properties"]
+        assert props["command_id"] == {"$ref": "#/components/schemas/CommandId"}, name

@@ -67,3 +67,27 @@ def test_a_new_token_id_never_reads_as_a_command_line_option() -> None:
 
     ids = [new_jti() for _ in range(2000)]  # a url-safe id began with "-" one time in 64
     assert not any(i.startswith("-") for i in ids) and len(set(ids)) == len(ids)
+
+
+# --- a missing `approve` claim (docs/security.md, "Tokens") ----------------------------------------------
+
+@pytest.mark.parametrize("scope", ["read", "prompt", "control"])
+def test_a_missing_approve_claim_means_the_cli_default_for_the_scope(scope: str) -> None:
+    from bridge.auth import default_approve
+    from bridge.cli import _parser
+
+    payload = {"iss": "opencode-bridge", "upstream": "up", "iat": NOW, "exp": NOW + 60, "jti": "j1", "scope": scope,
+               "sub": "backend"}
+    claims = verify_token(jwt.encode(payload, K, algorithm="HS256"), K, "up", now=NOW)
+    cli = _parser().parse_args(["token", "--scope", scope, "--subject", "backend"])
+    assert cli.approve is None  # the CLI leaves it to mint_token: default_approve(scope), the same function
+    assert claims.approve == default_approve(scope)
+    assert claims.approve == ("none" if scope == "read" else "once")
+
+
+@pytest.mark.parametrize(("scope", "approve"), [("read", "none"), ("prompt", "none"), ("prompt", "once"),
+                                                ("control", "none"), ("control", "always")])
+def test_a_minted_token_always_states_its_approve(scope: str, approve: str) -> None:
+    token = mint_token(K, "up", None, 60, "backend", now=NOW, scope=scope, approve=approve)
+    assert jwt.decode(token, options={"verify_signature": False})["approve"] == approve
+    assert verify_token(token, K, "up", now=NOW).approve == approve
