@@ -1,7 +1,7 @@
 export { BridgeClient } from './client.js';
 export type { BridgeApi, BridgeClientOptions, RouteName, RouteResult } from './client.js';
 export * as api from './gen/sdk.gen.js';
-export type * from './gen/types.gen.js';
+export type * as RestTypes from './gen/types.gen.js'; // the REST bodies, by the OpenAPI document's names
 export type * from './frames.js';
 export { SessionState, reduce } from './state/session_state.js';
 export type { PendingRequests } from './state/session_state.js';

@@ -135,6 +135,27 @@ export type Approve = "none" | "once" | "always";
  */
 export type Runtime = "v2" | "legacy";
 /**
+ * chosen by the client: 1 to 100 printable ASCII characters, no leading or trailing space; the same id again returns the first result (docs/commands.md, "Exactly once")
+ *
+ * This interface was referenced by `AsyncApiSchemas`'s JSON-Schema
+ * via the `definition` "CommandId".
+ */
+export type CommandId = string;
+/**
+ * printable ASCII without spaces, `/`, `?`, `#`, `%` or `\` (it ends up in upstream paths and logs)
+ *
+ * This interface was referenced by `AsyncApiSchemas`'s JSON-Schema
+ * via the `definition` "Name".
+ */
+export type Name = string;
+/**
+ * an absolute, normalised path (no `.`/`..` segments, no `//`, no trailing `/`, no control or invisible format characters) at or under a root of BRIDGE_ALLOWED_DIRECTORIES
+ *
+ * This interface was referenced by `AsyncApiSchemas`'s JSON-Schema
+ * via the `definition` "Directory".
+ */
+export type Directory = string;
+/**
  * This interface was referenced by `AsyncApiSchemas`'s JSON-Schema
  * via the `definition` "CommandName".
  */
@@ -152,6 +173,10 @@ export type CommandName =
   | "unrevert"
   | "fork"
   | "slash_command";
+/**
+ * printable ASCII without spaces, `/`, `?`, `#`, `%` or `\` (it ends up in upstream paths and logs)
+ */
+export type Name1 = string;
 /**
  * any frame the bridge sends, by its `type`
  *
@@ -225,6 +250,9 @@ export interface AsyncApiSchemas {
   Sessions?: Sessions;
   Unsubscribed?: Unsubscribed;
   Pong?: Pong;
+  CommandId?: CommandId;
+  Name?: Name;
+  Directory?: Directory;
   SessionCreated?: SessionCreated;
   PromptAdmitted?: PromptAdmitted;
   Interrupted?: Interrupted;
@@ -824,10 +852,7 @@ export interface CommandPromptOp {
   id?: Ref;
   command: "prompt";
   session: SessionId;
-  /**
-   * chosen by the client; the same id again returns the first result (docs/commands.md)
-   */
-  command_id: string;
+  command_id: CommandId;
   text: string;
   /**
    * required: the bridge never defaults to steer
@@ -841,904 +866,462 @@ export interface CommandPromptOp {
   files?:
     | []
     | [
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        }
+        | {
+            [k: string]: unknown;
+          }
+        | {
+            [k: string]: unknown;
+          }
       ]
     | [
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        }
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        )
       ]
     | [
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        }
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        )
       ]
     | [
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        }
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        )
       ]
     | [
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        }
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        )
       ]
     | [
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        }
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        )
       ]
     | [
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        }
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        )
       ]
     | [
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        }
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        )
       ]
     | [
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        }
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        )
       ]
     | [
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        },
-        {
-          /**
-           * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
-           */
-          path?: string;
-          /**
-           * a data: URL
-           */
-          url?: string;
-          /**
-           * image/* or text/* (and JSON, YAML, XML, TOML, scripts)
-           */
-          mime: string;
-          filename?: string;
-          [k: string]: unknown;
-        }
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        ),
+        (
+          | {
+              [k: string]: unknown;
+            }
+          | {
+              [k: string]: unknown;
+            }
+        )
       ];
   [k: string]: unknown;
 }
@@ -1753,10 +1336,7 @@ export interface CommandInterruptOp {
   id?: Ref;
   command: "interrupt";
   session: SessionId;
-  /**
-   * chosen by the client; the same id again returns the first result (docs/commands.md)
-   */
-  command_id: string;
+  command_id: CommandId;
   /**
    * also drop the prompts waiting in the bridge's legacy queue (kept otherwise)
    */
@@ -1774,12 +1354,9 @@ export interface CommandModelOp {
   id?: Ref;
   command: "model";
   session: SessionId;
-  /**
-   * chosen by the client; the same id again returns the first result (docs/commands.md)
-   */
-  command_id: string;
-  provider_id: string;
-  model_id: string;
+  command_id: CommandId;
+  provider_id: Name;
+  model_id: Name;
   [k: string]: unknown;
 }
 /**
@@ -1793,11 +1370,8 @@ export interface CommandAgentOp {
   id?: Ref;
   command: "agent";
   session: SessionId;
-  /**
-   * chosen by the client; the same id again returns the first result (docs/commands.md)
-   */
-  command_id: string;
-  agent: string;
+  command_id: CommandId;
+  agent: Name;
   [k: string]: unknown;
 }
 /**
@@ -1812,10 +1386,7 @@ export interface CommandPermissionReplyOp {
   command: "permission_reply";
   session: SessionId;
   request_id: string;
-  /**
-   * chosen by the client; the same id again returns the first result (docs/commands.md)
-   */
-  command_id: string;
+  command_id: CommandId;
   reply: "once" | "always" | "reject";
   [k: string]: unknown;
 }
@@ -1831,10 +1402,7 @@ export interface CommandQuestionReplyOp {
   command: "question_reply";
   session: SessionId;
   request_id: string;
-  /**
-   * chosen by the client; the same id again returns the first result (docs/commands.md)
-   */
-  command_id: string;
+  command_id: CommandId;
   /**
    * one list per question, in order: exactly one entry for a single-choice question, at least one (no repeats) for a `multiple` one. An entry is the `label` of one of the question's options, or `{"text": "..."}` (free text) where the question's `custom` is not false; a string naming no option is a 400 (docs/commands.md, "Questions")
    *
@@ -1869,10 +1437,7 @@ export interface CommandQuestionRejectOp {
   command: "question_reject";
   session: SessionId;
   request_id: string;
-  /**
-   * chosen by the client; the same id again returns the first result (docs/commands.md)
-   */
-  command_id: string;
+  command_id: CommandId;
   [k: string]: unknown;
 }
 /**
@@ -1885,23 +1450,22 @@ export interface CommandCreateSessionOp {
   op: "command";
   id?: Ref;
   command: "create_session";
-  /**
-   * chosen by the client; the same id again returns the first result (docs/commands.md)
-   */
-  command_id: string;
-  /**
-   * absolute path: the session's location
-   */
-  directory: string;
-  provider_id?: string;
-  model_id?: string;
-  agent?: string;
+  command_id: CommandId;
+  directory: Directory;
+  provider_id?: Name;
+  model_id?: Name;
+  agent?: Name;
   /**
    * the session's model: `"provider/model"` or `{provider_id, model_id}` (or `provider_id` + `model_id` at the top level)
    */
-  model?: {
-    [k: string]: unknown;
-  };
+  model?:
+    | string
+    | {
+        provider_id?: Name;
+        model_id?: Name;
+        [k: string]: unknown;
+      }
+    | null;
   [k: string]: unknown;
 }
 /**
@@ -1915,10 +1479,7 @@ export interface CommandTitleOp {
   id?: Ref;
   command: "title";
   session: SessionId;
-  /**
-   * chosen by the client; the same id again returns the first result (docs/commands.md)
-   */
-  command_id: string;
+  command_id: CommandId;
   title: string;
   [k: string]: unknown;
 }
@@ -1933,11 +1494,8 @@ export interface CommandRevertOp {
   id?: Ref;
   command: "revert";
   session: SessionId;
-  /**
-   * chosen by the client; the same id again returns the first result (docs/commands.md)
-   */
-  command_id: string;
-  message_id: string;
+  command_id: CommandId;
+  message_id: Name;
   [k: string]: unknown;
 }
 /**
@@ -1951,10 +1509,7 @@ export interface CommandUnrevertOp {
   id?: Ref;
   command: "unrevert";
   session: SessionId;
-  /**
-   * chosen by the client; the same id again returns the first result (docs/commands.md)
-   */
-  command_id: string;
+  command_id: CommandId;
   [k: string]: unknown;
 }
 /**
@@ -1968,11 +1523,8 @@ export interface CommandForkOp {
   id?: Ref;
   command: "fork";
   session: SessionId;
-  /**
-   * chosen by the client; the same id again returns the first result (docs/commands.md)
-   */
-  command_id: string;
-  message_id?: string;
+  command_id: CommandId;
+  message_id?: Name;
   [k: string]: unknown;
 }
 /**
@@ -1986,14 +1538,8 @@ export interface CommandSlashCommandOp {
   id?: Ref;
   command: "slash_command";
   session: SessionId;
-  /**
-   * chosen by the client; the same id again returns the first result (docs/commands.md)
-   */
-  command_id: string;
+  command_id: CommandId;
   arguments?: string;
-  /**
-   * the slash command (the HTTP body's `command`)
-   */
-  name: string;
+  name: Name1;
   [k: string]: unknown;
 }

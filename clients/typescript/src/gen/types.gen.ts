@@ -231,7 +231,7 @@ export type PermissionReplied = {
 
 export type CommandRow = {
     command_id: string;
-    command: 'prompt' | 'interrupt' | 'model' | 'agent' | 'permission_reply' | 'create_session';
+    command: 'agent' | 'create_session' | 'fork' | 'interrupt' | 'model' | 'permission_reply' | 'prompt' | 'question_reject' | 'question_reply' | 'revert' | 'slash_command' | 'title' | 'unrevert';
     /**
      * the token's `sub`
      */
@@ -306,6 +306,58 @@ export type ErrorObject = {
     retry_after?: number;
 };
 
+/**
+ * `ses_` and 1 to 60 letters, digits or underscores
+ */
+export type SessionId = string;
+
+/**
+ * chosen by the client: 1 to 100 printable ASCII characters, no leading or trailing space; the same id again returns the first result (docs/commands.md, "Exactly once")
+ */
+export type CommandId = string;
+
+/**
+ * printable ASCII without spaces, `/`, `?`, `#`, `%` or `\` (it ends up in upstream paths and logs)
+ */
+export type Name = string;
+
+/**
+ * an absolute, normalised path (no `.`/`..` segments, no `//`, no trailing `/`, no control or invisible format characters) at or under a root of BRIDGE_ALLOWED_DIRECTORIES
+ */
+export type Directory = string;
+
+/**
+ * a slash command of the serve (its `GET /command` entry, these keys only)
+ */
+export type SlashCommand = {
+    name: string;
+    description?: string;
+    agent?: string;
+    model?: string;
+    source?: string;
+    subtask?: boolean;
+};
+
+/**
+ * a todo of the session's plan (fields the serve did not give are left out)
+ */
+export type TodoItem = {
+    content?: string;
+    status?: string;
+    priority?: string;
+    id?: string;
+};
+
+/**
+ * one file changed: path and counts, never contents (fields the serve did not give are left out)
+ */
+export type DiffItem = {
+    file?: string;
+    additions?: number;
+    deletions?: number;
+    status?: string;
+};
+
 export type ListSessionsData = {
     body?: never;
     path?: never;
@@ -315,19 +367,19 @@ export type ListSessionsData = {
          */
         status?: string;
         /**
-         * sessions with an event at or after this time
+         * ISO 8601 (`2026-11-30T03:00:00Z`); an empty value is refused (400): omit the parameter instead
          */
         since?: string;
         /**
-         * sessions with an event before this time
+         * ISO 8601 (`2026-11-30T03:00:00Z`); an empty value is refused (400): omit the parameter instead
          */
         until?: string;
         /**
-         * cursor: the `next` of the previous page
+         * the `next` of the previous page
          */
-        after?: string;
+        after?: SessionId;
         /**
-         * page size (1-1000, default 100)
+         * page size (1-1000, default 100) an empty value is refused (400): omit the parameter instead
          */
         limit?: number;
     };
@@ -369,21 +421,18 @@ export type ListSessionsResponse = ListSessionsResponses[keyof ListSessionsRespo
 
 export type CreateSessionData = {
     body: {
-        /**
-         * chosen by the client; the same id again returns the first result (docs/commands.md)
-         */
-        command_id: string;
-        /**
-         * absolute path: the session's location
-         */
-        directory: string;
-        provider_id?: string;
-        model_id?: string;
-        agent?: string;
+        command_id: CommandId;
+        directory: Directory;
+        provider_id?: Name;
+        model_id?: Name;
+        agent?: Name;
         /**
          * the session's model: `"provider/model"` or `{provider_id, model_id}` (or `provider_id` + `model_id` at the top level)
          */
-        model?: unknown;
+        model?: string | {
+            provider_id?: Name;
+            model_id?: Name;
+        } | null;
     };
     path?: never;
     query?: never;
@@ -442,7 +491,7 @@ export type GetSessionData = {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: never;
     url: '/v1/sessions/{session_id}';
@@ -490,15 +539,15 @@ export type ListEventsData = {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: {
         /**
-         * exclusive seq; -1 (default): from seq 0, the session's `session.created`
+         * exclusive seq; -1 (default): from seq 0, the session's `session.created` an empty value is refused (400): omit the parameter instead
          */
         after?: number;
         /**
-         * page size (1-1000, default 100)
+         * page size (1-1000, default 100) an empty value is refused (400): omit the parameter instead
          */
         limit?: number;
     };
@@ -551,15 +600,15 @@ export type GetTranscriptData = {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: {
         /**
-         * build from the events with seq > after (default 0)
+         * build from the events with seq > after (default 0) an empty value is refused (400): omit the parameter instead
          */
         after?: number;
         /**
-         * at most this many events (default and maximum 10000); `next_after` continues
+         * at most this many events (default and maximum 10000); `next_after` continues an empty value is refused (400): omit the parameter instead
          */
         limit?: number;
     };
@@ -621,21 +670,21 @@ export type ListToolCallsData = {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session?: string;
+        session?: SessionId;
         /**
-         * called at or after
+         * ISO 8601 (`2026-11-30T03:00:00Z`); an empty value is refused (400): omit the parameter instead
          */
         since?: string;
         /**
-         * called before
+         * ISO 8601 (`2026-11-30T03:00:00Z`); an empty value is refused (400): omit the parameter instead
          */
         until?: string;
         /**
-         * cursor: the `next` of the previous page (`<session_id>:<seq>`)
+         * the `next` of the previous page: `<session_id>:<seq>`
          */
         after?: string;
         /**
-         * page size (1-1000, default 100)
+         * page size (1-1000, default 100) an empty value is refused (400): omit the parameter instead
          */
         limit?: number;
     };
@@ -695,10 +744,7 @@ export type OpenapiResponse = OpenapiResponses[keyof OpenapiResponses];
 
 export type PromptData = {
     body: {
-        /**
-         * chosen by the client; the same id again returns the first result (docs/commands.md)
-         */
-        command_id: string;
+        command_id: CommandId;
         text: string;
         /**
          * required: the bridge never defaults to steer
@@ -707,17 +753,17 @@ export type PromptData = {
         /**
          * attachments, images and text, at most 10 MiB in all (docs/commands.md, "Attachments")
          */
-        files?: Array<{
+        files?: Array<unknown & {
             /**
              * a file inside the session's directory (symlinks resolved); outside, missing or not a file → 400
              */
             path?: string;
             /**
-             * a data: URL
+             * a data: URL (`data:<mime>[;base64],<data>`, base64 padded)
              */
             url?: string;
             /**
-             * image* or text* (and JSON, YAML, XML, TOML, scripts)
+             * image* or text* (and JSON, YAML, XML, TOML, JavaScript, shell)
              */
             mime: string;
             filename?: string;
@@ -727,7 +773,7 @@ export type PromptData = {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: never;
     url: '/v1/sessions/{session_id}/prompt';
@@ -785,10 +831,7 @@ export type PromptResponse = PromptResponses[keyof PromptResponses];
 
 export type InterruptData = {
     body: {
-        /**
-         * chosen by the client; the same id again returns the first result (docs/commands.md)
-         */
-        command_id: string;
+        command_id: CommandId;
         /**
          * also drop the prompts waiting in the bridge's legacy queue (kept otherwise)
          */
@@ -798,7 +841,7 @@ export type InterruptData = {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: never;
     url: '/v1/sessions/{session_id}/interrupt';
@@ -852,18 +895,15 @@ export type InterruptResponse = InterruptResponses[keyof InterruptResponses];
 
 export type SwitchModelData = {
     body: {
-        /**
-         * chosen by the client; the same id again returns the first result (docs/commands.md)
-         */
-        command_id: string;
-        provider_id: string;
-        model_id: string;
+        command_id: CommandId;
+        provider_id: Name;
+        model_id: Name;
     };
     path: {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: never;
     url: '/v1/sessions/{session_id}/model';
@@ -917,17 +957,14 @@ export type SwitchModelResponse = SwitchModelResponses[keyof SwitchModelResponse
 
 export type SwitchAgentData = {
     body: {
-        /**
-         * chosen by the client; the same id again returns the first result (docs/commands.md)
-         */
-        command_id: string;
-        agent: string;
+        command_id: CommandId;
+        agent: Name;
     };
     path: {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: never;
     url: '/v1/sessions/{session_id}/agent';
@@ -981,21 +1018,18 @@ export type SwitchAgentResponse = SwitchAgentResponses[keyof SwitchAgentResponse
 
 export type ReplyPermissionData = {
     body: {
-        /**
-         * chosen by the client; the same id again returns the first result (docs/commands.md)
-         */
-        command_id: string;
+        command_id: CommandId;
         reply: 'once' | 'always' | 'reject';
     };
     path: {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
         /**
          * the permission request id (`per_…`), of either runtime
          */
-        request_id: string;
+        request_id: Name;
     };
     query?: never;
     url: '/v1/sessions/{session_id}/permissions/{request_id}/reply';
@@ -1053,9 +1087,12 @@ export type ListCommandsData = {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: {
+        /**
+         * an empty value is refused (400): omit the parameter instead
+         */
         limit?: number;
     };
     url: '/v1/sessions/{session_id}/commands';
@@ -1095,10 +1132,7 @@ export type ListCommandsResponse = ListCommandsResponses[keyof ListCommandsRespo
 
 export type ReplyQuestionData = {
     body: {
-        /**
-         * chosen by the client; the same id again returns the first result (docs/commands.md)
-         */
-        command_id: string;
+        command_id: CommandId;
         /**
          * one list per question, in order: exactly one entry for a single-choice question, at least one (no repeats) for a `multiple` one. An entry is the `label` of one of the question's options, or `{"text": "..."}` (free text) where the question's `custom` is not false; a string naming no option is a 400 (docs/commands.md, "Questions")
          */
@@ -1110,11 +1144,11 @@ export type ReplyQuestionData = {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
         /**
          * the question's request id (`que_…`), of either runtime
          */
-        request_id: string;
+        request_id: Name;
     };
     query?: never;
     url: '/v1/sessions/{session_id}/questions/{request_id}/reply';
@@ -1142,6 +1176,10 @@ export type ReplyQuestionErrors = {
      */
     409: Error;
     /**
+     * `unsupported_media_type`: not `Content-Type: application/json` (docs/security.md, "CSRF")
+     */
+    415: Error;
+    /**
      * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
      */
     429: Error;
@@ -1164,20 +1202,17 @@ export type ReplyQuestionResponse = ReplyQuestionResponses[keyof ReplyQuestionRe
 
 export type RejectQuestionData = {
     body: {
-        /**
-         * chosen by the client; the same id again returns the first result (docs/commands.md)
-         */
-        command_id: string;
+        command_id: CommandId;
     };
     path: {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
         /**
          * the question's request id (`que_…`), of either runtime
          */
-        request_id: string;
+        request_id: Name;
     };
     query?: never;
     url: '/v1/sessions/{session_id}/questions/{request_id}/reject';
@@ -1205,6 +1240,10 @@ export type RejectQuestionErrors = {
      */
     409: Error;
     /**
+     * `unsupported_media_type`: not `Content-Type: application/json` (docs/security.md, "CSRF")
+     */
+    415: Error;
+    /**
      * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
      */
     429: Error;
@@ -1227,17 +1266,14 @@ export type RejectQuestionResponse = RejectQuestionResponses[keyof RejectQuestio
 
 export type RenameSessionData = {
     body: {
-        /**
-         * chosen by the client; the same id again returns the first result (docs/commands.md)
-         */
-        command_id: string;
+        command_id: CommandId;
         title: string;
     };
     path: {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: never;
     url: '/v1/sessions/{session_id}/title';
@@ -1291,17 +1327,14 @@ export type RenameSessionResponse = RenameSessionResponses[keyof RenameSessionRe
 
 export type RevertSessionData = {
     body: {
-        /**
-         * chosen by the client; the same id again returns the first result (docs/commands.md)
-         */
-        command_id: string;
-        message_id: string;
+        command_id: CommandId;
+        message_id: Name;
     };
     path: {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: never;
     url: '/v1/sessions/{session_id}/revert';
@@ -1355,16 +1388,13 @@ export type RevertSessionResponse = RevertSessionResponses[keyof RevertSessionRe
 
 export type UnrevertSessionData = {
     body: {
-        /**
-         * chosen by the client; the same id again returns the first result (docs/commands.md)
-         */
-        command_id: string;
+        command_id: CommandId;
     };
     path: {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: never;
     url: '/v1/sessions/{session_id}/unrevert';
@@ -1418,17 +1448,14 @@ export type UnrevertSessionResponse = UnrevertSessionResponses[keyof UnrevertSes
 
 export type ForkSessionData = {
     body: {
-        /**
-         * chosen by the client; the same id again returns the first result (docs/commands.md)
-         */
-        command_id: string;
-        message_id?: string;
+        command_id: CommandId;
+        message_id?: Name;
     };
     path: {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: never;
     url: '/v1/sessions/{session_id}/fork';
@@ -1482,18 +1509,15 @@ export type ForkSessionResponse = ForkSessionResponses[keyof ForkSessionResponse
 
 export type RunSlashCommandData = {
     body: {
-        /**
-         * chosen by the client; the same id again returns the first result (docs/commands.md)
-         */
-        command_id: string;
-        command: string;
+        command_id: CommandId;
+        command: Name;
         arguments?: string;
     };
     path: {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: never;
     url: '/v1/sessions/{session_id}/command';
@@ -1551,7 +1575,7 @@ export type SessionTodoData = {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: never;
     url: '/v1/sessions/{session_id}/todo';
@@ -1587,9 +1611,7 @@ export type SessionTodoResponses = {
      * the list
      */
     200: {
-        data: Array<{
-            [key: string]: unknown;
-        }>;
+        data: Array<TodoItem>;
     };
 };
 
@@ -1601,7 +1623,7 @@ export type SessionDiffData = {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: never;
     url: '/v1/sessions/{session_id}/diff';
@@ -1637,9 +1659,7 @@ export type SessionDiffResponses = {
      * the list
      */
     200: {
-        data: Array<{
-            [key: string]: unknown;
-        }>;
+        data: Array<DiffItem>;
     };
 };
 
@@ -1651,7 +1671,7 @@ export type SessionErrorsData = {
         /**
          * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
          */
-        session_id: string;
+        session_id: SessionId;
     };
     query?: never;
     url: '/v1/sessions/{session_id}/errors';
@@ -1698,7 +1718,7 @@ export type SlashCommandsData = {
     body?: never;
     path?: never;
     query?: {
-        session?: string;
+        session?: SessionId;
     };
     url: '/v1/commands';
 };
@@ -1733,9 +1753,7 @@ export type SlashCommandsResponses = {
      * the list
      */
     200: {
-        data: Array<{
-            [key: string]: unknown;
-        }>;
+        data: Array<SlashCommand>;
     };
 };
 
