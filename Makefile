@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # `make test` runs the tests on this many processes (pytest-xdist; each has its own embedded PostgreSQL).
 PYTEST_WORKERS ?= 2
 
-.PHONY: chromium systemd-analyze promtool run demo test test-unit test-integration test-migration test-e2e lint bench soak opencode venv clean
+.PHONY: chromium systemd-analyze promtool run demo test tsclient test-unit test-integration test-migration test-e2e lint bench soak opencode venv clean
 
 venv: $(STAMP)
 
@@ -58,8 +58,26 @@ DEMO_ARGS ?=
 demo: $(STAMP) $(OPENCODE_BIN)
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.demo $(DEMO_ARGS)
 
-# Every test: unit (pure), integration (real PostgreSQL), migration (schema), e2e (real opencode serve + mock provider).
-test: $(STAMP) $(OPENCODE_BIN) chromium systemd-analyze promtool
+# The TypeScript package clients/typescript/ (@opencode-bridge/client): npm ci from its lockfile, the REST client
+# regenerated from bridge/http/openapi.json (fails when the committed src/gen/ differs), tsc, vitest, the build,
+# and the viewer's copy of the browser bundle checked against it. Without npm: fails under CI=true, skipped
+# (said so) elsewhere.
+TSCLIENT := clients/typescript
+$(TSCLIENT)/node_modules/.ci-stamp: $(TSCLIENT)/package-lock.json
+	cd $(TSCLIENT) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+tsclient:
+	@if ! command -v npm >/dev/null; then \
+	  if [ "$$CI" = true ]; then echo "npm is missing: the TypeScript package cannot be tested" >&2; exit 1; fi; \
+	  echo "npm is missing: skipping the TypeScript package (clients/typescript/)"; exit 0; fi; \
+	$(MAKE) --no-print-directory $(TSCLIENT)/node_modules/.ci-stamp && cd $(TSCLIENT) && \
+	node scripts/check-generated.mjs && npx tsc -p tsconfig.test.json && npx vitest run && npm run --silent build && \
+	node scripts/check-viewer-copy.mjs
+
+# Every test: unit (pure), integration (real PostgreSQL), migration (schema), e2e (real opencode serve + mock provider),
+# and the TypeScript package first.
+test: $(STAMP) $(OPENCODE_BIN) chromium systemd-analyze promtool tsclient
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 test-unit: $(STAMP) systemd-analyze promtool
@@ -89,6 +107,7 @@ bench: $(STAMP) $(OPENCODE_BIN)
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.commands --prompts 20
 	$(BIN)/python -m bench.storm --clients 10000 --sessions 1000
 	$(BIN)/python -m bench.wire --sessions 10000 --events 2 --burst 2
+	$(MAKE) --no-print-directory tsclient && node $(TSCLIENT)/scripts/bench-reducer.mjs 20000 15
 
 # Long fault soak against the real opencode serve (not part of `make test`): SOAK_MINUTES=10 by default,
 # on a primary and a streaming standby with a failover fault (SOAK_ARGS= for one embedded PostgreSQL).

@@ -1,6 +1,7 @@
 """The viewer's question card in real headless Chromium against a real bridge and the real opencode serve:
 a legacy question shows its options and the session `waiting` in the list; choosing an option and Answer
-sends it through the bridge (the model's next request carries it) and the card turns answered."""
+sends it through the bridge (the model's next request carries it) and the card turns answered. The question
+shows once, as a question (the question tool's card does not repeat it as input JSON)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,11 @@ async def test_the_viewer_shows_a_question_and_answers_it(
                                   ".map(x => x.textContent).join(',')")
         assert labels == "Red,Blue"
         assert await browser.js("document.querySelector('.msg.question.pending input[value=Red]').type") == "radio"
+        # The question is shown once, as a question: not again as the question tool's input JSON.
+        await wait_until(lambda: browser.js("document.querySelector('.tool-card.tool-question') !== null"), 30, 0.1,
+                         message="the question tool's card")
+        shown = await browser.js("document.getElementById('transcript').innerText")
+        assert shown.count("Which color do you prefer?") == 1 and '"questions"' not in shown, shown
         await wait_until(lambda: browser.js(
             f"(document.querySelector('#sessions li[data-session=\"{sid}\"] .badge') || {{}}).textContent "
             "=== 'waiting for question'"), 30, 0.1, message="waiting in the session list")

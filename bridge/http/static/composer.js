@@ -1,17 +1,16 @@
 "use strict";
 // The viewer's controls (docs/commands.md): a composer (Send now = steer, Queue = queue), a Stop button,
 // permission buttons and the Answer / Reject buttons of a question, over the WebSocket `command` op. Shown only when the token's scope (from `hello`)
-// allows them. Text goes into the page with textContent only. A command not answered when the socket
-// drops is sent again with the same command_id after the reconnect: the bridge runs it at most once.
+// allows them. Text goes into the page with textContent only. Commands go through the package's
+// BridgeSocket: one not answered when the socket drops is sent again with the same command_id after the
+// reconnect, so the bridge runs it at most once.
 
 const composer = (() => {
   const RANK = { read: 0, prompt: 1, control: 2 };
-  const pending = new Map(); // frame id -> frame (until its command_result)
   let scope = "read";
   let approve = "none"; // the token's right to answer permissions (docs/security.md): none | once | always
   let granted = null; // the token's sessions (null: all), from `hello`
   let session = state.selected; // viewer.js may have selected one before this file ran
-  let seq = 0;
   // Prompts waiting in the bridge's legacy queue (docs/commands.md): command_id -> text, until sent.
   const queued = new Map();
 
@@ -36,12 +35,26 @@ const composer = (() => {
   function say(text) { $("composer-status").textContent = text; }
 
   function run(command, fields, label) {
-    const frame = Object.assign({ op: "command", id: "cmd-" + (++seq), command: command, command_id: commandId() },
-      fields);
-    pending.set(frame.id, { frame: frame, label: label, text: fields.text });
-    send(frame);
+    const p = { label: label, text: fields.text };
     say(label + "…");
+    state.sock.command(command, Object.assign({ command_id: commandId() }, fields))
+      .then((m) => result(p, m), (e) => say(label + " failed: " + e.message));
   }
+
+  function result(p, m) {
+    const isQueued = m.result && m.result.state === "queued"; // the bridge's legacy queue (docs/commands.md)
+    if (m.status < 300 && isQueued) {
+      say("queued: sent when the running turn ends");
+      queued.set(m.result.command_id, p.text || "");
+      renderQueued();
+    }
+    else if (m.status < 300) say(p.label.replace(/ing$/, "") + ": done");
+    else say(p.label + " failed: " + (errorCode(m.error) || m.status) + (errorMessage(m) ? " — " + errorMessage(m) : ""));
+  }
+
+  // Either error shape (a code and a message beside it, or one envelope {code, message}).
+  function errorCode(e) { return e && typeof e === "object" ? e.code : e; }
+  function errorMessage(m) { return m.message || (m.error && typeof m.error === "object" ? m.error.message : ""); }
 
   function prompt(delivery) {
     const box = $("prompt-text");
@@ -71,7 +84,6 @@ const composer = (() => {
       approve = m.approve || "none";
       granted = Array.isArray(m.sessions) ? m.sessions : null;
       render();
-      for (const p of pending.values()) send(p.frame); // same command_id: at most once
     },
     select(sid) { session = sid; say(""); queued.clear(); renderQueued(); render(); },
     // `command` frames: a queued prompt of this session was queued (by anyone), sent or dropped.
@@ -80,19 +92,6 @@ const composer = (() => {
       if (m.state === "queued") queued.set(m.command_id, queued.get(m.command_id) || "");
       else if (queued.delete(m.command_id)) say("queued prompt " + m.state);
       renderQueued();
-    },
-    result(m) {
-      const p = pending.get(m.id);
-      if (!p) return;
-      pending.delete(m.id);
-      const isQueued = m.result && m.result.state === "queued"; // the bridge's legacy queue (docs/commands.md)
-      if (m.status < 300 && isQueued) {
-        say("queued: sent when the running turn ends");
-        queued.set(m.result.command_id, p.text || "");
-        renderQueued();
-      }
-      else if (m.status < 300) say(p.label.replace(/ing$/, "") + ": done");
-      else say(p.label + " failed: " + (m.error || m.status) + (m.message ? " — " + m.message : ""));
     },
     // Buttons under a pending permission request, for tokens that may answer it.
     permissionButtons(box, sid, requestId) {

@@ -79,6 +79,7 @@ const questionCards = (() => {
       if (!card) {
         card = el("div", "msg question");
         card.dataset.request = m.request_id;
+        if (m.call_id) card.dataset.call = m.call_id; // moved under its tool card when that comes (viewer.js)
         const host = c ? c.el.parentNode : view.current().el;
         if (c) host.insertBefore(card, c.el.nextSibling); else host.appendChild(card);
         view.questions.set(m.request_id, card);
@@ -92,6 +93,7 @@ const questionCards = (() => {
         askedCard(card, view, m);
         if (c) { c.el.classList.add("asking"); c.outputEl.textContent = "waiting for an answer…"; }
         if (t) view.setTurn(t, "waiting");
+        card.scrollIntoView({ block: "nearest" }); // in sight above the composer (viewer.css scroll-padding)
       } else {
         settledCard(card, m);
         if (c) c.el.classList.remove("asking");

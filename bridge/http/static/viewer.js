@@ -1,5 +1,8 @@
 // The built-in viewer: the reference client of /v1/ws (docs/websocket.md) and of the audit API's session
-// list (docs/audit.md). No build step, no dependencies. Data only ever reaches the page as textContent.
+// list (docs/audit.md), built on the project's client package (boot.js loads it as `bridgeLib`): its
+// BridgeSocket keeps the connection (token, reconnects, resume, commands), its SessionState folds the
+// selected session's frames (questions and permissions by request id), its BridgeClient reads the REST
+// routes. Data only ever reaches the page as textContent.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -13,9 +16,11 @@ function el(tag, cls, text) {
 
 const state = {
   token: new URLSearchParams(location.search).get("token") || sessionStorage.getItem("bridge-token") || "",
-  ws: null, retry: 0, connected: false,
+  sock: null, connected: false,
   sessions: new Map(), // session id -> row (audit API fields, kept fresh by WS status)
-  selected: null, lastSeq: {}, view: null,
+  selected: null, view: null,
+  model: null, // the selected session's bridgeLib.SessionState
+  api: new bridgeLib.BridgeClient({ baseUrl: location.origin, token: () => state.token }),
 };
 if (state.token) sessionStorage.setItem("bridge-token", state.token);
 // The token leaves the address bar once read (docs/security.md): not in history, bookmarks, screenshots or
@@ -109,18 +114,19 @@ $("token").value = state.token;
 $("token").addEventListener("change", () => {
   state.token = $("token").value.trim();
   sessionStorage.setItem("bridge-token", state.token);
-  if (state.ws) state.ws.close();
-  else connect();
+  if (state.sock) state.sock.close();
+  connect();
   loadSessions();
 });
 $("refresh").addEventListener("click", () => { loadSessions(); send({ op: "sessions" }); });
 $("filter").addEventListener("input", renderSessions);
 
 // The controls of composer.js (loaded after this file; absent or hidden for a `read` token).
-function controls() { return typeof composer !== "undefined" ? composer : null; }
+// (`composer` is also the <div id="composer"> until composer.js has run: only the object counts.)
+function controls() { return typeof composer !== "undefined" && typeof composer.hello === "function" ? composer : null; }
 
 function send(op) {
-  if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify(op));
+  if (state.sock) state.sock.sendOp(op);
 }
 
 function setConn(text, cls) {
@@ -129,21 +135,24 @@ function setConn(text, cls) {
   c.className = "pill " + (cls || "");
 }
 
+// One BridgeSocket per token: it reconnects with jitter, resubscribes the selected session from its last
+// seq, and re-sends an unanswered command with the same command_id; a refused token (4401) stops it.
 function connect() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
-  const q = state.token ? "?token=" + encodeURIComponent(state.token) : "";
-  const ws = new WebSocket(proto + "//" + location.host + "/v1/ws" + q);
-  state.ws = ws;
-  setConn("connecting…");
-  ws.onopen = () => { state.retry = 0; state.connected = true; setConn("live", "connected"); };
-  ws.onmessage = (e) => handle(JSON.parse(e.data));
-  ws.onclose = (e) => {
-    state.ws = null;
-    state.connected = false;
-    setConn("closed " + e.code + (e.reason ? " " + e.reason : ""), "closed");
-    if (e.code === 4401) { notice("The token was refused: paste one from `opencode-bridge token`."); return; }
-    setTimeout(connect, Math.min(5000, 250 * 2 ** state.retry++));
-  };
+  const sock = new bridgeLib.BridgeSocket({ url: proto + "//" + location.host + "/v1/ws", getToken: () => state.token,
+    backoff: { baseMs: 250, maxMs: 5000 } });
+  state.sock = sock;
+  sock.on("state", (s) => {
+    if (sock !== state.sock) return;
+    state.connected = s === "connected";
+    if (s === "connected") setConn("live", "connected");
+    else if (s === "connecting") setConn("connecting…");
+    else setConn("closed", "closed");
+    if (s === "stopped") notice("The token was refused: paste one from `opencode-bridge token`.");
+  });
+  sock.on("*", (m) => { if (sock === state.sock) handle(m); });
+  if (state.selected) sock.subscribe(state.selected, null);
+  sock.connect();
 }
 
 function notice(text) {
@@ -154,30 +163,29 @@ function notice(text) {
 
 function handle(m) {
   const mine = m.session && m.session === state.selected && state.view;
+  if (mine) state.model.apply(m);
   switch (m.type) {
     case "hello":
       $("upstream").textContent = m.upstream || "";
       if (controls()) controls().hello(m);
       send({ op: "sessions" });
-      if (state.selected) subscribe(state.selected, true);
       break;
     case "sessions": mergeWsSessions(m.sessions || []); break;
     case "subscribed":
       if (mine) state.view.subscribed(m);
       break;
     case "event":
-      if (mine) { state.lastSeq[m.session] = m.seq; state.view.event(m); }
+      if (mine) state.view.event(m);
       break;
     case "delta": if (mine) state.view.delta(m); break;
     case "permission": if (mine) state.view.permission(m); break;
-    case "question": if (mine) questionCards.show(state.view, m); break;
+    case "question": if (mine) questionCards.show(state.view, state.model.questions.get(m.request_id) || m); break;
     case "status": {
       const row = state.sessions.get(m.session);
       if (row) { row.status = m.status; row.status_reason = m.reason || null; Object.assign(row, pick(m)); renderSessions(); }
       if (mine) state.view.status(m);
       break;
     }
-    case "command_result": if (controls()) controls().result(m); break;
     case "command": if (mine && controls()) controls().commandState(m); break; // a queued prompt's state
     case "error":
       if (mine || !m.session) notice("bridge error " + m.code + ": " + m.message);
@@ -194,15 +202,13 @@ function pick(m) {
 // --- session list (audit API; the WebSocket's `sessions` fills in when it cannot be read) -------------
 
 async function loadSessions() {
-  const headers = state.token ? { Authorization: "Bearer " + state.token } : {};
   const rows = [];
   let after = null;
   try {
     for (let page = 0; page < 20; page++) {
-      const url = "/v1/sessions?limit=1000" + (after ? "&after=" + encodeURIComponent(after) : "");
-      const r = await fetch(url, { headers });
-      if (!r.ok) throw new Error("HTTP " + r.status);
-      const body = await r.json();
+      const r = await state.api.listSessions({ query: after ? { limit: 1000, after } : { limit: 1000 } });
+      if (r.error !== undefined) throw new Error("HTTP " + (r.response ? r.response.status : "error"));
+      const body = r.data;
       rows.push(...body.data);
       after = body.next;
       if (!after) break;
@@ -315,19 +321,13 @@ window.addEventListener("hashchange", () => {
 });
 
 function select(sid) {
-  if (state.selected && state.selected !== sid) send({ op: "unsubscribe", session: state.selected });
+  if (state.selected && state.selected !== sid && state.sock) state.sock.unsubscribe(state.selected);
   state.selected = sid;
-  delete state.lastSeq[sid];
   state.view = new SessionView(sid);
+  state.model = new bridgeLib.SessionState(sid);
+  if (state.sock) state.sock.subscribe(sid, null); // the whole history: the view starts empty
   if (controls()) controls().select(sid);
   for (const li of $("sessions").children) li.classList.toggle("selected", li.dataset.session === sid);
-  subscribe(sid, false);
-}
-
-function subscribe(sid, resume) {
-  const op = { op: "subscribe", session: sid };
-  if (resume && state.lastSeq[sid] !== undefined) op.after = state.lastSeq[sid];
-  send(op);
 }
 
 // --- one session: turns, steps, parts, tool cards, permissions, timeline --------------------------------
@@ -487,7 +487,19 @@ class SessionView {
     c.el.append(head, body);
     s.el.appendChild(c.el);
     this.tools.set(callId, c);
+    this.questionTool(c, name);
+    for (const q of (this.questions || new Map()).values()) { // its question card came first: put it under
+      if (callId && q.dataset.call === callId) s.el.insertBefore(q, c.el.nextSibling);
+    }
     return c;
+  }
+
+  // The `question` tool's card: its question is shown once, as a question, by its question card
+  // (questions.js), never again as the tool's input JSON.
+  questionTool(c, name) {
+    const asks = name === "question";
+    c.el.classList.toggle("tool-question", asks);
+    if (asks) c.inputEl.textContent = "";
   }
 
   toolState(c, st) {
@@ -532,13 +544,14 @@ class SessionView {
       case "tool:input-start": this.tool(asst, f.call_id, f.tool_name); break;
       case "tool:input-end": {
         const c = this.tool(asst, f.call_id);
-        if (!c.inputEl.textContent) c.inputEl.textContent = pretty(f.text || "");
+        if (!c.inputEl.textContent && !c.el.classList.contains("tool-question")) c.inputEl.textContent = pretty(f.text || "");
         break;
       }
       case "tool:start": {
         const c = this.tool(asst, f.call_id, f.tool_name);
         if (f.tool_name) c.nameEl.textContent = f.tool_name;
         c.inputEl.textContent = pretty(f.input ?? d.input ?? {}); // fields: either runtime (docs/websocket.md)
+        this.questionTool(c, f.tool_name || c.nameEl.textContent);
         c.start = f.timestamp_ms ?? null;
         this.toolState(c, "running");
         break;
