@@ -172,7 +172,8 @@ export type CommandName =
   | "revert"
   | "unrevert"
   | "fork"
-  | "slash_command";
+  | "slash_command"
+  | "erase";
 /**
  * printable ASCII without spaces, `/`, `?`, `#`, `%` or `\` (it ends up in upstream paths and logs)
  */
@@ -200,7 +201,8 @@ export type ServerFrame =
   | ErrorFrame
   | Todo
   | Diff
-  | SessionError;
+  | SessionError
+  | ErasedFrame;
 /**
  * any frame a client sends, by its `op` (and `command`)
  *
@@ -224,7 +226,8 @@ export type ClientOp =
   | CommandRevertOp
   | CommandUnrevertOp
   | CommandForkOp
-  | CommandSlashCommandOp;
+  | CommandSlashCommandOp
+  | CommandEraseOp;
 
 export interface AsyncApiSchemas {
   SessionId?: SessionId;
@@ -287,6 +290,9 @@ export interface AsyncApiSchemas {
   CommandSlashCommandOp?: CommandSlashCommandOp;
   ServerFrame?: ServerFrame;
   ClientOp?: ClientOp;
+  CommandEraseOp?: CommandEraseOp;
+  Erased?: Erased;
+  ErasedFrame?: ErasedFrame;
 }
 /**
  * The one error envelope (docs/errors.md): the same object as `error` of a /v1 HTTP error answer.
@@ -694,9 +700,31 @@ export interface CommandResult {
   /**
    * status < 300: the HTTP route's body (docs/commands.md)
    */
-  result?: SessionCreated | PromptAdmitted | Interrupted | CommandDone | PermissionReplied | QuestionAnswered;
+  result?: SessionCreated | PromptAdmitted | Interrupted | CommandDone | PermissionReplied | QuestionAnswered | Erased;
   error?: ErrorObject;
   id?: Ref;
+}
+/**
+ * This interface was referenced by `AsyncApiSchemas`'s JSON-Schema
+ * via the `definition` "Erased".
+ */
+export interface Erased {
+  command_id: string;
+  session_id: string;
+  /**
+   * the session and its subagents' sessions, each tombstoned
+   */
+  sessions: string[];
+  /**
+   * rows deleted from every table by this erasure
+   */
+  rows: number;
+  already_erased: boolean;
+  /**
+   * null: not asked; false: the serve had no such session
+   */
+  upstream_deleted: boolean | null;
+  [k: string]: unknown;
 }
 /**
  * a prompt in the bridge's legacy queue changed state (docs/commands.md)
@@ -1541,5 +1569,38 @@ export interface CommandSlashCommandOp {
   command_id: CommandId;
   arguments?: string;
   name: Name1;
+  [k: string]: unknown;
+}
+/**
+ * the session was erased from the mirror (docs/lifecycle.md "Erasure"): the subscription's last frame; a later subscribe is answered with it too
+ *
+ * This interface was referenced by `AsyncApiSchemas`'s JSON-Schema
+ * via the `definition` "ErasedFrame".
+ */
+export interface ErasedFrame {
+  type: "erased";
+  session: SessionId;
+  id?: Ref;
+}
+/**
+ * the command `erase`: the body of DELETE /v1/sessions/{session_id}/mirror in the frame itself (docs/lifecycle.md "Erasure")
+ *
+ * This interface was referenced by `AsyncApiSchemas`'s JSON-Schema
+ * via the `definition` "CommandEraseOp".
+ */
+export interface CommandEraseOp {
+  op: "command";
+  id?: Ref;
+  command: "erase";
+  session: SessionId;
+  command_id: CommandId;
+  /**
+   * why (kept in the tombstone and the command row)
+   */
+  reason: string;
+  /**
+   * also delete the session on the serve (`DELETE /session/{id}`)
+   */
+  upstream?: boolean;
   [k: string]: unknown;
 }

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.js';
-import type { CreateSessionData, CreateSessionErrors, CreateSessionResponses, ForkSessionData, ForkSessionErrors, ForkSessionResponses, GetSessionData, GetSessionErrors, GetSessionResponses, GetTranscriptData, GetTranscriptErrors, GetTranscriptResponses, InterruptData, InterruptErrors, InterruptResponses, ListCommandsData, ListCommandsErrors, ListCommandsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListSessionsData, ListSessionsErrors, ListSessionsResponses, ListToolCallsData, ListToolCallsErrors, ListToolCallsResponses, OpenapiData, OpenapiResponses, PromptData, PromptErrors, PromptResponses, RejectQuestionData, RejectQuestionErrors, RejectQuestionResponses, RenameSessionData, RenameSessionErrors, RenameSessionResponses, ReplyPermissionData, ReplyPermissionErrors, ReplyPermissionResponses, ReplyQuestionData, ReplyQuestionErrors, ReplyQuestionResponses, RevertSessionData, RevertSessionErrors, RevertSessionResponses, RunSlashCommandData, RunSlashCommandErrors, RunSlashCommandResponses, SessionDiffData, SessionDiffErrors, SessionDiffResponses, SessionErrorsData, SessionErrorsErrors, SessionErrorsResponses, SessionTodoData, SessionTodoErrors, SessionTodoResponses, SlashCommandsData, SlashCommandsErrors, SlashCommandsResponses, SwitchAgentData, SwitchAgentErrors, SwitchAgentResponses, SwitchModelData, SwitchModelErrors, SwitchModelResponses, UnrevertSessionData, UnrevertSessionErrors, UnrevertSessionResponses } from './types.gen.js';
+import type { AsyncapiData, AsyncapiResponses, CreateSessionData, CreateSessionErrors, CreateSessionResponses, EraseData, EraseErrors, EraseResponses, ForkSessionData, ForkSessionErrors, ForkSessionResponses, GetSessionData, GetSessionErrors, GetSessionResponses, GetTranscriptData, GetTranscriptErrors, GetTranscriptResponses, InterruptData, InterruptErrors, InterruptResponses, ListCommandsData, ListCommandsErrors, ListCommandsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListSessionsData, ListSessionsErrors, ListSessionsResponses, ListToolCallsData, ListToolCallsErrors, ListToolCallsResponses, OpenapiData, OpenapiResponses, PromptData, PromptErrors, PromptResponses, RejectQuestionData, RejectQuestionErrors, RejectQuestionResponses, RenameSessionData, RenameSessionErrors, RenameSessionResponses, ReplyPermissionData, ReplyPermissionErrors, ReplyPermissionResponses, ReplyQuestionData, ReplyQuestionErrors, ReplyQuestionResponses, RevertSessionData, RevertSessionErrors, RevertSessionResponses, RunSlashCommandData, RunSlashCommandErrors, RunSlashCommandResponses, SessionDiffData, SessionDiffErrors, SessionDiffResponses, SessionErrorsData, SessionErrorsErrors, SessionErrorsResponses, SessionTodoData, SessionTodoErrors, SessionTodoResponses, SlashCommandsData, SlashCommandsErrors, SlashCommandsResponses, SwitchAgentData, SwitchAgentErrors, SwitchAgentResponses, SwitchModelData, SwitchModelErrors, SwitchModelResponses, UnrevertSessionData, UnrevertSessionErrors, UnrevertSessionResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -280,4 +280,22 @@ export const slashCommands = <ThrowOnError extends boolean = false>(options?: Op
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/v1/commands',
     ...options
+});
+
+/**
+ * this API's WebSocket /v1/ws as an AsyncAPI 3 document
+ */
+export const asyncapi = <ThrowOnError extends boolean = false>(options?: Options<AsyncapiData, ThrowOnError>): RequestResult<AsyncapiResponses, unknown, ThrowOnError> => (options?.client ?? client).get<AsyncapiResponses, unknown, ThrowOnError>({ url: '/v1/asyncapi.json', ...options });
+
+/**
+ * Erase the session and its subagents' sessions from the mirror, for good (scope `control`; docs/lifecycle.md "Erasure")
+ */
+export const erase = <ThrowOnError extends boolean = false>(options: Options<EraseData, ThrowOnError>): RequestResult<EraseResponses, EraseErrors, ThrowOnError> => (options.client ?? client).delete<EraseResponses, EraseErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/v1/sessions/{session_id}/mirror',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
 });

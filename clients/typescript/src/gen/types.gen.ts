@@ -231,7 +231,7 @@ export type PermissionReplied = {
 
 export type CommandRow = {
     command_id: string;
-    command: 'agent' | 'create_session' | 'fork' | 'interrupt' | 'model' | 'permission_reply' | 'prompt' | 'question_reject' | 'question_reply' | 'revert' | 'slash_command' | 'title' | 'unrevert';
+    command: 'agent' | 'create_session' | 'erase' | 'fork' | 'interrupt' | 'model' | 'permission_reply' | 'prompt' | 'question_reject' | 'question_reply' | 'revert' | 'slash_command' | 'title' | 'unrevert';
     /**
      * the token's `sub`
      */
@@ -356,6 +356,24 @@ export type DiffItem = {
     additions?: number;
     deletions?: number;
     status?: string;
+};
+
+export type Erased = {
+    command_id: string;
+    session_id: string;
+    /**
+     * the session and its subagents' sessions, each tombstoned
+     */
+    sessions: Array<string>;
+    /**
+     * rows deleted from every table by this erasure
+     */
+    rows: number;
+    already_erased: boolean;
+    /**
+     * null: not asked; false: the serve had no such session
+     */
+    upstream_deleted: boolean | null;
 };
 
 export type ListSessionsData = {
@@ -1758,3 +1776,89 @@ export type SlashCommandsResponses = {
 };
 
 export type SlashCommandsResponse = SlashCommandsResponses[keyof SlashCommandsResponses];
+
+export type AsyncapiData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/v1/asyncapi.json';
+};
+
+export type AsyncapiResponses = {
+    /**
+     * the AsyncAPI 3 document of /v1/ws (docs/websocket.md)
+     */
+    200: {
+        [key: string]: unknown;
+    };
+};
+
+export type AsyncapiResponse = AsyncapiResponses[keyof AsyncapiResponses];
+
+export type EraseData = {
+    body: {
+        command_id: CommandId;
+        /**
+         * why (kept in the tombstone and the command row)
+         */
+        reason: string;
+        /**
+         * also delete the session on the serve (`DELETE /session/{id}`)
+         */
+        upstream?: boolean;
+    };
+    path: {
+        /**
+         * an upstream session id: `ses_` and 1 to 60 letters, digits or underscores; anything else is a 400
+         */
+        session_id: SessionId;
+    };
+    query?: never;
+    url: '/v1/sessions/{session_id}/mirror';
+};
+
+export type EraseErrors = {
+    /**
+     * `bad_request`: body not JSON or not an object, over 64 KiB, a field missing, too long or of the wrong type; malformed id
+     */
+    400: Error;
+    /**
+     * `unauthorized`: missing, invalid or expired token
+     */
+    401: Error;
+    /**
+     * `forbidden`: the token's scope does not allow this command, or it does not grant the session; or the Origin is not allowed (`bad_origin`, docs/security.md)
+     */
+    403: Error;
+    /**
+     * `not_found`: the session is unknown to the mirror
+     */
+    404: Error;
+    /**
+     * `conflict`: this `command_id` was used before for a different command
+     */
+    409: Error;
+    /**
+     * not Content-Type: application/json (docs/security.md, "CSRF")
+     */
+    415: Error;
+    /**
+     * `rate_limited`: too many commands from this token; retry after `Retry-After` seconds
+     */
+    429: Error;
+    /**
+     * `upstream_unavailable`: the serve or the database did not answer; retry with the same `command_id`
+     */
+    503: Error;
+};
+
+export type EraseError = EraseErrors[keyof EraseErrors];
+
+export type EraseResponses = {
+    /**
+     * erased (or erased before: `already_erased`)
+     */
+    200: Erased;
+};
+
+export type EraseResponse = EraseResponses[keyof EraseResponses];
