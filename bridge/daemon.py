@@ -189,7 +189,8 @@ class Daemon:
             await stack.enter_async_context(_background("revocation", revocations.run))
             # The warm heap frozen as it grows, collected whole now and then (bridge.perf.runtime).
             collected = metrics.GC_FULL_COLLECT_SECONDS.observe
-            await stack.enter_async_context(_background("gc-refreeze", lambda: refreeze(collected)))
+            churn = sessions.registry.churn  # stopped followers so far, warm now: a full collection under churn
+            await stack.enter_async_context(_background("gc-refreeze", lambda: refreeze(collected, churn=churn)))
             # Group commit across sessions (docs/mirror.md): entered before the followers start, so it
             # stops after them and commits what they queued.
             await stack.enter_async_context(store.group_commit())

@@ -40,6 +40,7 @@ class WarmRegistry:
         self._clock = clock
         self._failure_streak = failure_streak
         self._warm: dict[str, WarmSession] = {}
+        self._stopped = 0  # followers stopped since start (bridge.perf.runtime.refreeze under churn)
         self._marks = Marks()
         self._idle = IdleDue[WarmSession]()  # the sweep's idle candidates, by last activity (no walk)
         self._tg: asyncio.TaskGroup | None = None
@@ -91,6 +92,11 @@ class WarmRegistry:
                 "early_twins": sum(1 for w in self._warm.values() if w.early is not None),
                 "refused": len(self._marks.refused), "parked": len(self._marks.parked),
                 "deleted": len(self._marks.deleted), "subscribed": len(self._marks.subscribers)}
+
+    def churn(self) -> tuple[int, int]:
+        """(followers stopped since start, warm sessions now): the garbage collector's cue
+        (bridge.perf.runtime.refreeze)."""
+        return self._stopped, len(self._warm)
 
     def forget_expired_refusals(self) -> None:
         """A peer's refusal is only a cool-down: expired ones are dropped, not kept for every session ever
@@ -207,4 +213,5 @@ class WarmRegistry:
             # turn state and waiting twins are the session's memory.
             w.follower = None
             w.early = None
+            self._stopped += 1
             metrics.SESSIONS_WARM.set(len(self._warm))

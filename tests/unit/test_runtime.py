@@ -37,6 +37,13 @@ def test_a_tick_collects_whole_once_the_last_full_collection_is_old_enough() -> 
     assert gc_step(now=1250.0, last_full=600.0, full_every_s=600.0) == "full"
 
 
+def test_a_tick_collects_whole_once_as_many_sessions_stopped_as_are_warm() -> None:
+    assert gc_step(now=100.0, last_full=0.0, stopped=499, warm=10) == "freeze"  # below the floor
+    assert gc_step(now=100.0, last_full=0.0, stopped=500, warm=10) == "full"
+    assert gc_step(now=100.0, last_full=0.0, stopped=5_000, warm=10_000) == "freeze"  # a large warm heap
+    assert gc_step(now=100.0, last_full=0.0, stopped=10_000, warm=10_000) == "full"
+
+
 class RecordingCollector:
     def __init__(self) -> None:
         self.calls: list[str] = []
@@ -90,3 +97,19 @@ async def test_refreeze_on_the_real_collector_freezes_what_survived_and_frees_a_
     with pytest.raises(asyncio.CancelledError):
         await refreeze(every_s=1.0, full_every_s=2.0, clock=lambda: float(ticks[0]), sleep=sleep)
     assert probe() is None  # unreachable since tick 1, frozen, freed by tick 2's full collection
+
+
+async def test_refreeze_collects_whole_under_churn_before_its_period() -> None:
+    collector, now, stopped = RecordingCollector(), [0.0], [0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+        stopped[0] += 300  # sessions stopped per tick; 1,000 warm
+        if now[0] > 250:
+            raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        await refreeze(every_s=60.0, full_every_s=6000.0, churn=lambda: (stopped[0], 1000), collector=collector,
+                       clock=lambda: now[0], sleep=sleep)
+    # ticks at 60 (300 stopped), 120 (600), 180 (900), 240 (1,200: full), then counting from there
+    assert collector.calls == ["freeze", "freeze", "freeze", "unfreeze", "collect", "freeze"]
