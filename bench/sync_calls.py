@@ -19,9 +19,11 @@ import argparse
 import asyncio
 import resource
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from bridge.upstream.client import UpstreamClient
+from bridge.upstream.sync_answer import SyncAnswer
 from tests.support.fake_upstream import FakeUpstream
 
 PER_SESSION: dict[str, Any] = {"max_sessions": 1, "window_s": 0.0, "gather_max_s": 0.0, "max_named": 1 << 30,
@@ -39,10 +41,10 @@ async def _run(fake: FakeUpstream, sids: list[str], cursor: int, sync_batch: dic
         answered = [0]
         post = client._post_sync
 
-        async def counted(cutoffs: dict[str, int]) -> list[Any]:
-            items = await post(cutoffs)
-            answered[0] += len(items)
-            return items
+        async def counted(cutoffs: dict[str, int], keep: Mapping[str, int]) -> SyncAnswer:
+            answer = await post(cutoffs, keep)
+            answered[0] += answer.answered
+            return answer
 
         client.sync_batcher._post = counted
         calls, sent = fake.sync_calls, fake.sync_request_bytes

@@ -54,6 +54,8 @@ class Settings:
     live_heartbeat_timeout_s: float = 45.0
     # A durable stream that stays silent although /global/event announced a newer v2 seq is restarted.
     durable_stall_s: float = 10.0
+    # What sync-log answers may cost the serve, in items a second (docs/mirror.md "What a repair costs").
+    sync_items_per_s: float = 50_000.0
     # Warm-session lifecycle (docs/lifecycle.md). A warm session with no durable event for idle_ttl_s,
     # not active upstream and without subscribers is released (never interrupted).
     idle_ttl_s: float = 600.0
@@ -136,6 +138,7 @@ ENV_VARS: dict[str, str] = {
     "BRIDGE_RECONNECT_MAX_S": "reconnect_max_s",
     "BRIDGE_LIVE_HEARTBEAT_TIMEOUT_S": "live_heartbeat_timeout_s",
     "BRIDGE_DURABLE_STALL_S": "durable_stall_s",
+    "BRIDGE_SYNC_ITEMS_PER_S": "sync_items_per_s",
     "BRIDGE_IDLE_TTL_S": "idle_ttl_s",
     "BRIDGE_LEASE_TTL_S": "lease_ttl_s",
     "BRIDGE_HEARTBEAT_INTERVAL_S": "heartbeat_interval_s",

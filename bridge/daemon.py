@@ -123,7 +123,8 @@ class Daemon:
                                             statement_timeout_s=s.read_statement_timeout_s)))
             await upgrade_to_head(engine)
             client = await stack.enter_async_context(
-                UpstreamClient(s.upstream_url, s.upstream_username, s.upstream_password.value))
+                UpstreamClient(s.upstream_url, s.upstream_username, s.upstream_password.value,
+                               sync_batch={"items_per_s": s.sync_items_per_s}))
             secret = auth_secret(s)
             # Revoked tokens (docs/security.md): loaded before the first request, reloaded every few seconds.
             revocations = RevocationList(lambda: revoked_jtis(engine))

@@ -172,8 +172,19 @@ SYNC_REPAIRS = Counter(
     "did not give in order, by cause",
     ["cause"], registry=REGISTRY,
 )
+CATCHUPS_SKIPPED = Counter(
+    "bridge_catchups_skipped_total", "Followers that started without reading the sync log: /global/event had "
+    "shown every seq above their cursor while they were claimed (docs/mirror.md \"A repair only for a real hole\")",
+    registry=REGISTRY,
+)
 SYNC_REPAIRED_EVENTS = Counter(
     "bridge_sync_repaired_events_total", "Events stored from the sync log by repairs", registry=REGISTRY,
+)
+SESSION_STRUCTURES = Gauge(
+    "bridge_session_structures", "Sessions held by each per-session structure of the daemon (warm sessions, "
+    "status machines, indexes, marks; known_to_sync: sessions named in sync-log bodies, bounded): each follows "
+    "the warm sessions and none grows with sessions cycled (docs/operations.md \"Memory for weeks\")",
+    ["what"], registry=REGISTRY,
 )
 SESSION_DB_WAITING = Gauge(
     "bridge_session_db_waiting",
@@ -210,6 +221,28 @@ SYNC_CALL_FAILURES = Counter(
 SYNC_REQUEST_BYTES = Counter(
     "bridge_sync_request_bytes_total", "Request body bytes of POST /sync/history", registry=REGISTRY,
 )
+SYNC_ITEMS_ANSWERED = Counter(
+    "bridge_sync_items_answered_total", "Items the POST /sync/history answers held, every aggregate's (an answer "
+    "also holds the whole log of every session its body could not name: docs/mirror.md \"What a repair costs\")",
+    registry=REGISTRY,
+)
+SYNC_ITEMS_KEPT = Counter(
+    "bridge_sync_items_kept_total", "Items of POST /sync/history answers that belonged to an asked session "
+    "(kept; the rest were dropped as they were read): answered / kept is what a repair's item cost",
+    registry=REGISTRY,
+)
+SYNC_ANSWER_BYTES = Counter(
+    "bridge_sync_answer_bytes_total", "Response body bytes of POST /sync/history", registry=REGISTRY,
+)
+SYNC_ANSWERS_WHOLE = Counter(
+    "bridge_sync_answers_read_whole_total", "POST /sync/history answers read whole and decoded by the stdlib "
+    "because the streaming reader could not read them exactly (NaN, 64-bit overflow, lone surrogates, bad UTF-8)",
+    registry=REGISTRY,
+)
+SYNC_PACED_SECONDS = Counter(
+    "bridge_sync_paced_seconds_total", "Seconds POST /sync/history calls waited for the item budget "
+    "(BRIDGE_SYNC_ITEMS_PER_S: what the serve spends answering is paced)", registry=REGISTRY,
+)
 SYNC_CALL_SESSIONS = Histogram(
     "bridge_sync_call_sessions", "Sessions whose sync log one POST /sync/history asked for", registry=REGISTRY,
     buckets=(1, 2, 5, 10, 50, 100, 500, 1000, 2000),
@@ -221,6 +254,11 @@ TWINS_WRITTEN = Counter(
 TWIN_HOLDS = Counter(
     "bridge_twin_holds_total", "Exact sync twins that waited above a hole: filled by the durable stream, or "
     "the sync log was asked (docs/mirror.md rule 3)", ["outcome"], registry=REGISTRY,
+)
+DURABLE_HELD = Counter(
+    "bridge_durable_events_held_total", "Durable-stream events that arrived above seqs /global/event had not shown "
+    "yet (it runs behind under load) and waited with the twins instead of asking the sync log (docs/mirror.md)",
+    registry=REGISTRY,
 )
 SYNC_LOG_HOLES = Counter(
     "bridge_sync_log_holes_total", "Holes in a session's sync log itself: recorded as gaps, skipped",

@@ -110,6 +110,10 @@ class PendingRequests:
     def forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
 
+    def sessions(self) -> int:
+        """Sessions with a pending request (or one asked since it was forgotten)."""
+        return len(self._sessions)
+
     def snapshot(self) -> dict[str, Any]:
         """Every session's requests as plain data (tests, doctor)."""
         return {sid: {rid: r.state for rid, r in reqs.items()} for sid, reqs in self._sessions.items()}

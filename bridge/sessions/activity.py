@@ -94,6 +94,12 @@ class ActivityTracker:
         t = self._trackers.get(session_id)
         return None if t is None else t.reason
 
+    def footprint(self) -> dict[str, int]:
+        """How many sessions each per-session structure holds (docs/operations.md "Memory for weeks")."""
+        return {"status_machines": len(self._trackers), "last_seq": len(self._last_seq),
+                "watched": len(self._watched), "titles": len(self._titles),
+                "pending_requests": self._requests.sessions()}
+
     def is_active(self, session_id: str) -> bool:
         """Listed by the latest `/api/session/active`."""
         return session_id in self._active

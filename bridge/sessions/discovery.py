@@ -10,14 +10,15 @@ ever had (and keep idle ones from being released); instead (docs/mirror.md "Whic
   of the server, §6): warmed so that its follower meets the 404 and records the deletion (`gone_upstream`),
   if anything of it was stored (cursor > 0);
 - a listed stored session is asked for its sync log after the stored cursor (`POST /sync/history`, §14:
-  both runtimes' events, so a session driven only by OpenCode's own clients is seen too, §13); those
-  probes go out together, many sessions a call (bridge.upstream.sync_batch), and one with events is
-  warmed (`new_events`).
+  both runtimes' events, so a session driven only by OpenCode's own clients is seen too, §13); every such
+  session is asked in **one** call that keeps no event, only each session's head
+  (`UpstreamClient.sync_heads`: the ones it cannot name come back whole, which shows their heads too), and
+  one with events after its cursor is warmed (`new_events`).
 New activity after that arrives as live hints.
 
 Sessions whose lease is held are not probed at all: a live holder (this process or a peer) is following
 them, and a dead holder's lease expires and the lease sweep adopts them (docs/lifecycle.md). So a reconnect
-costs a share of a few sync-log calls per *cold* known session, and nothing per session never stored.
+costs one sync-log call for all the *cold* known sessions, and nothing per session never stored.
 """
 
 from __future__ import annotations
@@ -56,25 +57,24 @@ async def sessions_to_warm(client: UpstreamClient, store: EventStore) -> list[Wa
     candidates = {sid for sid, row in rows.items() if not row.deleted} | set(listed)
     candidates -= {sid for sid, row in rows.items() if row.deleted or row.lease_owner is not None}
 
-    async def probe(sid: str) -> WarmCandidate | None:
+    found: list[WarmCandidate] = []
+    asked: dict[str, int] = {}
+    for sid in sorted(candidates):
         row = rows.get(sid)
         directory = listed.get(sid, row.directory if row else None)
         if sid in active:
-            return WarmCandidate(sid, directory, "active")
-        if row is None:  # listed, never stored: seq 0 at least is news
-            return WarmCandidate(sid, directory, "new_events")
-        if sid not in listed:  # gone upstream: its follower records the deletion, if anything was stored
-            return WarmCandidate(sid, directory, "gone_upstream") if row.cursor_seq > 0 else None
-        try:  # asked together with the other probes (bridge.upstream.sync_batch)
-            logged = await client.sync_history(sid, row.cursor_seq)
-        except UpstreamError:
-            return WarmCandidate(sid, directory, "new_events")  # cannot tell (e.g. over the body bound): follow
-        if any(isinstance(i, dict) and i.get("aggregate_id") == sid for i in logged):
-            return WarmCandidate(sid, directory, "new_events")
-        return None
-
-    found = await asyncio.gather(*(probe(sid) for sid in sorted(candidates)))
-    return [c for c in found if c is not None]
+            found.append(WarmCandidate(sid, directory, "active"))
+        elif row is None:  # listed, never stored: seq 0 at least is news
+            found.append(WarmCandidate(sid, directory, "new_events"))
+        elif sid not in listed:  # gone upstream: its follower records the deletion, if anything was stored
+            if row.cursor_seq > 0:
+                found.append(WarmCandidate(sid, directory, "gone_upstream"))
+        else:
+            asked[sid] = row.cursor_seq
+    if asked:  # one call for every cold session; a failure fails the run (retried with backoff)
+        heads = await client.sync_heads(asked)
+        found += [WarmCandidate(sid, listed.get(sid), "new_events") for sid in sorted(heads)]
+    return found
 
 
 async def run_coalesced(

@@ -80,6 +80,22 @@ class WarmRegistry:
     def parked(self) -> dict[str, str]:
         return dict(self._marks.parked)
 
+    def footprint(self) -> dict[str, int]:
+        """How many sessions each per-session structure of the registry holds: every one follows the warm
+        sessions (or the marks below) and none grows with sessions cycled (docs/operations.md)."""
+        return {"warm": len(self._warm), "epochs": len(self._runner.epochs), "idle_index": len(self._idle),
+                "early_twins": sum(1 for w in self._warm.values() if w.early is not None),
+                "refused": len(self._marks.refused), "parked": len(self._marks.parked),
+                "deleted": len(self._marks.deleted), "subscribed": len(self._marks.subscribers)}
+
+    def forget_expired_refusals(self) -> None:
+        """A peer's refusal is only a cool-down: expired ones are dropped, not kept for every session ever
+        refused."""
+        now = self._clock()
+        refused = self._marks.refused
+        for sid in [sid for sid, until in refused.items() if until <= now]:
+            del refused[sid]
+
     @property
     def accepting(self) -> bool:
         return self._tg is not None
@@ -183,4 +199,8 @@ class WarmRegistry:
                 del self._warm[session_id]
                 self._runner.epochs.pop(session_id, None)
                 self._activity.forget(session_id)
+            # The idle index may hold `w` until its horizon passes (idle_due): not its follower, whose
+            # turn state and waiting twins are the session's memory.
+            w.follower = None
+            w.early = None
             metrics.SESSIONS_WARM.set(len(self._warm))

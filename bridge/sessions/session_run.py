@@ -28,6 +28,7 @@ from bridge.store.chat_sessions import Claim, LeaseStore, TurnState
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
+from bridge.upstream.early_twins import EarlyTwins
 from bridge.upstream.follower import FollowerExit
 from bridge.upstream.stall_policy import StallGovernor
 from bridge.upstream.store_sink import StoreSink
@@ -65,6 +66,9 @@ class WarmSession:
     epoch: int | None = None  # the lease epoch we hold, once claimed
     claimed_at: float | None = None
     stop_mode: StopMode = "release"
+    # Twins of /global/event that arrive before the follower exists, handed to the first one
+    # (bridge.upstream.early_twins); None once handed over.
+    early: EarlyTwins | None = field(default_factory=EarlyTwins)
 
 
 @dataclass
@@ -167,8 +171,9 @@ class SessionRunner:
             batch_max_events=s.batch_max_events, reconnect_min_s=s.reconnect_min_s,
             reconnect_max_s=s.reconnect_max_s, stall_s=s.durable_stall_s, upstream=s.upstream_name,
             on_committed=self._on_committed(session_id, w), seed=self._seed(session_id, cursor),
-            turnstile=self._turnstile, stall_governor=self._stall_governor,
+            turnstile=self._turnstile, stall_governor=self._stall_governor, early=w.early,
         )
+        w.early = None
         return await w.follower.run(), w.follower.cursor
 
     def _hold(self, session_id: str, w: WarmSession, epoch: int | None) -> None:

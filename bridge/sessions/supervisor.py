@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 
 import structlog
 
+from bridge import metrics
 from bridge.config import Settings
 from bridge.events import Envelope
 from bridge.events.legacy_shapes import SessionStatus
@@ -37,6 +38,8 @@ from bridge.store.chat_sessions import LeaseStore
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
+
+FOOTPRINT_EVERY_S = 15.0
 
 
 def _pid_alive(pid: int) -> bool:
@@ -107,6 +110,20 @@ class FollowerSupervisor:
     def parked(self) -> dict[str, str]:
         return self.registry.parked()
 
+    def footprint(self) -> dict[str, int]:
+        """Sessions held by every per-session structure of this part, and the sessions the client names in
+        sync-log bodies (bounded: bridge.upstream.client.MAX_KNOWN_AGGREGATES)."""
+        return {**self.registry.footprint(), **self.activity.footprint(),
+                "known_to_sync": self._client.known_sessions()}
+
+    async def _report_footprint(self) -> None:
+        """Every `FOOTPRINT_EVERY_S`: expired refusals dropped, `bridge_session_structures{what}` set."""
+        while True:
+            await asyncio.sleep(FOOTPRINT_EVERY_S)
+            self.registry.forget_expired_refusals()
+            for what, n in self.footprint().items():
+                metrics.SESSION_STRUCTURES.labels(what=what).set(n)
+
     @property
     def running(self) -> bool:
         return self.registry.accepting
@@ -122,23 +139,36 @@ class FollowerSupervisor:
         self.registry.set_subscriber_count(session_id, count)
 
     def notify_seen(self, session_id: str, seq: int) -> None:
-        f = self.follower(session_id)
-        if f is not None:
-            f.notify_seen(seq)
+        w = self.registry.get(session_id)
+        if w is None:
+            return
+        if w.follower is not None:
+            w.follower.notify_seen(seq)
+        elif w.early is not None:
+            w.early.seen(seq)
 
     def twin(self, session_id: str, env: Envelope) -> None:
         """An exact sync twin of `/global/event`: the session's follower stores it when it is next in line
-        (a session still being claimed reads it from the sync log in its catch-up)."""
-        f = self.follower(session_id)
-        if f is not None:
-            f.offer_twin(env)
+        (a session still being claimed keeps it for its follower: bridge.upstream.early_twins)."""
+        w = self.registry.get(session_id)
+        if w is None:
+            return
+        if w.follower is not None:
+            w.follower.offer_twin(env)
+        elif w.early is not None:
+            w.early.twin(env)
 
     def repair_all(self, cause: str) -> None:
-        """Every warm session reads its sync log from its cursor (after a `/global/event` reconnect)."""
+        """Every warm session reads its sync log from its cursor (after a `/global/event` reconnect); one
+        still being claimed reads it when it starts (what it kept of the last connection no longer covers)."""
         for sid in self.registry.sessions():
-            f = self.follower(sid)
-            if f is not None:
-                f.request_repair(cause)
+            w = self.registry.get(sid)
+            if w is None:
+                continue
+            if w.follower is not None:
+                w.follower.request_repair(cause)
+            elif w.early is not None:
+                w.early.lost()
 
     def database_back(self) -> None:
         """The database connection came back (restart, failover): every warm session checks its stored
@@ -175,6 +205,7 @@ class FollowerSupervisor:
                     tg.create_task(self._sweep.run(), name="lease-sweep"),
                     tg.create_task(self._poller.run(), name="active-poller"),
                     tg.create_task(self.activity.run(), name="status-writer"),
+                    tg.create_task(self._report_footprint(), name="footprint"),
                 ]
                 try:
                     yield self

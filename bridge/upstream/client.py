@@ -9,19 +9,25 @@ percent-encoded, so no id can point a request at another route. A JSON body is r
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from email.utils import parsedate_to_datetime
 from typing import Any
+
+import structlog
 
 from bridge import metrics
 from bridge.errors import SessionNotFound, UpstreamError
 from bridge.ids import valid_session_id
 from bridge.upstream.http_base import DEFAULT_MAX_BODY_BYTES, UpstreamHttp
 from bridge.upstream.responses import HistoryPage, ServerHealth, decode_json, error_body, error_for, read_bounded
+from bridge.upstream.sync_answer import NotStreamable, SyncAnswer, SyncAnswerReader, whole_answer
 from bridge.upstream.sync_batch import SyncBatcher
-from bridge.upstream.sync_plan import body_bytes
+from bridge.upstream.sync_plan import MAX_NAMED, SYNC_CUTOFF_MAX, body_bytes, leave_out
 from bridge.upstream.transport import Request, Transport
+
+_log = structlog.get_logger("bridge.sync")
 
 # The cursor of a follower that has not stored seq 0 yet (a cursor is exclusive): reads start at seq 0.
 FROM_START = -1
@@ -208,9 +214,39 @@ class UpstreamClient(UpstreamHttp):
         self.session_path(session_id)  # the id check; the id goes into the body, not the URL
         return await self.sync_batcher.fetch(session_id, after)
 
-    async def _post_sync(self, cutoffs: dict[str, int]) -> list[Any]:
-        """One `POST /sync/history` (the caller holds a sync slot); the answer is read within the body
-        bound and decoded once."""
+    async def sync_heads(self, cursors: Mapping[str, int]) -> dict[str, int]:
+        """Which of these sessions have events after their cursor: one `POST /sync/history` that keeps no
+        item, only each aggregate's highest seq (discovery after a `/global/event` reconnect). The body names
+        as many of them as it can, the largest logs first, with their cursors; the others' logs come back
+        whole, which shows their heads too (docs/upstream.md §14). Returns session → highest seq, for the
+        sessions of `cursors` whose head is above their cursor."""
+        known = self._known_aggregates
+        named = heapq.nlargest(MAX_NAMED, cursors, key=lambda sid: known.get(sid, cursors[sid]))
+        body = {sid: max(cursors[sid], 0) for sid in named}
+        for sid in leave_out(known, cursors.keys(), MAX_NAMED - len(body)):
+            body[sid] = SYNC_CUTOFF_MAX
+        async with self.sync_slots.held():
+            answer = await self._post_sync(body, {})
+        self.note_sizes(answer.seen)
+        return {sid: head for sid, head in answer.seen.items() if sid in cursors and head > cursors[sid]}
+
+    async def _post_sync(self, cutoffs: dict[str, int], keep: Mapping[str, int]) -> SyncAnswer:
+        """One `POST /sync/history` (the caller holds a sync slot). The answer is read as it arrives; only the
+        items of the `keep` sessions above their cursors (and items of no session) are kept, within the body
+        bound (bridge.upstream.sync_answer). One the streaming reader cannot read exactly is asked again and
+        read whole, as before."""
+        try:
+            answer = await self._post_sync_once(cutoffs, keep, stream=True)
+        except NotStreamable as e:
+            metrics.SYNC_ANSWERS_WHOLE.inc()
+            _log.warning("sync_answer_read_whole", reason=str(e))
+            answer = await self._post_sync_once(cutoffs, keep, stream=False)
+        metrics.SYNC_ITEMS_ANSWERED.inc(answer.answered)
+        metrics.SYNC_ITEMS_KEPT.inc(len(answer.items))
+        metrics.SYNC_ANSWER_BYTES.inc(answer.bytes)
+        return answer
+
+    async def _post_sync_once(self, cutoffs: dict[str, int], keep: Mapping[str, int], *, stream: bool) -> SyncAnswer:
         what = "POST /sync/history"
         req = self._request("POST", "/sync/history", None, stream=False)
         body = body_bytes(cutoffs)
@@ -221,24 +257,48 @@ class UpstreamClient(UpstreamHttp):
         async with self.transport.send(req) as resp:
             if resp.status != 200:
                 raise error_for(resp.status, await error_body(resp), what)
-            data = decode_json(await read_bounded(resp, self._max_body_bytes, what))
+            if stream:
+                reader = SyncAnswerReader(keep, max_kept_bytes=self._max_body_bytes, what=what)
+                async for chunk in resp.body:
+                    reader.feed(chunk)
+                return reader.close()
+            raw = await read_bounded(resp, self._max_body_bytes, what)
+        data = decode_json(raw)
         if not isinstance(data, list):
             raise UpstreamError(f"{what}: answer is not a JSON array")
-        return data
+        return whole_answer(data, keep, len(raw))
 
     def learn_aggregates(self, ids: Iterable[object]) -> None:
         """Session ids to leave out of later sync-log answers (at most `MAX_KNOWN_AGGREGATES`)."""
         self.note_sizes({sid: 0 for sid in ids if isinstance(sid, str)})
 
+    def known_sessions(self) -> int:
+        return len(self._known_aggregates)
+
+    def note_size(self, session_id: str, seq: int) -> None:
+        """One session's log reaches at least `seq` (a stored batch): it is named, not answered whole."""
+        known = self._known_aggregates
+        if seq > known.get(session_id, -2):
+            if session_id in known:
+                known[session_id] = seq
+            else:
+                self.note_sizes({session_id: seq})
+
     def note_sizes(self, sizes: Mapping[str, int]) -> None:
         """Sessions and the highest seq known of each (stored cursors, answers): a body leaves out the
-        largest logs first (bridge.upstream.sync_plan)."""
+        largest logs first (bridge.upstream.sync_plan). At most `MAX_KNOWN_AGGREGATES` are remembered: when
+        full, the smaller half is forgotten (a body names only the largest; the serve's count of sessions
+        grows all day, this memory does not)."""
         known = self._known_aggregates
         for sid, seq in sizes.items():
             if sid in known:
                 if seq > known[sid]:
                     known[sid] = seq
-            elif len(known) < MAX_KNOWN_AGGREGATES and valid_session_id(sid):
+            elif valid_session_id(sid):
+                if len(known) >= MAX_KNOWN_AGGREGATES:
+                    keep = heapq.nlargest(MAX_KNOWN_AGGREGATES // 2, known.items(), key=lambda kv: kv[1])
+                    known.clear()
+                    known.update(keep)
                 known[sid] = seq
 
     def open_global_events(self) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:

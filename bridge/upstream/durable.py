@@ -47,6 +47,7 @@ from bridge.events import ChatEvent, Envelope
 from bridge.perf.turnstile import Turnstile
 from bridge.upstream.catchup import HistoryCatchUp
 from bridge.upstream.client import FROM_START, UpstreamClient
+from bridge.upstream.early_twins import EarlyTwins
 from bridge.upstream.follower import EventSink, FollowerExit
 from bridge.upstream.ingest import SessionIngest
 from bridge.upstream.repair import SyncRepair
@@ -79,6 +80,7 @@ class DurableFollower:
         turnstile: Turnstile | None = None,
         stored_cursor: Callable[[], Awaitable[int | None]] | None = None,
         stall_governor: StallGovernor | None = None,
+        early: EarlyTwins | None = None,
     ) -> None:
         self.session_id = session_id
         self._client = client
@@ -107,6 +109,10 @@ class DurableFollower:
         self.history = HistoryCatchUp(self.ingest, client, self._log, page_size=history_page,
                                       prefetch=history_prefetch)
         self._fatal: BaseException | None = None  # the inbox task's error, re-raised by the main loop
+        # What /global/event showed while the session was claimed: if it covers the cursor, the first
+        # catch-up reads nothing (bridge.upstream.early_twins; docs/mirror.md "A repair only for a real hole").
+        self._early = early
+        self._covered = False
 
     @property
     def cursor(self) -> int:
@@ -134,6 +140,16 @@ class DurableFollower:
         stored cursor, and re-read the sync log from it if it is behind ours (docs/scaling.md "Failover")."""
         self.sync.request_reload("database_back")
 
+    def _take_early(self) -> None:
+        early, self._early = self._early, None
+        if early is None:
+            return
+        for env in early.exact.values():
+            self.sync.offer(env)
+        for seq in early.announced:
+            self.notify_seen(seq)
+        self._covered = early.covers(self.ingest.cursor)
+
     def _inbox_done(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             self._fatal = task.exception()
@@ -147,6 +163,7 @@ class DurableFollower:
     async def run(self) -> FollowerExit:
         self._log.info("follower_started", cursor_seq=self.cursor)
         await self.ingest.seed_state()
+        self._take_early()
         inbox = asyncio.create_task(self.sync.run(), name=f"sync-inbox:{self.session_id}")
         inbox.add_done_callback(self._inbox_done)
         try:
@@ -229,7 +246,13 @@ class DurableFollower:
         durable stream goes on from it (and answers a 404 itself), no `/history` page is asked. Otherwise
         page `/history` until the upstream says there is no more (over the body bound the sync log is not
         read and `/history` gives the v2 events, the rest becomes a recorded gap). Returns why the cursor
-        cannot move, or None once caught up."""
+        cannot move, or None once caught up. A first catch-up whose cursor the live stream covers reads
+        nothing: every seq above it comes as a twin or on the durable stream (`_take_early`)."""
+        if self._covered:
+            self._covered = False
+            metrics.CATCHUPS_SKIPPED.inc()
+            self._stuck_passes = 0
+            return None
         async with self.ingest.lock:
             got = await self.ingest.repair_locked("catch_up")
             whole = got > 0 and self.ingest.log_read_whole  # nothing new: `/history` confirms the end

@@ -69,6 +69,9 @@ class SessionIngest:
         self.log_read_whole = False
         # Exact twins of `/global/event` waiting above a hole, by seq (owned by the session's SyncRepair).
         self.waiting_twins: Mapping[int, Envelope] = {}
+        # Takes durable events above a hole `/global/event` has not shown yet, to wait with the twins; False:
+        # the hole is not one to wait for (the session's SyncRepair sets it).
+        self.hold_ahead: Callable[[list[Envelope]], bool] | None = None
 
     async def seed_state(self) -> None:
         """The legacy turn state rebuilt from the stored rows (at start, and after a rewind)."""
@@ -104,12 +107,23 @@ class SessionIngest:
     # -- writes -----------------------------------------------------------------------------------------
     async def write(self, events: Sequence[ChatEvent], received_at: datetime, source: str) -> None:
         """Store a batch of the durable stream or `/history`, repairing first if it starts above the
-        cursor + 1."""
+        cursor + 1 — unless the seqs it skips are ones `/global/event` has not shown yet (it runs behind the
+        durable stream under load): the batch's events then wait with the twins for the hole to fill
+        (`hold_ahead`, bridge.upstream.repair; docs/mirror.md "A repair only for a real hole")."""
         async with self.lock:
             fresh = [e for e in events if e.seq is not None and e.seq > self.cursor]
             if fresh and contiguous_run(self.cursor, [e.envelope for e in fresh]).missing_from is not None:
                 fresh = self._with_waiting_twins(fresh)
-            if fresh and contiguous_run(self.cursor, [e.envelope for e in fresh]).missing_from is not None:
+            run = contiguous_run(self.cursor, [e.envelope for e in fresh]) if fresh else None
+            if run is not None and run.missing_from is not None and source == "stream" \
+                    and self.hold_ahead is not None:
+                now = {e.seq for e in run.events}
+                ahead = [e for e in fresh if e.seq not in now]
+                if self.hold_ahead([e.envelope for e in ahead]):
+                    metrics.DURABLE_HELD.inc(len(ahead))
+                    fresh = [e for e in fresh if e.seq in now]
+                    run = None
+            if run is not None and run.missing_from is not None:
                 await self.repair_locked(f"{source}_ahead")
                 skipped = sum(1 for e in fresh if e.seq is not None and e.seq <= self.cursor)
                 if skipped:
@@ -145,6 +159,7 @@ class SessionIngest:
                 await self.repair_locked("cursor_behind")
                 pending = [ev for ev in batch + pending if ev.seq is not None and ev.seq > self.cursor]
                 continue
+            self._client.note_size(self.session_id, self.cursor)  # named in every later sync-log body
             metrics.COMMIT_SECONDS.observe(time.perf_counter() - t0)
             metrics.BATCH_SIZE.observe(len(batch))
             now_ms = time.time() * 1000

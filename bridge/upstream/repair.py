@@ -25,7 +25,7 @@ from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
 from bridge.events import Envelope
 from bridge.events.syncframes import contiguous_run
 from bridge.upstream.ingest import SessionIngest
-from bridge.upstream.twin_hold import forget_through, hole_wait
+from bridge.upstream.twin_hold import MAX_EXPLAINED_SPAN, forget_through, hole_wait
 
 MAX_PENDING_TWINS = 2000  # more waiting twins than this: drop them, the repair reads the log anyway
 
@@ -41,7 +41,9 @@ class SyncRepair:
         self._retry_s = retry_s
         self._twins: dict[int, Envelope] = {}
         ingest.waiting_twins = self._twins  # a durable batch fills its holes from them
+        ingest.hold_ahead = self._hold_ahead  # ... and waits with them above a hole not shown yet
         self._announced: set[int] = set()  # v2 seqs above the cursor shown by /global/event
+        self._live_top = -1  # the highest seq /global/event showed of this session (it shows them in order)
         self._wanted: str | None = None  # the cause of a requested repair not yet run
         self._wake = asyncio.Event()
         # Re-read the cursor from the database before the next repair (after the database came back:
@@ -52,16 +54,40 @@ class SyncRepair:
     # -- hints from the live stream -----------------------------------------------------------------
     def offer(self, env: Envelope) -> None:
         """An exact sync twin (its payload is the sync log's): stored as soon as it is next in line."""
-        if env.seq is None or env.seq <= self._ingest.cursor:
+        if env.seq is None:
             return
+        self._live_top = max(self._live_top, env.seq)
+        if env.seq > self._ingest.cursor:
+            self._wait_with(env)
+
+    def _wait_with(self, env: Envelope) -> None:
         if len(self._twins) >= MAX_PENDING_TWINS:
             self._twins.clear()
             self._wanted = self._wanted or "twin_overflow"
-        self._twins[env.seq] = env
+        self._twins[env.seq] = env  # type: ignore[index]  # callers pass events with a seq
         self._wake.set()
+
+    def _hold_ahead(self, events: list[Envelope]) -> bool:
+        """Durable events above a hole: they wait with the twins when every seq missing below them is
+        one `/global/event` has not shown yet (it delivers them; the hold bounds the wait), else False."""
+        if self._live_top < 0:  # /global/event never showed this session: nothing says it will
+            return False
+        cursor = self._ingest.cursor
+        top = max((e.seq for e in events if e.seq is not None), default=cursor)
+        have = {e.seq for e in events} | self._twins.keys() | self._announced
+        if top - cursor > MAX_EXPLAINED_SPAN or any(
+                s <= self._live_top and s not in have for s in range(cursor + 1, top)):
+            return False
+        for env in events:
+            self._wait_with(env)
+        return True
 
     def announce(self, seq: int) -> None:
         """/global/event showed this v2 seq: the durable stream delivers it (a hole of such seqs is waited for)."""
+        if seq > self._live_top:
+            self._live_top = seq
+            if self._twins:  # durable events waiting above seqs not shown yet: shown now, or lost
+                self._wake.set()
         if seq <= self._ingest.cursor:
             return
         if len(self._announced) >= MAX_PENDING_TWINS:
@@ -113,7 +139,8 @@ class SyncRepair:
                 start, cursor = loop.time(), self._ingest.cursor
             wait = hole_wait(self._ingest.cursor, self._twins.keys(), self._announced,
                              debounce_s=self._debounce_s, hold_s=self._hold_s,
-                             backlog_s=self._backlog() if self._backlog is not None else 0.0)
+                             backlog_s=self._backlog() if self._backlog is not None else 0.0,
+                             live_top=self._live_top)
             remaining = start + wait - loop.time()
             if remaining <= 0:
                 metrics.TWIN_HOLDS.labels(outcome="repaired").inc()
@@ -157,8 +184,11 @@ class SyncRepair:
                 if self._reload_wanted:
                     self._reload_wanted = False
                     await self._ingest.reload_cursor()
+                asked = set(self._twins)  # waiting before the log was read: persisted before it
                 if await self._ingest.repair_locked(cause) < 0:
                     await self._twins_over_a_hole()
+                else:
+                    await self._over_log_holes(asked)
                 self._forget_stored()
         except (SessionNotFound, InvalidRequest) as e:  # the follower's own requests end it
             self._log.warning("sync_repair_refused", cause=cause, error=str(e))
@@ -166,6 +196,15 @@ class SyncRepair:
             self._log.warning("sync_repair_failed", cause=cause, error=str(e))
             await asyncio.sleep(self._retry_s)
             self.request(cause)
+
+    async def _over_log_holes(self, asked: set[int]) -> None:
+        """After a read of the log: what waited before it and is still above the cursor sits above a hole
+        the log itself lacks (rule 6): stored as it is, the hole recorded as a gap. What arrived since the
+        read began waits on, as always."""
+        ingest = self._ingest
+        waiting = [self._twins.pop(s) for s in sorted(asked) if s > ingest.cursor and s in self._twins]
+        if waiting:
+            await ingest.commit([ingest.map(e) for e in waiting], datetime.now(UTC), "twin")
 
     async def _twins_over_a_hole(self) -> None:
         """The log could not be read (over the body bound): store the waiting twins as they are, so the

@@ -31,9 +31,10 @@ import structlog
 from bridge import metrics
 from bridge.backoff import Backoff
 from bridge.errors import BodyTooLarge, InvalidRequest, UpstreamUnavailable
-from bridge.upstream.sync_plan import MAX_NAMED, Wanted, body, halves, plan_call, split_answer
+from bridge.upstream.sync_answer import SyncAnswer
+from bridge.upstream.sync_plan import MAX_NAMED, ItemPace, Wanted, body, halves, plan_call, split_answer
 
-Post = Callable[[dict[str, int]], Awaitable[list[Any]]]
+Post = Callable[[dict[str, int], Mapping[str, int]], Awaitable[SyncAnswer]]
 
 # The first repair after a quiet moment waits `WINDOW_S` for others to join it, and longer while more keep
 # coming (a warm-up: every claimed session's catch-up), until they pause or `GATHER_MAX_S` passed.
@@ -44,6 +45,10 @@ MAX_REQUEST_BYTES = 1 << 20  # 1 MiB; a body names at most 960 sessions (~45 KiB
 
 
 RETRIES = 3
+# What the serve may spend answering sync-log calls, in items a second (every aggregate's, the whole logs
+# of unnamed sessions included): after a call of N items the next one waits N / ITEMS_PER_S seconds (at
+# most 10 s), and every repair asked meanwhile joins it (BRIDGE_SYNC_ITEMS_PER_S; docs/mirror.md).
+ITEMS_PER_S = 50_000.0
 
 
 @dataclass
@@ -59,7 +64,7 @@ class SyncBatcher:
                  window_s: float = WINDOW_S, gather_max_s: float = GATHER_MAX_S,
                  max_sessions: int = MAX_SESSIONS_PER_CALL, max_request_bytes: int = MAX_REQUEST_BYTES,
                  retries: int = RETRIES, max_named: int = MAX_NAMED, riders: bool = True,
-                 backoff: Backoff | None = None) -> None:
+                 backoff: Backoff | None = None, items_per_s: float = ITEMS_PER_S) -> None:
         self._post = post
         self._known = known
         self._learn = learn
@@ -73,6 +78,7 @@ class SyncBatcher:
         self._max_named = max_named
         self._riders = riders  # False: every session asked in a call of its own (bench: the old way)
         self._backoff = backoff or Backoff(0.2, 2.0)
+        self._pace = ItemPace(items_per_s)
         self._queue: list[_Ask] = []
         self._drainer: asyncio.Task[None] | None = None
         self._calls: set[asyncio.Task[None]] = set()
@@ -100,10 +106,16 @@ class SyncBatcher:
 
     async def _drain(self) -> None:
         await self._gather()
+        loop = asyncio.get_running_loop()
         while True:
             self._queue = [a for a in self._queue if not a.answer.done()]
             if not self._queue:
                 return
+            paced = self._pace.wait(loop.time())
+            if paced > 0:  # the last answers were large: the asks of the meantime go into one call
+                metrics.SYNC_PACED_SECONDS.inc(paced)
+                await asyncio.sleep(paced)
+                continue
             await self._acquire()  # meanwhile the queue grows: the next call asks for more sessions
             self._queue = [a for a in self._queue if not a.answer.done()]
             if not self._queue:
@@ -151,8 +163,9 @@ class SyncBatcher:
         metrics.SYNC_CALLS.inc()
         metrics.SYNC_CALL_SESSIONS.observe(len(call) + len(riders))
         unnamed = {a.wanted.session_id for a in riders}
+        keep = {a.wanted.session_id: a.wanted.after for a in call + riders}
         try:
-            items = await self._post(body(wanted, self._known(), self._max_named, unnamed))
+            answer = await self._post(body(wanted, self._known(), self._max_named, unnamed), keep)
         except (BodyTooLarge, InvalidRequest) as e:
             if riders:  # without riders the body names the largest logs: a smaller answer
                 self._enqueue(riders)
@@ -178,9 +191,10 @@ class SyncBatcher:
             return []
         self._backoff.reset()
         asked = call + riders
-        split = split_answer(items, [a.wanted for a in asked])
-        if split.seen:
-            self._learn(split.seen)
+        self._pace.spent(answer.answered, asyncio.get_running_loop().time())
+        split = split_answer(answer.items, [a.wanted for a in asked])
+        if answer.seen:
+            self._learn(answer.seen)
         if split.unattributed:  # kept by one session of the call, which rejects them (docs/mirror.md)
             split.items[0].extend(split.unattributed)
         for a, mine in zip(asked, split.items, strict=True):

@@ -127,3 +127,31 @@ def halves(call: Sequence[T]) -> tuple[list[T], list[T]]:
     """A call whose answer was over the body bound is asked again as two (one session: cannot split)."""
     mid = (len(call) + 1) // 2
     return list(call[:mid]), list(call[mid:])
+
+
+class ItemPace:
+    """What the serve spends answering, paced: every call's answer (items of every aggregate, the whole
+    logs of the sessions it could not name included) is a debt paid at `items_per_s`; the next call waits
+    until it is paid, at most `max_wait_s`, and the repairs asked meanwhile go into that one call
+    (docs/mirror.md "What a repair costs"). `items_per_s` of 0 or less: no pacing."""
+
+    def __init__(self, items_per_s: float, *, max_wait_s: float = 10.0) -> None:
+        self._rate = items_per_s
+        self._max_wait = max_wait_s
+        self._debt = 0.0
+        self._at = 0.0
+
+    def spent(self, items: int, now: float) -> None:
+        self._debt = self._owed(now) + items
+        self._at = now
+
+    def _owed(self, now: float) -> float:
+        if self._rate <= 0:
+            return 0.0
+        return max(0.0, self._debt - (now - self._at) * self._rate)
+
+    def wait(self, now: float) -> float:
+        """Seconds the next call waits from `now`."""
+        if self._rate <= 0:
+            return 0.0
+        return min(self._max_wait, self._owed(now) / self._rate)

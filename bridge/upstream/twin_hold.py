@@ -24,22 +24,26 @@ from collections.abc import Collection, MutableSet
 MAX_EXPLAINED_SPAN = 4000
 
 
-def hole_explained(cursor: int, waiting: Collection[int], announced: Collection[int]) -> bool:
-    """Every seq above `cursor` and below the highest waiting twin is waiting or announced (v2)."""
+def hole_explained(cursor: int, waiting: Collection[int], announced: Collection[int],
+                   live_top: int | None = None) -> bool:
+    """Every seq above `cursor` and below the highest waiting one is waiting, announced (v2), or not shown
+    by `/global/event` yet (above `live_top`, the highest seq it showed: durable events that came first
+    wait for the twins of the seqs between them)."""
     if not waiting:
         return True
     top = max(waiting)
     if top - cursor > MAX_EXPLAINED_SPAN:
         return False
-    return all(s in waiting or s in announced for s in range(cursor + 1, top))
+    shown = top if live_top is None else live_top
+    return all(s in waiting or s in announced or s > shown for s in range(cursor + 1, top))
 
 
 def hole_wait(cursor: int, waiting: Collection[int], announced: Collection[int], *, debounce_s: float,
-              hold_s: float, backlog_s: float = 0.0) -> float:
+              hold_s: float, backlog_s: float = 0.0, live_top: int | None = None) -> float:
     """Seconds the waiting twins may wait, from when the hole was first seen, before the log is asked.
     `backlog_s`: how late the process serves the durable streams now (bridge.upstream.stall_policy): an
     explained hole is waited for that much longer (a stuck stream is the stall watchdog's)."""
-    if hole_explained(cursor, waiting, announced):
+    if hole_explained(cursor, waiting, announced, live_top):
         return max(debounce_s, hold_s + backlog_s)
     return debounce_s
 

@@ -99,6 +99,8 @@ class FakeUpstream:
         self.global_paused = False  # True: /global/event frames are lost (as while a reader is away)
         self.sync_calls = 0
         self.sync_request_bytes = 0  # request bodies of POST /sync/history, in all
+        self.sync_items_answered = 0  # items of POST /sync/history answers, in all
+        self.sync_bodies: list[dict[str, int]] = []  # the request bodies, in order
         self.sync_drop_next = 0  # the next N POST /sync/history have their connection cut, unanswered
         self.global_connects = 0
         self.durable_connects = 0
@@ -476,10 +478,12 @@ class FakeUpstream:
             raise web.HTTPBadRequest(text=dumps({"_tag": "InvalidRequestError", "kind": "Payload"}),
                                      content_type="application/json")
         # Like the real server: named aggregates after their cutoff, every other one from the start.
+        self.sync_bodies.append(asked)
         out: list[dict[str, Any]] = []
         for s in self.sessions.values():
             after = asked.get(s.id, -1)
             out.extend(i for i in s.log if i["seq"] > after)
+        self.sync_items_answered += len(out)
         return web.Response(text=dumps(out), content_type="application/json")
 
     async def _global(self, request: web.Request) -> web.StreamResponse:

@@ -11,6 +11,7 @@ import pytest
 
 from bridge.backoff import Backoff
 from bridge.errors import BodyTooLarge, InvalidRequest, UpstreamError, UpstreamUnavailable
+from bridge.upstream.sync_answer import SyncAnswer, whole_answer
 from bridge.upstream.sync_batch import SyncBatcher
 from bridge.upstream.sync_plan import SYNC_CUTOFF_MAX
 from tests.support.metric_values import Since
@@ -30,9 +31,11 @@ class Serve:
         self.max_items: int | None = None  # more items than this: over the body bound
         self.known: dict[str, int] = dict(known or {})
         self.gate: asyncio.Event | None = None
+        self.kept: list[dict[str, int]] = []  # what each call asked to keep: session -> cursor
 
-    async def post(self, body: dict[str, int]) -> list[Any]:
+    async def post(self, body: dict[str, int], keep: Mapping[str, int]) -> SyncAnswer:
         self.bodies.append(body)
+        self.kept.append(dict(keep))
         if self.gate is not None:
             await self.gate.wait()
         if self.failures:
@@ -42,13 +45,13 @@ class Serve:
         out = [i for log in LOGS.values() for i in log if i["seq"] > body.get(i["aggregate_id"], -1)]
         if self.max_items is not None and len(out) > self.max_items:
             raise BodyTooLarge("too large", 2)
-        return out
+        return whole_answer(out, keep, 0)
 
     def batcher(self, slots: int = 1, **kw: Any) -> SyncBatcher:
         sem = asyncio.Semaphore(slots)
         return SyncBatcher(self.post, lambda: self.known, lambda seen: self.known.update(seen), sem.acquire,
                            sem.release, window_s=0.001, gather_max_s=0.01,
-                           backoff=Backoff(0.001, 0.002), **kw)
+                           backoff=Backoff(0.001, 0.002), items_per_s=0, **kw)
 
 
 def seqs(items: list[Any]) -> list[int]:

@@ -60,3 +60,11 @@ def test_explained_means_every_missing_seq_is_waiting_or_announced(cursor: int, 
     waiting = {s for s in waiting if s > cursor}
     missing = set(range(cursor + 1, max(waiting, default=cursor))) - waiting
     assert hole_explained(cursor, waiting, announced) == (missing <= announced)
+
+
+def test_seqs_the_live_stream_has_not_shown_yet_explain_a_hole_below_durable_events() -> None:
+    # durable 6 waits above 4 and 5; /global/event has shown up to 3: they are on their way
+    assert hole_explained(3, {6}, set(), live_top=3)
+    assert hole_explained(3, {6}, {5}, live_top=5) is False  # 4 was shown past (5 announced): lost
+    assert hole_explained(3, {6}, {4, 5}, live_top=5)
+    assert hole_explained(3, {6}, set()) is False  # no live_top: every missing seq must be waiting or announced
