@@ -58,6 +58,7 @@ import aiohttp
 from bench.soak_churn import Churn
 from bench.soak_continuity import SECRET, Conversations
 from bench.soak_faults import Faults, admin_sql
+from bench.soak_lifecycle import Lifecycle
 from bench.soak_verdict import logged, verdict
 from bridge.store.embedded import start_embedded
 from tests.support.bridge_proc import BridgeProcess
@@ -101,6 +102,7 @@ class Soak:
         self.faults = Faults(self.rng, database_url, self.replicas, pair)
         self.churn = Churn(random.Random(args.seed + 1), self._turn, every_s=args.churn_every_s, new=args.churn_new,
                            returning=args.churn_returning, quiet_s=args.idle_ttl_s + 10)
+        self.lifecycle = Lifecycle(workdir, database_url, UPSTREAM)
 
     async def run(self) -> int:
         await self.mock.start()
@@ -129,10 +131,15 @@ class Soak:
         work = asyncio.create_task(self._workload(deadline))
         talk = asyncio.create_task(self.talk.run(deadline, self._settled))
         churn = asyncio.create_task(self.churn.run(self.serve, deadline))
+        # Halfway: the session that ran the subagent turn is erased, and a retention run (bench/soak_lifecycle.py).
+        life = asyncio.create_task(self.lifecycle.midway(self.args.minutes * 30, self.sessions[0])) \
+            if self.args.lifecycle else None
         await self.faults.inject(deadline)
         await work
         await talk
         await churn
+        if life is not None:
+            await life
         return await self._verify(started)
 
     async def _workload(self, deadline: float) -> None:
@@ -189,8 +196,9 @@ class Soak:
         for b in self.replicas:
             await b.wait_ready(60)
         quiet = time.monotonic()
-        sessions = [*self.sessions, *self.talk.sessions, *self.churn.sessions]
+        sessions = self.lifecycle.kept([*self.sessions, *self.talk.sessions, *self.churn.sessions])
         v = await verdict(self.database_url, UPSTREAM, self.serve, sessions, self._settled)
+        leftovers = await self.lifecycle.leftovers()
         if not v.queue_drained:
             self.turns["queue_not_drained"] += 1
         report: dict[str, Any] = {
@@ -219,6 +227,7 @@ class Soak:
             "legacy_send_guards": logged(self.replicas, ("legacy_send_held", "legacy_send_overtaken",
                                                          "legacy_prompt_earlier_attempt")),
             "footprint": v.footprint,
+            "lifecycle": {**self.lifecycle.report, "erased_rows_left": leftovers},
             "wall_s": round(time.monotonic() - started, 1),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         }
@@ -230,7 +239,9 @@ class Soak:
                       and not self.turns["queue_not_drained"])
         if v.unknown:
             print(f"stored events of kind 'unknown' (map them in bridge/events/): {sorted(v.unknown)}")
-        return 0 if v.converged and v.rejects == 0 and v.gaps == 0 and continuous and not v.unknown else 1
+        erased_clean = not any(leftovers.values())
+        return 0 if v.converged and v.rejects == 0 and v.gaps == 0 and continuous and not v.unknown \
+            and erased_clean else 1
 
     async def close(self) -> None:
         for b in self.replicas:
@@ -298,6 +309,8 @@ def parse_args() -> argparse.Namespace:
         "OPENCODE_BIN", str(REPO / ".opencode" / "node_modules" / ".bin" / "opencode")))
     ap.add_argument("--failover", action="store_true",
                     help="a primary and a streaming standby; adds the failover fault (docs/scaling.md)")
+    ap.add_argument("--lifecycle", action=argparse.BooleanOptionalAction, default=True,
+                    help="erase a session and run retention halfway (bench/soak_lifecycle.py; default on)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs) after a success")
     return ap.parse_args()
 

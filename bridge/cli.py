@@ -1,5 +1,5 @@
 """`opencode-bridge` command line: run | migrate | map | token | doctor | sessions | events | transcript |
-export | verify."""
+export | verify | erase | archive | retention."""
 
 from __future__ import annotations
 
@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     from bridge.audit.cli import add_parsers as add_audit_parsers
 
     add_audit_parsers(sub)  # sessions | events | transcript | export | verify (docs/audit.md)
+    from bridge.lifecycle.cli import add_parsers as add_lifecycle_parsers
+
+    add_lifecycle_parsers(sub)  # erase | archive | retention (docs/lifecycle.md)
     return p
 
 
@@ -174,6 +177,12 @@ def _main(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.command in AUDIT_COMMANDS:
         return _audit(args, settings, url)
+    from bridge.lifecycle.cli import COMMANDS as LIFECYCLE_COMMANDS
+
+    if args.command in LIFECYCLE_COMMANDS:
+        from bridge.lifecycle.cli import run as run_lifecycle
+
+        return run_lifecycle(args, settings, url)
     if args.command == "migrate":
         from bridge.store.db import migrate_database
 

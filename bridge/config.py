@@ -105,6 +105,11 @@ class Settings:
     log_level: str = "info"
     # The runtime of a session's first prompt (docs/commands.md, "Runtime affinity"): auto | legacy | v2.
     prompt_runtime: str = "auto"
+    # `opencode-bridge retention` (docs/lifecycle.md, "Retention"): whole sessions whose last event is older
+    # than this many days leave the mirror. 0 (unset): keep everything.
+    retention_days: int = 0
+    # Which OpenCode generation's driver runs (docs/upstream.md "OpenCode 2.x"): auto (what the serve says) | 1 | 2.
+    upstream_generation: str = "auto"
 
     @property
     def directory_roots(self) -> tuple[str, ...]:
@@ -163,6 +168,8 @@ ENV_VARS: dict[str, str] = {
     "BRIDGE_LOG_FORMAT": "log_format",
     "BRIDGE_LOG_LEVEL": "log_level",
     "BRIDGE_PROMPT_RUNTIME": "prompt_runtime",
+    "BRIDGE_RETENTION_DAYS": "retention_days",
+    "BRIDGE_UPSTREAM_GENERATION": "upstream_generation",
 }
 _TOML_KEYS = {v: k for k, v in ENV_VARS.items()}
 
@@ -215,6 +222,8 @@ def _validate(s: Settings) -> Settings:
         raise ConfigError(f"BRIDGE_HTTP_PORT={s.http_port} must be between 1 and 65535")
     if s.prompt_runtime not in ("auto", "legacy", "v2"):
         raise ConfigError(f"BRIDGE_PROMPT_RUNTIME={s.prompt_runtime!r} must be auto, legacy or v2")
+    if s.upstream_generation not in ("auto", "1", "2"):
+        raise ConfigError(f"BRIDGE_UPSTREAM_GENERATION={s.upstream_generation!r} must be auto, 1 or 2")
     if s.log_format not in ("auto", "json", "console"):
         raise ConfigError(f"BRIDGE_LOG_FORMAT={s.log_format!r} must be auto, json or console")
     if s.log_level.lower() not in ("debug", "info", "warning", "error"):

@@ -1,6 +1,8 @@
 """`opencode-bridge run`: the composition root. `Daemon.run` reads top to bottom as the start order;
 the parts are torn down in the reverse order (an AsyncExitStack):
 
+0. the serve's OpenCode generation (bridge.ops.upstream_generation): one that no driver of this build
+   fits stops start-up with one line, before anything else is touched;
 1. the database (the writers' pool, a small pool of its own for heartbeats and the hand-off, and the
    bounded read pool of WebSocket replay and the audit API: docs/operations.md "Limits"; with
    BRIDGE_READ_DATABASE_URL a second one on the standby: docs/scaling.md), migrated;
@@ -36,17 +38,20 @@ from bridge import metrics
 from bridge.command_service.legacy_queue import QueueSender
 from bridge.config import Settings
 from bridge.dispatch import LiveDispatch
+from bridge.events.legacy_shapes import SessionStatus
 from bridge.fanout.service import FanoutPart, auth_secret, print_local_token
 from bridge.http.app import build_app, serving
 from bridge.http.audit import AuditContext
 from bridge.http.commands import mount_commands
 from bridge.http.session_state import add_session_state_routes
 from bridge.ops.pending import PendingGauges
-from bridge.ops.readiness import health_monitor, readiness_check, readiness_detail, status_line
+from bridge.ops.readiness import LiveSource, health_monitor, readiness_check, readiness_detail, status_line
 from bridge.ops.sdnotify import Notifier
+from bridge.ops.upstream_generation import GenerationGuard, UpstreamRefused, generation_check, startup_choice
 from bridge.perf.runtime import refreeze, tune_gc
 from bridge.perf.turnstile import Turnstile
 from bridge.revocation import RevocationList
+from bridge.sessions.changes import ChangeFollower, LiveFollower
 from bridge.sessions.discovery import Discovery
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.chat_sessions import LeaseStore
@@ -55,12 +60,19 @@ from bridge.store.reads import AuditReader
 from bridge.store.revoked import revoked_jtis
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
+from bridge.upstream.gen2.commands import Gen2Commands
+from bridge.upstream.gen2.driver import Gen2Driver
+from bridge.upstream.gen2.requests import Gen2Requests
 from bridge.upstream.live import LiveStream
+from bridge.upstream.port_follower import PortFollower
 
 
 def new_incarnation_id() -> str:
     """Unique per process start, never reused (even by the same host and pid)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+PartRun = Callable[[], Coroutine[Any, Any, None]]
 
 
 @asynccontextmanager
@@ -89,6 +101,7 @@ class Daemon:
         self.owner = new_incarnation_id()
         self._stop = asyncio.Event()
         self._started = False
+        self._refusal: str | None = None
         self._log = structlog.get_logger("bridge.daemon").bind(upstream=settings.upstream_name)
 
     def request_stop(self) -> None:
@@ -97,9 +110,17 @@ class Daemon:
     def started(self) -> bool:
         return self._started
 
+    def refuse(self, line: str) -> None:
+        """The serve turned out to be of a generation no running driver fits: stop, and say so."""
+        self._log.error("upstream_refused", reason=line)
+        self._refusal = line
+        self._stop.set()
+
     async def run(self) -> int:
         try:
             return await self._run()
+        except UpstreamRefused:
+            raise  # one line, printed by the CLI: no traceback
         except Exception:
             # A part crashed (its task group cancelled the rest, which then stopped in order): say which, as
             # one structured line in the journal, before the traceback ends the process.
@@ -111,6 +132,9 @@ class Daemon:
         s = self.settings
         # Before anything that can die is built: what is frozen is never collected (bridge.perf.runtime).
         tune_gc()
+        choice, recognition = await startup_choice(s)  # raises UpstreamRefused
+        self._log.info("upstream_generation", recognised=recognition.describe(), driver=choice.generation)
+        assert choice.generation is not None
         async with AsyncExitStack() as stack:
             engine = await stack.enter_async_context(_disposing(make_engine(self.database_url)))
             liveness_engine = await stack.enter_async_context(
@@ -140,18 +164,16 @@ class Daemon:
                             read_engine=read_engine, revoked=revoked, standby_engine=standby_engine,
                             on_database_back=sessions.database_back, warm_sessions=sessions.warm_sessions,
                             on_request=sessions.activity.request_changed)
-            discovery = Discovery(client, store, sessions, min_interval_s=s.discovery_interval_s,
-                                  retry_min_s=s.reconnect_min_s, retry_max_s=s.reconnect_max_s)
-            dispatch = LiveDispatch(relay=fanout.relay, resync=fanout.resync, sessions=sessions, discovery=discovery)
-            live = LiveStream(client, dispatch, heartbeat_timeout_s=s.live_heartbeat_timeout_s,
-                              reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
-                              upstream=s.upstream_name)
-            app = build_app(readiness_check(engine, client, live, sessions, self.started),
+            live, upstream_tasks = self._upstream_parts(choice.generation, client, store, sessions, fanout)
+            app = build_app(readiness_check(engine, client, live, sessions, self.started,
+                                            generation=generation_check(client, choice.generation)),
                             websocket=fanout.service,
                             audit=AuditContext(AuditReader(standby_engine or read_engine, s.upstream_name), secret,
                                                revoked=revoked),
                             detail=readiness_detail(secret, s, revoked))
-            commands = mount_commands(app, s, engine, client, fanout.service, secret, revoked)  # docs/commands.md
+            commands = mount_commands(app, s, engine, client, fanout.service, secret, revoked,  # docs/commands.md
+                                      upstream=Gen2Commands(client) if choice.generation == 2 else None,
+                                      requests=Gen2Requests(client) if choice.generation == 2 else None)
             # The bridge's own legacy queue (docs/commands.md, "The legacy queue"): woken when a session
             # of ours goes idle upstream.
             queue_sender = QueueSender(commands.service.prompts, sessions)
@@ -173,8 +195,8 @@ class Daemon:
             await stack.enter_async_context(store.group_commit())
             await stack.enter_async_context(sessions.started())
             await stack.enter_async_context(_background("fanout", fanout.run))
-            await stack.enter_async_context(_background("discovery", discovery.run))
-            await stack.enter_async_context(_background("live", live.run))
+            for name, task in upstream_tasks:  # discovery and the live side of this generation's driver
+                await stack.enter_async_context(_background(name, task))
             await stack.enter_async_context(_background("pending-gauges", PendingGauges(fanout.relay.pending).run))
             await stack.enter_async_context(_background("prompt-queue", queue_sender.run))
             notifier = Notifier.from_env()
@@ -182,6 +204,9 @@ class Daemon:
             # main pool must not withhold the watchdog (and have systemd restart a busy bridge).
             health = health_monitor(notifier, liveness_engine, sessions)
             await stack.enter_async_context(_background("health", health.run))
+            if not choice.settled:  # the serve did not answer at start: asked again until it does
+                guard = GenerationGuard(client, s, choice.generation, self.refuse)
+                await stack.enter_async_context(_background("generation-guard", guard.run))
 
             self._started = True
             self._log.info("bridge_started", warm=len(sessions.warm_sessions()))
@@ -191,7 +216,47 @@ class Daemon:
             self._started = False
             notifier.stopping()
         self._log.info("bridge_stopped")
+        if self._refusal is not None:
+            raise UpstreamRefused(self._refusal)
         return 0
+
+
+    def _upstream_parts(self, generation: int, client: UpstreamClient, store: EventStore, sessions: FollowerSupervisor,
+                        fanout: FanoutPart) -> tuple[LiveSource, list[tuple[str, PartRun]]]:
+        """Discovery and the live side for the serve's generation: on 1.x the one `/global/event` reader
+        with its dispatch table and the sync-log discovery; on 2.x (docs/upstream.md §24, written from its
+        source) each session's log followed through the 2.x driver and the change hints."""
+        s = self.settings
+        if generation == 2:
+            driver = Gen2Driver(client)
+            # Turn end is an event on 2.x (session.execution.*): busy → running; idle wakes the poller, whose
+            # /api/session/active answer ends the turn, as a 1.x `session.status` does.
+            def on_turn(sid: str, busy: bool) -> None:
+                sessions.upstream_status(sid, SessionStatus("busy" if busy else "idle"))
+
+            sessions.use_followers(lambda sid, sink, cursor, committed: PortFollower(
+                driver, sid, sink, cursor, reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
+                on_committed=committed, on_turn=on_turn))
+            changes = ChangeFollower(driver, sessions, reconnect_min_s=s.reconnect_min_s,
+                                     reconnect_max_s=s.reconnect_max_s, upstream=s.upstream_name)
+            self._log.warning("upstream_driver_unverified", generation=2,
+                              detail="the OpenCode 2.x driver is written from its source, not verified on a 2.x "
+                                     "serve (docs/upstream.md §24)")
+            # Deltas, permission requests and forms: the same table as 1.x's live events (without the
+            # sync-log discovery); pending requests re-read from 2.x's list routes on every (re)connect.
+            if fanout.resync is not None:  # pending permissions and forms listed on 2.x's routes
+                fanout.resync.use_requests(Gen2Requests(client))
+            live2 = LiveFollower(driver, LiveDispatch(relay=fanout.relay, resync=fanout.resync, sessions=sessions),
+                                 reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
+                                 upstream=s.upstream_name)
+            return changes, [("changes", changes.run), ("live", live2.run)]
+        discovery = Discovery(client, store, sessions, min_interval_s=s.discovery_interval_s,
+                              retry_min_s=s.reconnect_min_s, retry_max_s=s.reconnect_max_s)
+        dispatch = LiveDispatch(relay=fanout.relay, resync=fanout.resync, sessions=sessions, discovery=discovery)
+        live = LiveStream(client, dispatch, heartbeat_timeout_s=s.live_heartbeat_timeout_s,
+                          reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
+                          upstream=s.upstream_name)
+        return live, [("discovery", discovery.run), ("live", live.run)]
 
 
 def install_signal_handlers(daemon: Daemon) -> None:

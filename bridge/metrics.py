@@ -294,3 +294,10 @@ GC_FULL_COLLECT_SECONDS = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0),
     registry=REGISTRY,
 )
+
+
+# --- data lifecycle (docs/lifecycle.md, "Erasure"; retention runs write their own, docs/operations.md) ------
+SESSIONS_ERASED = Counter(
+    "bridge_sessions_erased_total", "Sessions erased from the mirror (each subagent session counts), by way",
+    ["via"], registry=REGISTRY,
+)

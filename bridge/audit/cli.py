@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
+import zlib
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -156,12 +158,19 @@ async def _verify_db(sessions: list[str], reader: AuditReader, out: IO[str]) -> 
     return 1 if broken else 0
 
 
+def _open_export(path: str) -> IO[str]:
+    """An export file, plain or gzip-compressed (archives, docs/lifecycle.md "Archives")."""
+    with open(path, "rb") as probe:
+        compressed = probe.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rt", encoding="utf-8") if compressed else open(path, encoding="utf-8")
+
+
 def _verify_file(path: str, out: IO[str], err: IO[str]) -> int:
     try:
-        with open(path, encoding="utf-8") as fh:
+        with _open_export(path) as fh:
             report, problems = verify_export(fh)
-    except (OSError, ExportError) as e:
-        err.write(f"opencode-bridge verify: {e}\n")
+    except (OSError, EOFError, zlib.error, ExportError, UnicodeDecodeError) as e:  # a damaged archive, too
+        err.write(f"opencode-bridge verify: {path}: {type(e).__name__}: {e}\n")
         return 2
     if report.broken is not None:
         b = report.broken

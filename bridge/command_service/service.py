@@ -17,6 +17,7 @@ import structlog
 from bridge import metrics
 from bridge.auth import Claims
 from bridge.command_service.admission import authorize, placed
+from bridge.command_service.erase import run_erase
 from bridge.command_service.message_ids import MessageIds
 from bridge.command_service.model_check import ModelCheck
 from bridge.command_service.permission_reply import reply_where_pending
@@ -28,6 +29,7 @@ from bridge.commands.session_ops import SESSION_OP_SCOPES, result_body, route
 from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
 from bridge.log import correlation_id
 from bridge.store.commands_pending import CommandKey, CommandRow, CommandStore, PromptQueueStore
+from bridge.store.lifecycle import is_tombstoned
 from bridge.upstream.commands import UpstreamCommands
 
 _log = structlog.get_logger("bridge.commands")
@@ -103,6 +105,8 @@ class CommandService:
         wait = self.limiter.take(rate_key(claims))
         if wait > 0:
             raise CommandError("rate_limited", f"too many commands, retry in {wait:.1f} s")
+        if cmd.session_id is not None and cmd.name != "erase" and await self._erased(cmd.session_id):
+            raise CommandError("not_found", "the session was erased")  # before its row: nothing of it is kept
         upstream_id = self._ids.derive(cmd, claims.subject)
         sid = cmd.session_id if cmd.name != "create_session" else upstream_id
         row, fresh = await self.store.claim(cmd, claims.subject, claims.scope, upstream_id, sid)
@@ -143,6 +147,8 @@ class CommandService:
             if cmd.name == "create_session":
                 return await self._create(cmd, row)
             assert cmd.session_id is not None
+            if cmd.name == "erase":  # the mirror's, whether or not the serve still has the session
+                return await self._erase(cmd, row)
             target = await self._target(cmd.session_id)
             return await self._HANDLERS[cmd.name](self, cmd, target, row)
         except SessionNotFound:
@@ -166,6 +172,18 @@ class CommandService:
         if isinstance(directory, str) and directory:
             return _Target(session_id, directory, info)
         raise CommandError("upstream_unavailable", "the upstream did not say where the session lives")
+
+    async def _erased(self, session_id: str) -> bool:
+        async with self.store.engine.connect() as conn:
+            return await is_tombstoned(conn, self.store.upstream, session_id)
+
+    async def _erase(self, cmd: Command, row: CommandRow) -> _Done:
+        """bridge.command_service.erase: the mirror first, then (asked for) the serve."""
+        assert cmd.session_id is not None
+        mirrored = await self.store.session(cmd.session_id)
+        status, body = await run_erase(self.store.engine, self.store.upstream, self.upstream, cmd, row.subject,
+                                       mirrored.directory if mirrored is not None else None)
+        return _Done(200, body, status)
 
     async def _create(self, cmd: Command, row: CommandRow) -> _Done:
         a = cmd.args

@@ -26,6 +26,7 @@ MAX_PROMPT_BODY_BYTES = 14 * 1024 * 1024 + MAX_BODY_BYTES
 MAX_COMMAND_ID = 100
 MAX_TEXT_CHARS = 32_000
 MAX_DIRECTORY_CHARS = 4096
+MAX_REASON_CHARS = 1000  # an erasure's reason, kept in its tombstone
 MAX_NAME_CHARS = 200  # provider, model, agent, permission request ids
 
 _RANK = {scope: n for n, scope in enumerate(SCOPES)}
@@ -43,6 +44,7 @@ REQUIRED_SCOPE: dict[str, str] = {
     "model": "control",
     "agent": "control",
     "create_session": "control",
+    "erase": "control",  # DELETE /v1/sessions/{id}/mirror (docs/lifecycle.md, "Erasure")
     **SESSION_OP_SCOPES,  # title, revert, unrevert, fork, slash_command (bridge.commands.session_ops)
 }
 DELIVERIES = ("steer", "queue")
@@ -199,6 +201,12 @@ def parse_command(name: str, body: object, session_id: str | None = None,
         args["request_id"] = _name({"request_id": request_id}, "request_id")
         if name == "question_reply":
             args["answers"] = _answers(body)
+    elif name == "erase":
+        args["reason"] = _string(body, "reason", MAX_REASON_CHARS)
+        if body.get("upstream") is not None and not isinstance(body["upstream"], bool):
+            raise _bad("upstream must be true or false")
+        if body.get("upstream"):
+            args["upstream"] = True
     elif name in SESSION_OP_SCOPES:
         args.update(session_op_args(name, body, _string, _name))
     return Command(name, command_id, sid, args)

@@ -18,8 +18,9 @@ from typing import Any
 from bridge.errors import BadFrame
 from bridge.events.chat import ChatEvent
 from bridge.events.envelope import parse_envelope
+from bridge.events.gen2 import form_questions, normalize_any
 from bridge.events.kinds import Kind
-from bridge.events.normalize import normalize, question_asked_fields
+from bridge.events.normalize import question_asked_fields
 
 ASKED, ANSWERED, REJECTED, UNKNOWN = "asked", "answered", "rejected", "unknown"
 _STATE_OF_KIND = {Kind.QUESTION_ASKED: ASKED, Kind.QUESTION_REPLIED: ANSWERED, Kind.QUESTION_REJECTED: REJECTED}
@@ -44,7 +45,15 @@ class QuestionUpdate:
 
 
 def _runtime(event_type: str) -> str:
-    return "v2" if event_type.startswith("question.v2.") else "legacy"
+    # OpenCode 2.x's forms (docs/upstream.md §24) belong to its one runtime, v2: the re-sync lists them there.
+    return "v2" if event_type.startswith(("question.v2.", "form.")) else "legacy"
+
+
+def _asked_questions(ev: ChatEvent) -> list[dict[str, Any]] | None:
+    if ev.type.startswith("form."):
+        form = ev.data.get("form")
+        return form_questions(form) if isinstance(form, dict) else None
+    return _questions(ev.data.get("questions"))
 
 
 def _questions(value: object) -> list[dict[str, Any]] | None:
@@ -65,7 +74,7 @@ def question_update(ev: ChatEvent) -> QuestionUpdate | None:
     if state is None or not ev.request_id or not sid:
         return None
     return QuestionUpdate(sid, ev.request_id, state, _runtime(ev.type), ev.envelope.raw,
-                          questions=_questions(ev.data.get("questions")) if state == ASKED else None,
+                          questions=_asked_questions(ev) if state == ASKED else None,
                           assistant_message_id=ev.assistant_message_id, call_id=ev.call_id,
                           answers=_answers(ev.data.get("answers")) if state == ANSWERED else None)
 
@@ -98,7 +107,7 @@ def settled_while_away(session_id: str, request_id: str, runtime: str, note: str
 def stored_question(session_id: str, record: object) -> QuestionUpdate | None:
     """A stored `asked` record read back (None for one that is not a question envelope)."""
     try:
-        ev = normalize(parse_envelope(record))
+        ev = normalize_any(parse_envelope(record))
     except BadFrame:
         return None
     update = question_update(ev)

@@ -30,6 +30,8 @@ from bridge.events import (
     permission_of,
 )
 from bridge.events import stored_permission as stored_v2_permission
+from bridge.events.envelope import parse_envelope
+from bridge.events.gen2 import GEN2_KINDS, normalize_any
 from bridge.events.legacy import normalize_legacy
 from bridge.events.legacy_shapes import legacy_part
 from bridge.events.legacy_state import LegacyTurnState
@@ -49,6 +51,11 @@ def is_legacy_payload(payload: object) -> bool:
 def stored_event(payload: object, kind: str | None = None) -> ChatEvent:
     """The event of a stored row (`payload`, and its `kind` column when known). Never raises on data."""
     if not is_legacy_payload(payload):
+        if isinstance(payload, dict) and payload.get("type") in GEN2_KINDS:  # OpenCode 2.x (bridge.events.gen2)
+            try:
+                return normalize_any(parse_envelope(payload))
+            except BadFrame:
+                pass
         return normalize_stored(payload)
     try:
         env = parse_sync_item(payload)

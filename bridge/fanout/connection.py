@@ -188,7 +188,11 @@ class Connection:
         if sid not in self.client.subscriptions and len(self.client.subscriptions) >= p.MAX_SUBSCRIPTIONS:
             self._send(p.error_message(p.ERR_TOO_MANY, f"at most {p.MAX_SUBSCRIPTIONS} subscriptions", op.ref, sid))
             return
-        if not await self._exists(sid):
+        exists = await self._exists(sid)
+        if exists is None:  # erased (docs/lifecycle.md, "Erasure"): nothing to subscribe to, ever
+            self._send(p.erased_message(sid, op.ref))
+            return
+        if not exists:
             metrics.WS_REFUSED.labels(reason=p.ERR_UNKNOWN_SESSION).inc()
             self._send(p.error_message(p.ERR_UNKNOWN_SESSION, "no such session upstream", op.ref, sid))
             return
@@ -228,9 +232,14 @@ class Connection:
         if self._svc.resync_session is not None:
             self._svc.resync_session(sid)
 
-    async def _exists(self, sid: str) -> bool:
-        """Stored here already, or confirmed by the upstream (docs/websocket.md, `unknown_session`)."""
-        if self._svc.confirm is None or await self._svc.reads.head(self._owner, sid) is not None:
+    async def _exists(self, sid: str) -> bool | None:
+        """Stored here already, or confirmed by the upstream (docs/websocket.md, `unknown_session`); None:
+        erased from the mirror (asked only of a session with no stored row)."""
+        if await self._svc.reads.head(self._owner, sid) is not None:
+            return True
+        if await self._svc.store.erased(sid):
+            return None
+        if self._svc.confirm is None:
             return True
         try:
             return await self._svc.confirm(sid)

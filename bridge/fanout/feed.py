@@ -69,7 +69,11 @@ class DurableFeed:
         self._event.set()
 
     def status(self, notice: StatusNotice) -> None:
-        """A `bridge_status` notification (from any process, this one included)."""
+        """A `bridge_status` notification (from any process, this one included). `erased` ends the session's
+        subscriptions with a final frame (bridge.store.lifecycle.erase)."""
+        if notice.status == "erased":
+            self._hub.erased(notice.session_id)
+            return
         self._hub.publish_status(notice.session_id, notice.status, notice.reason, notice.version)
 
     async def run(self) -> None:
@@ -123,6 +127,8 @@ class DurableFeed:
         head = await self._store.head(session_id)
         if head is not None:
             self._hub.publish_status(session_id, head.status, head.status_reason, head.status_version)
+        elif await self._store.erased(session_id):  # erased while this process's LISTEN was away
+            self._hub.erased(session_id)
 
 
 class CommitListener:

@@ -17,7 +17,7 @@ import structlog
 
 from bridge.events import ChatEvent
 from bridge.fanout import metrics
-from bridge.fanout.protocol import delta_message, dumps, status_message, truncated_event
+from bridge.fanout.protocol import delta_message, dumps, erased_message, status_message, truncated_event
 from bridge.fanout.queue import ClientQueue, QueueLimits
 
 # While a subscription replays from the database, live traffic for it is held here; past this many
@@ -214,6 +214,14 @@ class Hub:
         item = _Held(None, dumps(status_message(session_id, status, reason)), status_version=version)
         for sub in list(subs.values()):
             self._deliver(sub, item)
+
+    def erased(self, session_id: str) -> None:
+        """The session was erased (docs/lifecycle.md, "Erasure"): each subscriber gets the final
+        `{"type":"erased","session"}` frame, replaying or not, and the subscription ends here."""
+        frame = dumps(erased_message(session_id))
+        for sub in list(self._subs.get(session_id, {}).values()):
+            sub.client._durable(frame)
+            self.unregister(sub.client, session_id)
 
     def _deliver(self, sub: Subscription, item: _Held) -> None:
         if sub.replaying:

@@ -249,6 +249,11 @@ def command_result_message(command: str, status: int, body: dict[str, Any], ref:
     return _with_ref(msg, ref)
 
 
+def erased_message(session_id: str, ref: object = None) -> dict[str, Any]:
+    """The session was erased from the mirror (docs/lifecycle.md, "Erasure"): the subscription's last frame."""
+    return _with_ref({"type": "erased", "session": session_id}, ref)
+
+
 def error_message(code: str, message: str, ref: object = None, session: str | None = None,
                   **extra: Any) -> dict[str, Any]:
     msg: dict[str, Any] = {"type": "error", "code": code, "message": message}

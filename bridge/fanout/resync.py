@@ -69,6 +69,10 @@ class RequestResync:
         self._synced: dict[str, float] = {}  # session -> when a subscriber's pass last covered it
         self._log = structlog.get_logger("bridge.relay").bind(upstream=store.upstream)
 
+    def use_requests(self, upstream: UpstreamRequests) -> None:
+        """The list routes of another upstream generation (OpenCode 2.x's forms: docs/upstream.md §24)."""
+        self._upstream = upstream
+
     def request(self) -> None:
         self._all = True
         self._wanted.set()

@@ -232,18 +232,23 @@ def add_command_routes(app: web.Application, ctx: CommandsContext) -> None:
     app.router.add_post("/v1/sessions/{session_id}/fork", _route("fork"))
     app.router.add_post("/v1/sessions/{session_id}/command", _route("slash_command"))
     app.router.add_get("/v1/commands", list_slash_commands)
+    # Erasure from the mirror (docs/lifecycle.md "Erasure"): the body carries command_id, reason, upstream?.
+    app.router.add_delete("/v1/sessions/{session_id}/mirror", _route("erase"))
 
 
 def mount_commands(app: web.Application, settings: Settings, engine: AsyncEngine, client: UpstreamClient,
                    fanout: WebSocketContext | None, secret: str,
-                   revoked: Callable[[str], bool] = never_revoked) -> CommandsContext:
+                   revoked: Callable[[str], bool] = never_revoked, *,
+                   upstream: UpstreamCommands | None = None,
+                   requests: UpstreamRequests | None = None) -> CommandsContext:
     """The command routes on `app` and, given the fan-out, the WebSocket `command` op (the daemon's wiring).
-    `engine` is the writers' pool: a command writes its row before and after the upstream call."""
-    questions = QuestionCommands(PendingStore(engine, settings.upstream_name), UpstreamRequests(client))
+    `engine` is the writers' pool: a command writes its row before and after the upstream call. `upstream`:
+    the calls of the serve's generation (default: 1.x's; docs/upstream.md §24)."""
+    questions = QuestionCommands(PendingStore(engine, settings.upstream_name), requests or UpstreamRequests(client))
     def widen(claims: Claims, session_id: str) -> Awaitable[Claims]:
         return tree.widen(claims, engine, settings.upstream_name, session_id)
 
-    service = CommandService(CommandStore(engine, settings.upstream_name), UpstreamCommands(client),
+    service = CommandService(CommandStore(engine, settings.upstream_name), upstream or UpstreamCommands(client),
                              directories=settings.directory_roots, resolve=realpath, questions=questions,
                              prompt_runtime=settings.prompt_runtime, widen=widen)
     ctx = CommandsContext(service, secret, revoked=revoked)

@@ -2,7 +2,8 @@
 
 Checks: database reachable and migrations at head; no session parked (its follower kept failing); the
 requests the agent waits for (permission requests, questions: listed);
-upstream reachable, authenticated, its version; the default model's provider has a connected credential
+upstream reachable, authenticated, its OpenCode generation (a driver of this build fits it) and version;
+the default model's provider has a connected credential
 (otherwise a prompt is admitted and then nothing happens, docs/upstream.md §4); clocks agree (this host, the
 database, the upstream's `Date`). The upstream is asked through `UpstreamClient`, like the daemon does
 (same auth, same errors); the URL is shown without credentials.
@@ -21,11 +22,14 @@ from sqlalchemy import text
 from bridge.config import Settings
 from bridge.errors import Unauthorized, UpstreamError
 from bridge.ops.pending import SHOWN, pending_lines
+from bridge.ops.upstream_generation import AVAILABLE_DRIVERS
 from bridge.store.chat_sessions import LeaseStore
 from bridge.store.codecs import SessionRow
 from bridge.store.commands_pending import PendingStore, StoredRequest
 from bridge.store.db import current_revision, head_revision, make_engine
 from bridge.upstream.client import UpstreamClient
+from bridge.upstream.generation import Recognition, choose_driver
+from bridge.upstream.recognize import recognize
 from bridge.upstream.transport import Transport
 
 TESTED_UPSTREAM_VERSION = "1.18.33"
@@ -108,9 +112,27 @@ async def check_upstream(settings: Settings, checks: list[Check], now: Callable[
         skew = None if health.server_time is None else health.server_time - now()
         checks.append(Check("upstream", True, f"reachable at {base}"))
         checks.append(Check("upstream auth", True, "authenticated" if client.has_credentials else "no password needed"))
+        recognition = await recognize(client)
+        checks.append(generation_check(recognition, settings.upstream_generation, base))
+        if recognition.generation not in (None, 1):
+            return skew  # the version and model checks below read 1.x routes
         checks.append(_version(health.body))
         await _default_model(client, checks)
         return skew
+
+
+def generation_check(recognition: Recognition, setting: str, upstream: str,
+                     available: frozenset[int] = AVAILABLE_DRIVERS) -> Check:
+    """The serve's OpenCode generation and whether a driver of this build runs it (docs/upstream.md
+    "OpenCode 2.x"): the daemon refuses to start where this check fails, with the same line."""
+    choice = choose_driver(recognition, setting, available, upstream)
+    if choice.refusal is not None:
+        return Check("upstream generation", False, recognition.describe(), choice.refusal)
+    if recognition.generation is None:
+        return Check("upstream generation", False, recognition.describe(),
+                     "the serve answered neither GET /api/info (2.x) nor GET /global/health (1.x) with a "
+                     "version: is BRIDGE_UPSTREAM_URL an opencode serve?")
+    return Check("upstream generation", True, f"{recognition.describe()}: the {choice.generation}.x driver")
 
 
 def _parked(parked: list[SessionRow]) -> Check:

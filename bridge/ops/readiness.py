@@ -7,8 +7,8 @@ fresh."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from aiohttp import web
 from sqlalchemy import text
@@ -21,10 +21,10 @@ from bridge.http.security import token_holder
 from bridge.ops.health import HealthMonitor
 from bridge.ops.sdnotify import Notifier
 from bridge.ops.status_summary import StatusSummary
+from bridge.outage import OutageLog
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.db import schema_is_at_head
 from bridge.upstream.client import UpstreamClient
-from bridge.upstream.live import LiveStream
 
 
 async def upstream_auth_check(client: UpstreamClient) -> dict[str, Any]:
@@ -39,8 +39,17 @@ async def upstream_auth_check(client: UpstreamClient) -> dict[str, Any]:
     return {"ok": True}
 
 
-def readiness_check(engine: AsyncEngine, client: UpstreamClient, live: LiveStream, sessions: FollowerSupervisor,
-                    started: Callable[[], bool]) -> ReadinessCheck:
+class LiveSource(Protocol):
+    """The live side of the upstream, as /readyz shows it: the 1.x `/global/event` reader
+    (bridge.upstream.live) or 2.x's change hints (bridge.sessions.changes)."""
+
+    connected: asyncio.Event
+    outage: OutageLog
+
+
+def readiness_check(engine: AsyncEngine, client: UpstreamClient, live: LiveSource, sessions: FollowerSupervisor,
+                    started: Callable[[], bool], *,
+                    generation: Callable[[], Awaitable[dict[str, Any]]] | None = None) -> ReadinessCheck:
     async def dependencies() -> dict[str, Any]:
         checks: dict[str, Any] = {}
         try:
@@ -51,6 +60,8 @@ def readiness_check(engine: AsyncEngine, client: UpstreamClient, live: LiveStrea
         except Exception as e:
             checks["database"] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
         checks["upstream_auth"] = await upstream_auth_check(client)
+        if generation is not None:  # the serve's OpenCode generation vs the running driver's
+            checks["upstream_generation"] = await generation()
         return checks
 
     shared_dependencies = coalesced(dependencies, 1.0)

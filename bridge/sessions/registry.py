@@ -20,7 +20,7 @@ from bridge.sessions.activity import ActivityTracker
 from bridge.sessions.idle_due import IdleDue
 from bridge.sessions.lease_index import not_renewed, strays
 from bridge.sessions.parking import FailureStreak
-from bridge.sessions.session_run import INSISTENT, Marks, SessionRunner, StopMode, WarmSession
+from bridge.sessions.session_run import INSISTENT, FollowerFactory, Marks, SessionRunner, StopMode, WarmSession
 from bridge.store.chat_sessions import LeaseStore
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
@@ -46,6 +46,10 @@ class WarmRegistry:
         self._log = structlog.get_logger("bridge.supervisor").bind(upstream=settings.upstream_name, owner=owner)
         self._runner = SessionRunner(store, leases, client, activity, settings, owner, self._marks, self._log,
                                      holder_dead=holder_dead, clock=clock, turnstile=turnstile or Turnstile())
+
+    def use_followers(self, factory: FollowerFactory) -> None:
+        """Followers of another upstream generation from now on (before the first session is warmed)."""
+        self._runner.follower_factory = factory
 
     # -- queries ----------------------------------------------------------------------------------
     def sessions(self) -> list[str]:

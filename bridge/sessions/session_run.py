@@ -30,6 +30,7 @@ from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.early_twins import EarlyTwins
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.port_follower import PortFollower
 from bridge.upstream.stall_policy import StallGovernor
 from bridge.upstream.store_sink import StoreSink
 
@@ -56,13 +57,16 @@ def _claim_label(reason: str) -> str:
     return reason if reason in _CLAIM_LABELS else "live_event"  # bounded label values
 
 
+# (session id, sink, stored cursor, on_committed) → the session's follower (bridge.upstream.port_follower).
+FollowerFactory = Callable[[str, StoreSink, int, Callable[[Sequence[ChatEvent]], None]], PortFollower]
+
 @dataclass
 class WarmSession:
     task: asyncio.Task[None]
     last_activity: float
     reason: str  # what warmed it
     failures: FailureStreak
-    follower: DurableFollower | None = None
+    follower: DurableFollower | PortFollower | None = None
     epoch: int | None = None  # the lease epoch we hold, once claimed
     claimed_at: float | None = None
     stop_mode: StopMode = "release"
@@ -99,6 +103,8 @@ class SessionRunner:
         self._clock = clock
         self._turnstile = turnstile  # one for every follower of the process (bridge.perf.turnstile)
         self._db_gate = asyncio.Semaphore(SESSION_DB_AT_ONCE)
+        # Followers of another upstream generation (bridge.upstream.driver): None = the 1.x follower.
+        self.follower_factory: FollowerFactory | None = None
         self.epochs: dict[str, int] = {}  # every claimed warm session's `WarmSession.epoch` (the keeper's index)
         # One stall governor for every follower: whether a late stream is stuck or the process is slow.
         self._stall_governor = StallGovernor(settings.durable_stall_s)
@@ -166,6 +172,9 @@ class SessionRunner:
         metrics.LEASE_CLAIMS.labels(reason=_claim_label(w.reason)).inc()
         await self._claims.settled(CLAIMS_FIRST_MAX_S)  # a warm-up: every claim first (claim_batch)
         sink = StoreSink(self._store, session_id, epoch, cursor)
+        if self.follower_factory is not None:
+            w.follower = self.follower_factory(session_id, sink, cursor, self._on_committed(session_id, w))
+            return await w.follower.run(), w.follower.cursor
         w.follower = DurableFollower(
             session_id, self._client, sink, cursor, stored_cursor=lambda: self._gated(sink.stored_cursor),
             batch_max_events=s.batch_max_events, reconnect_min_s=s.reconnect_min_s,

@@ -33,11 +33,13 @@ from bridge.sessions.keeper import LeaseKeeper
 from bridge.sessions.parking import FailureStreak
 from bridge.sessions.poller import ActivePoller
 from bridge.sessions.registry import WarmRegistry
+from bridge.sessions.session_run import FollowerFactory
 from bridge.sessions.sweep import Sweep
 from bridge.store.chat_sessions import LeaseStore
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
+from bridge.upstream.port_follower import PortFollower
 
 FOOTPRINT_EVERY_S = 15.0
 
@@ -98,7 +100,7 @@ class FollowerSupervisor:
         w = self.registry.get(session_id)
         return w is not None and w.epoch is not None
 
-    def follower(self, session_id: str) -> DurableFollower | None:
+    def follower(self, session_id: str) -> DurableFollower | PortFollower | None:
         w = self.registry.get(session_id)
         return None if w is None else w.follower
 
@@ -127,6 +129,11 @@ class FollowerSupervisor:
     @property
     def running(self) -> bool:
         return self.registry.accepting
+
+    def use_followers(self, factory: FollowerFactory) -> None:
+        """Each warm session followed by `factory`'s follower (another upstream generation, docs/upstream.md
+        §24) instead of the 1.x one; set before the sessions start."""
+        self.registry.use_followers(factory)
 
     # -- commands (hints from the live stream, the fan-out, requests) ------------------------------
     def warm(self, session_id: str, directory: str | None = None, reason: str = "") -> bool:

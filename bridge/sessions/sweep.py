@@ -76,8 +76,12 @@ class Sweep:
                 self._registry.warm(c.session_id, c.directory, reason=reason)
 
     async def release_idle(self) -> None:
+        """Every idle session found is released at once (each one's lease write still waits its turn at
+        the database, bridge.sessions.session_run): one at a time, a sweep released ~15 sessions a second,
+        less than a serve with 40 new or returning sessions a second warms (BENCHMARKS.md "Churn")."""
         now = self._clock()
         recent = now - self._idle_ttl_s
+        idle: list[str] = []
         for sid, w in self._registry.idle_owned(recent):
             if w.last_activity > recent:
                 continue  # not idle long enough: never released (gc.release_reason), whatever else holds
@@ -90,4 +94,6 @@ class Sweep:
             if reason is not None:
                 self._log.info("session_idle_release", session_id=sid, why=reason)
                 metrics.SESSION_RELEASES.labels(reason="idle").inc()
-                await self._registry.release(sid, reason="idle")
+                idle.append(sid)
+        if idle:
+            await asyncio.gather(*(self._registry.release(sid, reason="idle") for sid in idle))

@@ -282,6 +282,27 @@ chat_commands = Table(
 )
 
 
+# --- erased sessions (docs/lifecycle.md, "Erasure"; migration 0017) -------------------------------------------
+
+# One row per erased session (the one asked for and each of its subagents' sessions, `root_session_id` the
+# one asked for): when, who (`erased_by`: the token subject or the operator), why, and how many rows left
+# each table (`rows`). A trigger on every table a claim or a live event writes a session's row into skips
+# the rows of a tombstoned session (`bridge_skip_tombstoned`), so nothing mirrors it again. Never deleted.
+chat_session_tombstones = Table(
+    "chat_session_tombstones",
+    metadata,
+    Column("upstream", Text, nullable=False),
+    Column("session_id", Text, nullable=False),
+    Column("root_session_id", Text, nullable=False),
+    Column("erased_at", TIMESTAMPTZ, nullable=False, server_default=func.now()),
+    Column("erased_by", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("rows", JSONB, nullable=False),
+    Column("command_id", Text, nullable=True),
+    PrimaryKeyConstraint("upstream", "session_id", name="pk_chat_session_tombstones"),
+)
+
+
 # --- revoked tokens (docs/security.md, "Tokens") ------------------------------------------------------------
 
 # `opencode-bridge token --revoke JTI`: every process reloads the list every few seconds (bridge.revocation)

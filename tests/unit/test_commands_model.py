@@ -63,11 +63,11 @@ def test_delivery_is_required() -> None:
     ("read", set()),
     ("prompt", {"prompt", "permission_reply", "question_reply", "question_reject"}),
     ("control", {"prompt", "permission_reply", "question_reply", "question_reject", "interrupt", "model", "agent",
-                 "create_session", "title", "revert", "unrevert", "fork", "slash_command"}),
+                 "create_session", "title", "revert", "unrevert", "fork", "slash_command", "erase"}),
 ])
 def test_scope_matrix(scope: str, allowed: set[str]) -> None:
     names = {"prompt", "permission_reply", "question_reply", "question_reject", "interrupt", "model", "agent",
-             "create_session", "title", "revert", "unrevert", "fork", "slash_command"}
+             "create_session", "title", "revert", "unrevert", "fork", "slash_command", "erase"}
     if scope == "prompt":
         allowed = allowed | {"slash_command"}  # a slash command is a prompt
     assert {n for n in names if scope_allows(scope, n)} == allowed
@@ -194,3 +194,18 @@ def test_question_commands_take_the_request_id_from_the_path() -> None:
     assert dict(reject.args) == {"request_id": "que_1"} and reject.fingerprint != reply.fingerprint
     with pytest.raises(CommandError):
         parse_command("question_reject", {"command_id": "c"}, SID, "que/1")
+
+
+def test_erase_takes_a_reason_and_an_optional_upstream_flag() -> None:
+    sid = "ses_dcf69c6a5ffeHQxvSA7FrlelcL"
+    cmd = parse_command("erase", {"command_id": "e-1", "reason": "user request", "upstream": False}, sid)
+    assert (cmd.session_id, dict(cmd.args)) == (sid, {"reason": "user request"})
+    same = parse_command("erase", {"command_id": "e-1", "reason": "user request"}, sid)
+    assert same.fingerprint == cmd.fingerprint  # `upstream: false` and no flag mean the same
+    assert dict(parse_command("erase", {"command_id": "e-1", "reason": "r", "upstream": True}, sid).args) == {
+        "reason": "r", "upstream": True}
+    for bad in ({"command_id": "e-1"}, {"command_id": "e-1", "reason": ""}, {"command_id": "e-1", "reason": "x" * 1001},
+                {"command_id": "e-1", "reason": "r", "upstream": "yes"}):
+        with pytest.raises(CommandError) as e:
+            parse_command("erase", bad, sid)
+        assert e.value.code == "bad_request"

@@ -19,7 +19,7 @@ from bridge.errors import LeaseHeld
 from bridge.lease import ClaimVerdict, LeaseView
 from bridge.store.chat_sessions.claim_plan import ClaimAsk, decide_batch, sorted_rows
 from bridge.store.chat_sessions.leases import ttl_from_now
-from bridge.store.schema import chat_sessions
+from bridge.store.schema import chat_session_tombstones, chat_sessions
 
 S = chat_sessions.c
 _IDS = ARRAY(Text)
@@ -63,6 +63,14 @@ def lock_leases(upstream: str, session_ids: list[str]) -> Select[Any]:
     )
 
 
+async def erased_among(conn: AsyncConnection, upstream: str, session_ids: list[str]) -> list[str]:
+    """The sessions among these that were erased (bridge.store.lifecycle.erase): claimed as deleted."""
+    t = chat_session_tombstones.c
+    q = select(t.session_id).where(t.upstream == upstream, t.session_id == any_(bindparam("erased", session_ids,
+                                                                                        type_=_IDS)))
+    return [str(r.session_id) for r in await conn.execute(q)]
+
+
 def take_leases(upstream: str, session_ids: list[str], owner: str, ttl_s: float) -> Update:
     """The rows are locked already (lock_leases): every epoch moves on."""
     return (
@@ -80,11 +88,14 @@ async def claim_batch_in(conn: AsyncConnection, upstream: str, asks: Sequence[Cl
     session_ids, directories = sorted_rows(asks)
     await conn.execute(ensure_sessions(upstream, session_ids, directories))
     rows = list(await conn.execute(lock_leases(upstream, session_ids)))
-    if not rows:
-        return [LookupError(f"session {a.session_id!r}: no row after ensuring it") for a in asks]
-    now = rows[0].now
     locked = {str(r.session_id): LeaseView(r.lease_owner, int(r.lease_epoch), r.lease_expires_at, bool(r.deleted))
               for r in rows}
+    if len(locked) < len(session_ids):  # rare: an erased session, whose row the insert trigger refused
+        for sid in await erased_among(conn, upstream, [s for s in session_ids if s not in locked]):
+            locked[sid] = LeaseView(None, 0, None, deleted=True)
+    if not locked:
+        return [LookupError(f"session {a.session_id!r}: no row after ensuring it") for a in asks]
+    now = rows[0].now if rows else (await conn.execute(select(func.now()))).scalar_one()
     verdicts = decide_batch(asks, locked, owner, now, holder_dead)
     takers = sorted(sid for sid, v in verdicts.items() if v.takes)
     taken = {str(r.session_id): r for r in await conn.execute(take_leases(upstream, takers, owner, ttl_s))} \

@@ -22,6 +22,7 @@ from bridge.store.commands_pending.pending import (
     upsert_permission_asked,
     upsert_permission_replied,
 )
+from bridge.store.lifecycle import is_tombstoned
 from bridge.store.payload import storable_json
 from bridge.store.reads import batch
 from bridge.store.reads import queries as reads
@@ -93,6 +94,11 @@ class FanoutStore:
     async def heads(self, session_ids: list[str]) -> dict[str, SessionRow]:
         """`head` of many sessions in one statement; one not stored is absent."""
         return await batch.heads(self._read, self.upstream, session_ids)
+
+    async def erased(self, session_id: str) -> bool:
+        """The session was erased (bridge.store.lifecycle): asked only of a session with no stored row."""
+        async with self._read.connect() as conn:
+            return await is_tombstoned(conn, self.upstream, session_id)
 
     async def head(self, session_id: str) -> SessionRow | None:
         """The session's cursor, status (and its version), `incomplete` and `deleted`; None: not stored."""

@@ -29,8 +29,10 @@ _LEGACY = "(e.payload ? 'aggregate_id' AND NOT e.payload ? 'durable')"
 # content mapping (bridge.events.content: attachments, synthetic text, compaction, retry, shell, undo …; rare
 # rows), so replay and live frames stay equal as kinds gain fields. A tool's `child_session_id` is built here.
 _TOOL_KINDS = (Kind.TOOL_START, Kind.TOOL_SUCCESS, Kind.TOOL_FAIL)
+# `unknown` too: a type today's table does not know — among them OpenCode 2.x's, which Python maps
+# (bridge.events.gen2); an unknown row frames alike either way.
 _PYTHON_KINDS = json.dumps(sorted(str(k) for k in (CONTENT_KINDS - set(_TOOL_KINDS))
-                                  | {Kind.PROMPT_SYNTHETIC, Kind.SESSION_CREATED}))
+                                  | {Kind.PROMPT_SYNTHETIC, Kind.SESSION_CREATED, Kind.UNKNOWN}))
 _BY_PYTHON = f"({_LEGACY} OR CAST(:python_kinds AS jsonb) ? k.kind)"
 _CHILD = """CASE WHEN k.kind IN ('tool:start', 'tool:success', 'tool:fail')
                    AND jsonb_typeof(e.payload->'data'->'state'->'metadata'->'sessionId') = 'string'
