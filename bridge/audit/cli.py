@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
-import zlib
 import json
 import sys
+import zlib
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import IO, Any

@@ -32,7 +32,7 @@ import structlog
 
 from bridge import metrics
 from bridge.backoff import Backoff
-from bridge.errors import UpstreamError
+from bridge.errors import UpstreamError, UpstreamUnavailable
 from bridge.events import location_directory
 from bridge.outage import OutageLog
 from bridge.store.writes import EventStore
@@ -71,9 +71,16 @@ async def sessions_to_warm(client: UpstreamClient, store: EventStore) -> list[Wa
                 found.append(WarmCandidate(sid, directory, "gone_upstream"))
         else:
             asked[sid] = row.cursor_seq
-    if asked:  # one call for every cold session; a failure fails the run (retried with backoff)
-        heads = await client.sync_heads(asked)
-        found += [WarmCandidate(sid, listed.get(sid), "new_events") for sid in sorted(heads)]
+    if asked:  # one call for every cold session
+        try:
+            news = sorted(await client.sync_heads(asked))
+        except UpstreamUnavailable:
+            raise  # the serve is away: the run fails and is retried with backoff
+        except UpstreamError as e:  # cannot tell (a refused or unreadable answer): follow them all
+            structlog.get_logger("bridge.daemon").warning("discovery_heads_unreadable", sessions=len(asked),
+                                                          error=str(e))
+            news = sorted(asked)
+        found += [WarmCandidate(sid, listed.get(sid), "new_events") for sid in news]
     return found
 
 

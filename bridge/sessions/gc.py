@@ -19,11 +19,14 @@ class WarmFacts:
     status: Status
     active_upstream: bool  # listed by the latest /api/session/active
     subscribers: int  # local WebSocket subscribers
+    # The follower holds events above a hole, or a repair is asked: released now, what it holds would wait
+    # for the session's next live event (docs/lifecycle.md "Idle release").
+    behind: bool = False
 
 
 def release_reason(facts: WarmFacts, idle_ttl_s: float) -> str | None:
     """A reason to release now, or None to keep the session warm."""
-    if facts.subscribers > 0:
+    if facts.subscribers > 0 or facts.behind:
         return None
     if facts.active_upstream or facts.status in (Status.RUNNING, Status.RETRYING):
         return None  # a turn may be running: never drop it mid-turn

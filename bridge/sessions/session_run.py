@@ -172,7 +172,8 @@ class SessionRunner:
         metrics.LEASE_CLAIMS.labels(reason=_claim_label(w.reason)).inc()
         await self._claims.settled(CLAIMS_FIRST_MAX_S)  # a warm-up: every claim first (claim_batch)
         sink = StoreSink(self._store, session_id, epoch, cursor)
-        if self.follower_factory is not None:
+        if self.follower_factory is not None:  # a 2.x log follower reads from its cursor: no early twins
+            w.early = None
             w.follower = self.follower_factory(session_id, sink, cursor, self._on_committed(session_id, w))
             return await w.follower.run(), w.follower.cursor
         w.follower = DurableFollower(

@@ -89,7 +89,7 @@ class Sweep:
             if status is None:
                 continue  # claimed, status machine not resumed yet
             facts = WarmFacts(now, w.last_activity, status, self._activity.is_active(sid),
-                              self._registry.subscribers(sid))
+                              self._registry.subscribers(sid), behind=w.follower is not None and w.follower.behind)
             reason = release_reason(facts, self._idle_ttl_s)
             if reason is not None:
                 self._log.info("session_idle_release", session_id=sid, why=reason)

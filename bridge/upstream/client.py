@@ -225,8 +225,10 @@ class UpstreamClient(UpstreamHttp):
         body = {sid: max(cursors[sid], 0) for sid in named}
         for sid in leave_out(known, cursors.keys(), MAX_NAMED - len(body)):
             body[sid] = SYNC_CUTOFF_MAX
+        await self.sync_batcher.paced()
         async with self.sync_slots.held():
             answer = await self._post_sync(body, {})
+        self.sync_batcher.charge(answer.answered)
         self.note_sizes(answer.seen)
         return {sid: head for sid, head in answer.seen.items() if sid in cursors and head > cursors[sid]}
 

@@ -58,6 +58,11 @@ class PortFollower:
     # What the 1.x follower's owner also tells it (bridge.sessions.supervisor); a log read from the stored
     # cursor needs none of it: a hint is a doorbell, there are no twins or sync-log repairs, and a write
     # the database refuses (`CursorBehind`) already rewinds to the stored cursor.
+    @property
+    def behind(self) -> bool:
+        """Never holds events above a hole (each read resumes from the stored cursor): releasable."""
+        return False
+
     def notify_seen(self, seq: int) -> None:
         return None
 

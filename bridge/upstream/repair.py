@@ -51,6 +51,16 @@ class SyncRepair:
         self._reload_wanted = False
         self.twins_written = 0
 
+    @property
+    def behind(self) -> bool:
+        """Events wait above a hole, or a repair is asked and not run yet."""
+        return bool(self._twins) or self._wanted is not None
+
+    @property
+    def fed(self) -> bool:
+        """`/global/event` has shown this session something since this follower started."""
+        return self._live_top >= 0
+
     # -- hints from the live stream -----------------------------------------------------------------
     def offer(self, env: Envelope) -> None:
         """An exact sync twin (its payload is the sync log's): stored as soon as it is next in line."""

@@ -9,11 +9,13 @@ once, its aggregate and seq noted (`seen`: the highest seq of every aggregate, w
 choice of names up to date), and dropped unless its aggregate is one the call asked for and its seq is above
 the cursor it was asked from (`keep`: session → cursor; an item without an integer seq is kept, for its
 session to reject). What is kept is bounded by `max_kept_bytes` (`BodyTooLarge`, as the whole-body read
-was); what passes by costs no memory beyond one item.
+was), and so is any one item, kept or not (ijson builds an item whole before it is dropped); what passes by
+costs no memory beyond one item.
 
 ijson differs from the decoder the bridge uses everywhere else (`bridge.perf.jsonload.lenient_loads`, the
 stdlib's result) on a few hostile inputs: it refuses NaN/Infinity, integers beyond 64 bits, bad UTF-8 and
-raw control characters (an error), and turns an escaped lone surrogate into "?" (silently). Every such
+raw control characters (an error), and turns a real escape of a lone surrogate into "?" (silently; a pair,
+and text that only looks like an escape after an escaped backslash, it reads as the stdlib does). Every such
 input raises `NotStreamable`, and the caller reads that answer the old way (whole, bounded, decoded by
 the stdlib: the same values as before, item rejects and all). A kept item that orjson cannot encode
 (nested beyond its depth limit) does the same.
@@ -31,10 +33,39 @@ import orjson
 
 from bridge.errors import BodyTooLarge
 
-# An escaped UTF-16 surrogate (\uD800-\uDFFF): a pair is fine for ijson, a lone one is not; both go the
-# stdlib's way (rare: an emoji escaped as a pair; the serve writes UTF-8).
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-_TAIL = 5  # bytes of a chunk kept to find an escape cut between two chunks
+# A real escape of a UTF-16 surrogate (\uD800-\uDFFF): an even run of backslashes (escaped backslashes)
+# before `\u` (an odd run ends in the escape's own). A high one followed by a low one is a pair, which
+# ijson decodes as the stdlib does; a lone one it turns into "?".
+_SURROGATE = re.compile(rb"(?<!\\)(?:\\\\)*\\u[dD]([89a-fA-F])[0-9a-fA-F]{2}")
+_MAX_TAIL = 64 * 1024  # a run of backslashes longer than this at a chunk's end: read the stdlib's way
+
+
+def lone_surrogate(buf: bytes, *, final: bool) -> tuple[bool, int]:
+    """(whether `buf` has a real escape of a lone surrogate, where to scan again with the next chunk): an
+    escape cut at the end, or a high one whose next six bytes are not here yet (not `final`), is looked at
+    again with what follows, from the start of the backslashes before it (their parity decides)."""
+    pair_end = -1
+    for m in _SURROGATE.finditer(buf):
+        start = m.end() - 6
+        if m.group(1) in b"89abAB":  # high: a pair only if a low escape follows at once
+            nxt = buf[m.end():m.end() + 6]
+            if len(nxt) < 6 and not final:
+                return False, m.start()
+            if len(nxt) == 6 and nxt[:3] in (b"\\ud", b"\\uD") and nxt[3:4] in b"cdefCDEF" \
+                    and all(c in b"0123456789abcdefABCDEF" for c in nxt[4:6]):
+                pair_end = m.end() + 6
+                continue
+            return True, 0
+        if start + 6 != pair_end:  # a low escape that is not the second half of a pair
+            return True, 0
+    if final:
+        return False, len(buf)
+    k = buf.rfind(b"\\", max(0, len(buf) - 5))  # an escape cut by the chunk's end: `\`, `\u`, … `\uD83`
+    if k < 0:
+        return False, len(buf)
+    while k > 0 and buf[k - 1:k] == b"\\":
+        k -= 1
+    return False, k
 
 
 class NotStreamable(Exception):
@@ -59,14 +90,15 @@ class SyncAnswerReader:
         self._kept_bytes = 0
         self._tail = b""
         self._started = False  # the first byte that is not white space was seen (it must open the array)
+        self._unfinished = 0  # bytes fed since an item last completed: one item is bounded too
         self._events = ijson.sendable_list()
         self._coro = ijson.items_coro(self._events, "item", use_float=True)
         self.answer = SyncAnswer()
 
     def feed(self, chunk: bytes) -> None:
-        if _SURROGATE_ESCAPE.search(self._tail + chunk[: _TAIL + 1]) or _SURROGATE_ESCAPE.search(chunk):
-            raise NotStreamable("escaped surrogate")
-        self._tail = chunk[-_TAIL:]
+        if not chunk:
+            return
+        self._check_surrogates(self._tail + chunk, final=False)
         self.answer.bytes += len(chunk)
         if not self._started:
             head = chunk.lstrip(b" \t\r\n")
@@ -78,9 +110,24 @@ class SyncAnswerReader:
             self._coro.send(chunk)
         except ijson.JSONError as e:
             raise NotStreamable(str(e)[:200]) from None
-        self._take()
+        if self._take():
+            self._unfinished = 0
+        else:
+            self._unfinished += len(chunk)
+            if self._unfinished > self._max_kept:  # one item larger than the bound, kept or not
+                raise BodyTooLarge(f"{self._what}: an item exceeds the bound of {self._max_kept} bytes",
+                                   self._max_kept)
+
+    def _check_surrogates(self, buf: bytes, *, final: bool) -> None:
+        lone, again = lone_surrogate(buf, final=final)
+        if lone:
+            raise NotStreamable("escaped lone surrogate")
+        if len(buf) - again > _MAX_TAIL:
+            raise NotStreamable("a run of backslashes across chunks")
+        self._tail = buf[again:]
 
     def close(self) -> SyncAnswer:
+        self._check_surrogates(self._tail, final=True)
         try:
             self._coro.close()
         except ijson.JSONError as e:
@@ -90,8 +137,11 @@ class SyncAnswerReader:
             raise NotStreamable("empty body")
         return self.answer
 
-    def _take(self) -> None:
+    def _take(self) -> bool:
+        """Note and keep or drop the items completed so far; True if there were any."""
         a = self.answer
+        if not self._events:
+            return False
         seen = a.seen
         for item in self._events:
             a.answered += 1
@@ -105,6 +155,7 @@ class SyncAnswerReader:
                     continue
             self._kept(item)
         del self._events[:]
+        return True
 
     def _kept(self, item: Any) -> None:
         try:

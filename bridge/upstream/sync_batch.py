@@ -84,6 +84,17 @@ class SyncBatcher:
         self._calls: set[asyncio.Task[None]] = set()
         self._log = structlog.get_logger("bridge.sync")
 
+    async def paced(self) -> None:
+        """Wait for the item budget (a call made outside the batcher: discovery's heads)."""
+        loop = asyncio.get_running_loop()
+        while (wait := self._pace.wait(loop.time())) > 0:
+            metrics.SYNC_PACED_SECONDS.inc(wait)
+            await asyncio.sleep(wait)
+
+    def charge(self, items: int) -> None:
+        """An answer read outside the batcher counts against the budget too."""
+        self._pace.spent(items, asyncio.get_running_loop().time())
+
     async def fetch(self, session_id: str, after: int) -> list[Any]:
         """The session's sync-log items after `after` (exclusive; below 0: from seq 0), in the answer's
         order; items that are not objects with an `aggregate_id` come to a session of their call."""

@@ -142,7 +142,9 @@ class ItemPace:
         self._at = 0.0
 
     def spent(self, items: int, now: float) -> None:
-        self._debt = self._owed(now) + items
+        """An answer of `items` was read. The debt never exceeds `max_wait_s` of budget: one huge answer
+        holds the next call at most that long, not for as long as it would take to pay it."""
+        self._debt = min(self._owed(now) + items, self._rate * self._max_wait) if self._rate > 0 else 0.0
         self._at = now
 
     def _owed(self, now: float) -> float:

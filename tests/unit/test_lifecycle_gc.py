@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from bridge.sessions.gc import WarmFacts, release_reason
 from bridge.sessions.status_machine import Status
@@ -44,3 +45,9 @@ def test_release_iff_idle_long_enough_and_nothing_needs_it() -> None:
         mid_turn = status in (Status.RUNNING, Status.RETRYING)
         expected = idle >= TTL and not mid_turn and not active and subs == 0
         assert released == expected, (idle, status, active, subs)
+
+
+def test_a_follower_behind_a_hole_is_never_released() -> None:
+    idle_long = facts(idle=10_000)
+    assert release_reason(idle_long, 600) is not None
+    assert release_reason(replace(idle_long, behind=True), 600) is None

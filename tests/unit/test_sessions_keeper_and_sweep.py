@@ -21,7 +21,8 @@ class Registry:
     """The registry's view of warm sessions, in memory: {session: (epoch, claimed_at, last_activity)}."""
 
     def __init__(self, warm: dict[str, tuple[int | None, float | None, float]]) -> None:
-        self.warm_ = {sid: SimpleNamespace(epoch=e, claimed_at=c, last_activity=a) for sid, (e, c, a) in warm.items()}
+        self.warm_ = {sid: SimpleNamespace(epoch=e, claimed_at=c, last_activity=a, follower=None)
+                      for sid, (e, c, a) in warm.items()}
         self.subs: dict[str, int] = {}
         self.deleted: set[str] = set()
         self.calls: list[tuple[Any, ...]] = []

@@ -135,3 +135,18 @@ def test_halves_split_a_call_in_two_non_empty_parts_when_it_can(n: int) -> None:
 def test_body_bytes_is_compact_json() -> None:
     assert body_bytes({"ses_A": 1}) == b'{"ses_A":1}'
     assert json.loads(body_bytes(body([Wanted("ses_A", 1)], {"ses_B": 0}))) == {"ses_A": 1, "ses_B": SYNC_CUTOFF_MAX}
+
+
+def test_the_pace_holds_the_next_call_for_what_an_answer_cost_at_most_max_wait() -> None:
+    from bridge.upstream.sync_plan import ItemPace
+
+    p = ItemPace(1000, max_wait_s=10)
+    assert p.wait(0.0) == 0.0
+    p.spent(2000, now=0.0)
+    assert p.wait(0.0) == 2.0 and p.wait(1.5) == 0.5 and p.wait(2.0) == 0.0
+    p.spent(5_000_000, now=100.0)  # one huge answer: the next call waits the cap, then goes
+    assert p.wait(100.0) == 10.0 and p.wait(110.0) == 0.0
+    p.spent(3000, now=110.0)
+    p.spent(3000, now=110.0)  # debts add up, within the cap
+    assert p.wait(110.0) == 6.0
+    assert ItemPace(0).wait(0.0) == 0.0  # no pacing
