@@ -94,8 +94,9 @@ test-e2e: $(STAMP) $(OPENCODE_BIN) chromium
 
 # Benchmarks (not part of `make test`): numbers for BENCHMARKS.md.
 # First and last the whole daemon on the real wire (bench.wire: a fake serve process, the real
-# `opencode-bridge run`), at 1,000 and at 10,000 sessions (several minutes); each exits non-zero unless
-# what was stored equals the upstream's log.
+# `opencode-bridge run`), at 1,000 and at 10,000 sessions (several minutes), then sessions created,
+# extended and released for 10 minutes (bench.churn; its RSS plot into docs/churn-rss.png); each exits
+# non-zero unless what was stored equals the upstream's log.
 bench: $(STAMP) $(OPENCODE_BIN)
 	$(BIN)/python -m bench.wire --sessions 1000 --events 20 --burst 20
 	$(BIN)/python -m bench.hotpath
@@ -108,6 +109,7 @@ bench: $(STAMP) $(OPENCODE_BIN)
 	$(BIN)/python -m bench.storm --clients 10000 --sessions 1000
 	$(BIN)/python -m bench.wire --sessions 10000 --events 2 --burst 2
 	$(MAKE) --no-print-directory tsclient && node $(TSCLIENT)/scripts/bench-reducer.mjs 20000 15
+	$(BIN)/python -m bench.churn --minutes 10 --plot docs/churn-rss.png
 
 # Long fault soak against the real opencode serve (not part of `make test`): SOAK_MINUTES=10 by default,
 # on a primary and a streaming standby with a failover fault (SOAK_ARGS= for one embedded PostgreSQL).

@@ -20,6 +20,10 @@ in bridge/events/). Before the first fault, one `prompt_async` turn each of a su
 (`todowrite`) and a file write, so that those kinds are in the database whatever the faults do later
 (`subagent_sessions` in the report counts the children stored).
 
+Churn (bench/soak_churn.py): every `--churn-every-s` (10 s) `--churn-new` sessions are created with one turn
+each, and `--churn-returning` older ones, quiet for longer than the bridges' idle TTL (`--idle-ttl-s`, 20 s:
+released by then), get another; every one of them is in the verdict.
+
 Continuity (docs/commands.md, "Runtime affinity"): `--continuity-sessions` more sessions are driven only
 by OpenCode's CLI and by prompts through the bridge (steer or queue, to a random replica, retried with the
 same command_id through the faults; a `queued` answer is re-sent until it says `sent`, as docs/commands.md
@@ -51,6 +55,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.soak_churn import Churn
 from bench.soak_continuity import SECRET, Conversations
 from bench.soak_faults import Faults, admin_sql
 from bench.soak_lifecycle import Lifecycle
@@ -95,6 +100,8 @@ class Soak:
         self._busy: set[str] = set()
         self.talk = Conversations(self.rng, self.mock, self.turns, UPSTREAM)
         self.faults = Faults(self.rng, database_url, self.replicas, pair)
+        self.churn = Churn(random.Random(args.seed + 1), self._turn, every_s=args.churn_every_s, new=args.churn_new,
+                           returning=args.churn_returning, quiet_s=args.idle_ttl_s + 10)
         self.lifecycle = Lifecycle(workdir, database_url, UPSTREAM)
 
     async def run(self) -> int:
@@ -103,7 +110,8 @@ class Soak:
         await self.serve.start()
         for i in range(self.args.replicas):
             b = BridgeProcess(self.workdir, self.serve.base_url, self.database_url, name=f"bridge-{i}",
-                              extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET})
+                              extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET,
+                                         "BRIDGE_IDLE_TTL_S": f"{self.args.idle_ttl_s:g}"})
             b.start()
             self.replicas.append(b)
         for b in self.replicas:
@@ -122,12 +130,14 @@ class Soak:
         deadline = started + self.args.minutes * 60
         work = asyncio.create_task(self._workload(deadline))
         talk = asyncio.create_task(self.talk.run(deadline, self._settled))
+        churn = asyncio.create_task(self.churn.run(self.serve, deadline))
         # Halfway: the session that ran the subagent turn is erased, and a retention run (bench/soak_lifecycle.py).
         life = asyncio.create_task(self.lifecycle.midway(self.args.minutes * 30, self.sessions[0])) \
             if self.args.lifecycle else None
         await self.faults.inject(deadline)
         await work
         await talk
+        await churn
         if life is not None:
             await life
         return await self._verify(started)
@@ -186,7 +196,7 @@ class Soak:
         for b in self.replicas:
             await b.wait_ready(60)
         quiet = time.monotonic()
-        sessions = self.lifecycle.kept([*self.sessions, *self.talk.sessions])
+        sessions = self.lifecycle.kept([*self.sessions, *self.talk.sessions, *self.churn.sessions])
         v = await verdict(self.database_url, UPSTREAM, self.serve, sessions, self._settled)
         leftovers = await self.lifecycle.leftovers()
         if not v.queue_drained:
@@ -202,6 +212,9 @@ class Soak:
             "seed": self.args.seed,
             "replicas": self.args.replicas,
             "sessions": len(self.sessions),
+            # Sessions created and released sessions prompted again (bench/soak_churn.py), idle releases.
+            "churn": {**self.churn.counts, "idle_ttl_s": self.args.idle_ttl_s,
+                      **logged(self.replicas, ("session_idle_release", "lease_claimed"))},
             "upstream_events": v.upstream_events,
             "turns": dict(self.turns),
             "faults": dict(self.faults.counts),
@@ -287,6 +300,10 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--replicas", type=int, default=2)
     ap.add_argument("--continuity-sessions", type=int, default=3,
                     help="sessions driven by the CLI and by prompts through the bridge only")
+    ap.add_argument("--churn-every-s", type=float, default=10.0, help="0: no churn")
+    ap.add_argument("--churn-new", type=int, default=2, help="sessions created per churn round")
+    ap.add_argument("--churn-returning", type=int, default=2, help="released sessions prompted again per round")
+    ap.add_argument("--idle-ttl-s", type=float, default=20.0, help="the bridges' BRIDGE_IDLE_TTL_S")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--opencode", default=os.environ.get(
         "OPENCODE_BIN", str(REPO / ".opencode" / "node_modules" / ".bin" / "opencode")))

@@ -91,9 +91,9 @@ async def _serve_url(serve: Child, timeout_s: float) -> str:
     raise TimeoutError("bench.wire_serve did not start")
 
 
-def _daemon(work: Path, upstream_url: str, database_url: str, port: int, profile: str | None) -> Child:
+def _daemon(work: Path, upstream_url: str, database_url: str, port: int, profile: str | None, **extra: str) -> Child:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
-    env.update(BRIDGE_UPSTREAM_URL=upstream_url, BRIDGE_DATABASE_URL=database_url, BRIDGE_HTTP_PORT=str(port),
+    env.update(extra, BRIDGE_UPSTREAM_URL=upstream_url, BRIDGE_DATABASE_URL=database_url, BRIDGE_HTTP_PORT=str(port),
                BRIDGE_STATE_DIR=str(work / "state"), BRIDGE_UPSTREAM_NAME=UPSTREAM, BRIDGE_LOG_FORMAT="json",
                BRIDGE_LOG_LEVEL="info", BRIDGE_AUTH_DISABLED="true")
     argv = [sys.executable, "-m", "bench.wire_profiled", profile] if profile else [

@@ -25,6 +25,14 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def rss_mib(pid: int) -> float:
+    """Resident set size of process `pid` now, in MiB (/proc/<pid>/status `VmRSS`)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise ValueError(f"no VmRSS for pid {pid}")
+
+
 async def get_json(http: aiohttp.ClientSession, url: str) -> Any:
     async with http.get(url) as r:
         r.raise_for_status()

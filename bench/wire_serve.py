@@ -52,6 +52,7 @@ class WireServe:
                                       "cursor": {"previous": None, "next": None}})
         self.counters: dict[str, list[int]] = {}  # route -> [calls, request bytes, response bytes]
         self.open_durable = 0
+        self.sync_items = 0  # items answered by /sync/history, all calls
         self.published = 0
         self.burst_global_bytes = 0  # the burst's /global/event frames, per reader
         self.burst_started_at: float | None = None
@@ -165,6 +166,7 @@ class WireServe:
             s = self.by_id.get(sid)
             if s is not None and cut < s.seqs[-1]:
                 pieces.extend(s.log[bisect.bisect_right(s.seqs, cut):])
+        self.sync_items += len(pieces)
         return web.Response(body=b"[" + b",".join(pieces) + b"]", content_type="application/json")
 
     async def global_events(self, request: web.Request) -> web.StreamResponse:
@@ -227,12 +229,18 @@ class WireServe:
         request.app[TASKS].add(task)
         return json_answer({"events": sum(len(r) for r in self._burst), "started_at": self.burst_started_at})
 
+    def snapshot(self) -> dict[str, Any]:
+        return {"routes": self.counters, "open_durable": self.open_durable, "published": self.published,
+                "burst_global_bytes": self.burst_global_bytes, "sync_items": self.sync_items,
+                "global_readers": len(self._global), "first_request_at": self.first_request_at,
+                "burst_started_at": self.burst_started_at, "burst_published_at": self.burst_published_at,
+                "log_events": sum(len(s.seqs) for s in self.sessions)}
+
     async def show_counters(self, request: web.Request) -> web.Response:
-        return json_answer({"routes": self.counters, "open_durable": self.open_durable, "published": self.published,
-                      "burst_global_bytes": self.burst_global_bytes,
-                      "global_readers": len(self._global), "first_request_at": self.first_request_at,
-                      "burst_started_at": self.burst_started_at, "burst_published_at": self.burst_published_at,
-                      "log_events": sum(len(s.seqs) for s in self.sessions)})
+        return json_answer(self.snapshot())
+
+    def control(self) -> dict[str, Any]:  # the `POST /_bench/…` routes
+        return {"/_bench/burst": self.start_burst}
 
     async def expected(self, request: web.Request) -> web.Response:
         return json_answer({s.id: [[q, i] for q, i in zip(s.seqs, s.ids, strict=True)] for s in self.sessions})
@@ -251,7 +259,8 @@ class WireServe:
         for path, handler in gets.items():  # in this order: `/api/session/active` before `/api/session/{sid}`
             r.add_get(path, handler)
         r.add_post("/sync/history", self.sync_history)
-        r.add_post("/_bench/burst", self.start_burst)
+        for path, handler in self.control().items():
+            r.add_post(path, handler)
         r.add_route("*", "/{tail:.*}", self.other)
         return app
 

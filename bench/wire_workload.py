@@ -81,13 +81,20 @@ def _frames(frames: list[dict[str, Any]]) -> bytes:
     return b"".join(f"data: {dumps(f)}\n\n".encode() for f in frames)
 
 
-def created(k: int) -> WireEvent:
+def created(k: int, live: bool = False) -> WireEvent:
     """Seq 0, `session.created.1`: in the sync log only (a pre-existing session's creation is long gone
-    from the live stream; the durable stream and /history never carry it, §3.1)."""
+    from the live stream; the durable stream and /history never carry it, §3.1). `live`: a session created
+    now, whose creation `/global/event` carries too (its bus event and sync twin, §15)."""
     old, item, _ = _legacy_templates()
     sid = session_id(k)
     item = {**_retarget(item, old, sid), "id": event_id(k, 0), "seq": 0}
-    return WireEvent(0, item["id"], dumps(item).encode(), b"", None, None)
+    frames = b""
+    if live:
+        name, _, version = item["type"].rpartition(".")
+        env = {"id": item["id"], "type": name, "data": item["data"],
+               "durable": {"aggregateID": sid, "seq": 0, "version": int(version)}}
+        frames = _frames(global_frames(env, DIRECTORY))
+    return WireEvent(0, item["id"], dumps(item).encode(), frames, None, None)
 
 
 def event(k: int, seq: int, legacy_every: int) -> WireEvent:

@@ -37,7 +37,7 @@ from bridge.events.legacy_state import LegacyTurnState
 from bridge.events.syncframes import contiguous_run, parse_sync_item
 from bridge.perf.turnstile import Turnstile
 from bridge.upstream.admit import Rejected, check, json_text
-from bridge.upstream.client import UpstreamClient
+from bridge.upstream.client import FROM_START, UpstreamClient
 from bridge.upstream.follower import EventSink
 
 OnBatch = Callable[[Sequence[ChatEvent]], None]
@@ -187,13 +187,18 @@ class SessionIngest:
             raise CursorBehind(self.session_id, self.cursor, -1)
         if stored < self.cursor:
             await self._rewind(stored, "reconnect")
+        elif stored == 0 == self.cursor:
+            # A stored cursor of 0 says nothing of seq 0 (nothing stored, or seq 0 only: docs/mirror.md "Seq 0"),
+            # so a lost seq 0 would go unseen: read from the start again (a seq 0 still stored is a benign duplicate).
+            self.cursor = FROM_START
 
     async def _rewind(self, stored: int, cause: str) -> None:
         """The database lost our commits after `stored`: continue from there, the legacy turn state
-        rebuilt from what is stored; the sync log gives the lost events again, same seqs and ids."""
+        rebuilt from what is stored; the sync log gives the lost events again, same seqs and ids. From the
+        start when the stored cursor is 0: seq 0 may be lost too (docs/mirror.md "Seq 0")."""
         metrics.CURSOR_REWINDS.labels(cause=cause).inc()
         self._log.warning("cursor_behind_database", cursor_seq=self.cursor, stored_cursor=stored, cause=cause)
-        self.cursor = stored
+        self.cursor = stored if stored > 0 else FROM_START
         await self.seed_state()
 
     # -- the sync-log repair ------------------------------------------------------------------------------

@@ -115,3 +115,47 @@ async def test_lost_rows_are_read_again_from_the_sync_log(engine: AsyncEngine, f
 
 async def _stored_equals_log(store: EventStore, fake: FakeUpstream, sid: str) -> bool:
     return await stored_ids(store, sid) == [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events]
+
+
+async def test_a_lost_seq_0_is_read_again(engine: AsyncEngine, fake: FakeUpstream) -> None:
+    """A stored cursor of 0 cannot tell whether seq 0 (`session.created`) is stored (docs/mirror.md "Seq 0"):
+    a failover that lost it, alone or with what followed, must still make the follower read it again."""
+    store = EventStore(engine, UPSTREAM)
+    settings = load_settings({"BRIDGE_UPSTREAM_URL": fake.url, "BRIDGE_UPSTREAM_NAME": UPSTREAM,
+                              "BRIDGE_RECONNECT_MIN_S": "0.05", "BRIDGE_RECONNECT_MAX_S": "0.3"})
+    only, more = "ses_only_seq0", "ses_more"  # a session with its seq 0 only; one with events after it
+    for sid in (only, more):
+        fake.add_session(sid, created=True)
+
+    def log_ids(sid: str) -> list[tuple[int, str]]:
+        return sorted([(0, fake.sessions[sid].log[0]["id"])] +
+                      [(e["durable"]["seq"], e["id"]) for e in fake.sessions[sid].events])
+
+    async def mirrored() -> bool:
+        return all([await stored_ids(store, sid) == log_ids(sid) for sid in (only, more)])
+
+    async with UpstreamClient(fake.url) as client:
+        sup = FollowerSupervisor(store, client, settings, "test-owner")
+        run = asyncio.create_task(sup.run())
+        try:
+            await wait_until(lambda: sup.running, 5, 0.01)
+            for sid in (only, more):
+                sup.warm(sid, reason="test")
+            for i in range(3):
+                await fake.append(more, "session.next.text.ended", {"assistantMessageID": "a", "textID": f"t{i}",
+                                                                     "text": f"part {i}"})
+            await wait_until(mirrored, 20, 0.05, message="mirrored before the loss")
+            async with engine.begin() as conn:  # the standby had the claims, not one event: cursors at 0
+                await conn.execute(text("DELETE FROM chat_session_events WHERE upstream = :u"), {"u": UPSTREAM})
+                await conn.execute(text("UPDATE chat_sessions SET cursor_seq = 0 WHERE upstream = :u"),
+                                   {"u": UPSTREAM})
+            assert not await mirrored()
+            sup.database_back()
+            await wait_until(mirrored, 20, 0.05, message="seq 0 read again, and what followed it")
+            reader = AuditReader(engine, UPSTREAM)
+            for sid in (only, more):
+                report = verify_chain(await reader.chain_rows(sid))
+                assert report.ok and report.events == len(log_ids(sid)), (sid, report.broken)
+        finally:
+            sup.stop()
+            await run
