@@ -132,6 +132,8 @@ def _results(a: argparse.Namespace, run: Run, churn_s: float, drained: tuple[boo
         "sync_metrics": m.ingest_counters({}, metrics),
         "claims": _counts(metrics, "bridge_lease_claims_total"),
         "releases": _counts(metrics, "bridge_session_releases_total"),
+        # what each per-session structure holds at the end (docs/operations.md "Memory for weeks")
+        "structures": _counts(metrics, "bridge_session_structures"),
         "follower_crashes": metrics.get("bridge_follower_crashes_total", 0.0),
         "rejects_metric": metrics.get("bridge_rejects_total", 0.0),
         "samples": run.samples,
