@@ -170,7 +170,7 @@ class LeaseHeld(LeaseError):
 KNOWN_ERROR_CODES = frozenset({
     "bad_request", "bad_message", "unauthorized", "token_expired", "token_revoked", "forbidden",
     "bad_origin", "bad_host", "not_found", "unknown_session", "not_subscribed", "method_not_allowed",
-    "conflict", "too_large", "unsupported_media_type", "model_unavailable", "rate_limited",
+    "conflict", "too_large", "unsupported_media_type", "model_unavailable", "bad_file", "rate_limited",
     "too_many_subscriptions", "too_many_connections", "slow_consumer", "busy", "unavailable",
     "upstream_unavailable", "internal",
 })

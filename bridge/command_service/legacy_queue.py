@@ -106,8 +106,8 @@ class QueueSender:
         try:
             body = legacy_body(row.body, row.upstream_id, info, directory)
         except AttachmentError as e:  # a file went away while the prompt waited: refused, nothing sent
-            failed = {"command_id": row.command_id, **error_body("bad_request", str(e))}
-            await self._router.queue.move(row.key, (QUEUED,), FAILED, http_status=400, result=failed)
+            failed = {"command_id": row.command_id, **error_body("bad_file", str(e))}
+            await self._router.queue.move(row.key, (QUEUED,), FAILED, http_status=422, result=failed)
             return 0
         lag_ms = None if ended_ms is None else max(0, int(time.time() * 1000) - ended_ms)  # turn end → send
         await self._router.legacy_sender.deliver(row.key, sid, directory, body, row.result, wait_held=False)

@@ -66,12 +66,13 @@ class PromptRouter:
 
     async def prepare(self, cmd: Command, key: CommandKey, sid: str,
                       directory: str) -> tuple[RuntimeChoice, dict[str, str]]:
-        """The runtime of this prompt and its files' resolved paths (a bad file is a 400: nothing sent)."""
+        """The runtime of this prompt and its files' resolved paths (a file the session's directory does not
+        hold as a regular file is a 422 `bad_file`: the request is well formed, the disk says no; nothing sent)."""
         try:
             resolved = resolve_paths(cmd.args.get("files") or [], directory)
         except AttachmentError as e:
             metrics.PROMPTS.labels(runtime="none", outcome="refused_file").inc()
-            raise CommandError("bad_request", str(e)) from None
+            raise CommandError("bad_file", str(e)) from None
         choice = await self.choose(sid)
         await self.queue.move(key, (PENDING,), PENDING, runtime=choice.runtime)
         return choice, resolved
@@ -92,7 +93,7 @@ class PromptRouter:
         try:
             text = v2_text(cmd.args["text"], files, resolved, text_contents(files, resolved))
         except AttachmentError as e:
-            raise CommandError("bad_request", str(e)) from None
+            raise CommandError("bad_file", str(e)) from None
         return text, v2_files(files, resolved) or None
 
     async def turn_end(self, sid: str, directory: str) -> tuple[bool, int | None]:

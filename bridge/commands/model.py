@@ -55,7 +55,7 @@ class CommandError(BridgeError):
     """A refused command; `code` is the stable error code of docs/commands.md, `status` its HTTP status."""
 
     STATUS = {"bad_request": 400, "unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,
-              "model_unavailable": 422, "rate_limited": 429, "upstream_unavailable": 503}
+              "model_unavailable": 422, "bad_file": 422, "rate_limited": 429, "upstream_unavailable": 503}
 
     def __init__(self, code: str, message: str, correlation_id: str | None = None,
                  retry_after: float | None = None) -> None:

@@ -21,6 +21,7 @@ export type Ref = string | number;
  * via the `definition` "ErrorCode".
  */
 export type ErrorCode =
+  | "bad_file"
   | "bad_host"
   | "bad_message"
   | "bad_origin"

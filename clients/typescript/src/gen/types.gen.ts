@@ -285,7 +285,7 @@ export type QuestionAnswered = {
 /**
  * The codes the bridge sends today, each explained once in docs/errors.md. Clients must accept codes not in this list and show the message.
  */
-export type ErrorCode = 'bad_host' | 'bad_message' | 'bad_origin' | 'bad_request' | 'busy' | 'conflict' | 'forbidden' | 'internal' | 'method_not_allowed' | 'model_unavailable' | 'not_found' | 'not_subscribed' | 'rate_limited' | 'slow_consumer' | 'token_expired' | 'token_revoked' | 'too_large' | 'too_many_connections' | 'too_many_subscriptions' | 'unauthorized' | 'unavailable' | 'unknown_session' | 'unsupported_media_type' | 'upstream_unavailable';
+export type ErrorCode = 'bad_file' | 'bad_host' | 'bad_message' | 'bad_origin' | 'bad_request' | 'busy' | 'conflict' | 'forbidden' | 'internal' | 'method_not_allowed' | 'model_unavailable' | 'not_found' | 'not_subscribed' | 'rate_limited' | 'slow_consumer' | 'token_expired' | 'token_revoked' | 'too_large' | 'too_many_connections' | 'too_many_subscriptions' | 'unauthorized' | 'unavailable' | 'unknown_session' | 'unsupported_media_type' | 'upstream_unavailable';
 
 export type ErrorObject = {
     /**
@@ -823,7 +823,7 @@ export type PromptErrors = {
      */
     415: Error;
     /**
-     * `model_unavailable`: the session's model has no connected credential upstream; nothing was sent
+     * `model_unavailable`: the session's model has no connected credential upstream; or `bad_file`: an attachment's `path` is not a regular file inside the session's directory (missing, a directory, outside it through `..` or a symlink), or the files pass 10 MiB in all. Nothing was sent
      */
     422: Error;
     /**
