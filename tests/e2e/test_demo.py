@@ -95,7 +95,7 @@ async def test_the_demo_mirrors_its_conversation_and_ctrl_c_stops_everything_it_
             async with http.get(f"{ready['bridge_url']}/v1/sessions/{sid}/transcript") as r:
                 entries = (await r.json())["data"]["entries"]
             async with http.get(ready["viewer_url"]) as r:
-                assert r.status == 200 and "viewer.js" in await r.text()
+                assert r.status == 200 and "/static/boot.js" in await r.text()  # the viewer, on the package
         assert [s["session_id"] for s in sessions] == [sid]
         assert sum(e["type"] == "user" for e in entries) == 4
         tools = [p for e in entries if e["type"] == "assistant" for p in e["parts"] if p["type"] == "tool"]
