@@ -140,6 +140,13 @@ class SessionRunner:
         while True:
             try:
                 outcome, cursor = await self._follow_once(session_id, directory, w)
+                if outcome is FollowerExit.LEASE_LOST:
+                    # A write was fenced. A live peer that holds the lease now refuses the claim below
+                    # (LeaseHeld: we stop); a lease nobody holds any more (ours expired under load, or
+                    # released as a stray) is claimed again and its follower catches up from the stored
+                    # cursor, instead of leaving what it had not stored until the session's next event.
+                    await asyncio.sleep(backoff.next_delay())
+                    continue
                 await self._stopped(session_id, w, outcome, cursor)
             except LeaseHeld as e:
                 self.cool_down(session_id)
@@ -254,8 +261,6 @@ class SessionRunner:
             await self._release_if_claimed(session_id, w)
         elif outcome is FollowerExit.GONE:
             await self.tombstone(session_id)
-        elif outcome is FollowerExit.LEASE_LOST:
-            self.cool_down(session_id)  # fenced: a peer (or a newer follower of ours) writes now
         elif outcome in (FollowerExit.STUCK, FollowerExit.BAD_CURSOR):
             # Retrying cannot help (the upstream refuses our cursor, or no pass can move it): warming it
             # again at its next live event would be a retry storm. Parked until an explicit warm.
