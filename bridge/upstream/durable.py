@@ -200,10 +200,6 @@ class DurableFollower:
             if isinstance(outcome, FollowerExit):
                 return outcome
             cause = outcome
-            # The stream ended, stalled or the serve was away: the durable stream resumes after the cursor
-            # and the twins go on, so while /global/event shows this session no read is needed (a live
-            # reconnect asks its own repair). A frame too large or a refusal reads as before.
-            self._covered = cause in ("eof", "stall", "unavailable") and self.sync.fed
             metrics.UPSTREAM_RECONNECTS.labels(stream="durable", cause=cause).inc()
             delay = self._backoff.next_delay()
             self._log.debug("durable_reconnect", delay_s=round(delay, 3), cause=cause)

@@ -238,7 +238,7 @@ async def test_a_text_file_and_an_image_reach_the_model_and_a_path_outside_is_re
     for bad in ("../outside.txt", str(tmp_path / "outside.txt"), "link-out.txt", "missing.txt"):
         status, body = await bridge.post(path, {"command_id": f"att-{bad}", "text": "MOCK:text no", "delivery": "steer",
                                                 "files": [{"path": bad, "mime": "text/plain"}]}, token())
-        assert (status, body["error"]["code"]) == (400, "bad_request"), bad
+        assert (status, body["error"]["code"]) == (422, "bad_file"), bad  # well formed: the disk refuses it
     status, body = await bridge.post(path, {"command_id": "att-1", "text": "MOCK:text MARKER-ATT look",
                                             "delivery": "steer",
                                             "files": [{"path": "notes.txt", "mime": "text/plain"}, image]}, token())
