@@ -109,7 +109,7 @@ bench: $(STAMP) $(OPENCODE_BIN)
 	$(BIN)/python -m bench.storm --clients 10000 --sessions 1000
 	$(BIN)/python -m bench.wire --sessions 10000 --events 2 --burst 2
 	$(MAKE) --no-print-directory tsclient && node $(TSCLIENT)/scripts/bench-reducer.mjs 20000 15
-	$(BIN)/python -m bench.churn --minutes 10 --plot docs/churn-rss.png
+	$(BIN)/python -m bench.churn --minutes 15 --plot docs/churn-rss.png
 
 # Long fault soak against the real opencode serve (not part of `make test`): SOAK_MINUTES=10 by default,
 # on a primary and a streaming standby with a failover fault (SOAK_ARGS= for one embedded PostgreSQL).
