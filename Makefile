@@ -95,7 +95,7 @@ test-e2e: $(STAMP) $(OPENCODE_BIN) chromium
 # Benchmarks (not part of `make test`): numbers for BENCHMARKS.md.
 # First and last the whole daemon on the real wire (bench.wire: a fake serve process, the real
 # `opencode-bridge run`), at 1,000 and at 10,000 sessions (several minutes), then sessions created,
-# extended and released for 10 minutes (bench.churn; its RSS plot into docs/churn-rss.png); each exits
+# extended and released for 15 minutes (bench.churn; its RSS plot into docs/churn-rss.png); each exits
 # non-zero unless what was stored equals the upstream's log.
 bench: $(STAMP) $(OPENCODE_BIN)
 	$(BIN)/python -m bench.wire --sessions 1000 --events 20 --burst 20
