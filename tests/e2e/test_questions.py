@@ -259,7 +259,8 @@ async def test_a_question_asked_while_the_bridge_was_killed_is_shown_after_the_r
     shown = await c.wait_for("question", 30, session=sid, request_id=pending["id"])
     assert shown["state"] == "asked" and shown["runtime"] == "legacy"
     assert [o["label"] for o in shown["questions"][0]["options"]] == LABELS
-    await c.wait_for("status", 30, session=sid, status="waiting")
+    # Already waiting when this client subscribed (then only in `subscribed`), or a `status` frame after it.
+    await c.wait_status(sid, "waiting", 30)
     status, body = await command(bridge, sid, pending["id"], "reply", {"command_id": "away", "answers": [["Blue"]]})
     assert status == 200, body
     after = await mock_llm.wait_for_request("question", 1)

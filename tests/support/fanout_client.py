@@ -91,6 +91,20 @@ class WsClient:
 
         return await wait_until(found, timeout, 0.02, message=f"{type_} {match} (have {len(self.messages)})")
 
+    def status_of(self, session: str) -> str | None:
+        """The session's status as a client must track it (docs/websocket.md): the `subscribed` frame carries
+        the status at subscription, later `status` frames change it."""
+        self.check_document()
+        current = None
+        for m in self.messages:
+            if m.get("session") == session and m["type"] in ("subscribed", "status"):
+                current = m["status"]
+        return current
+
+    async def wait_status(self, session: str, status: str, timeout: float = 20) -> None:
+        await wait_until(lambda: self.status_of(session) == status, timeout, 0.02,
+                         message=f"status {status!r} of {session} (now {self.status_of(session)!r})")
+
     async def wait_closed(self, timeout: float = 20) -> int:
         await wait_until(lambda: self._reader is not None and self._reader.done(), timeout, 0.02,
                          message="websocket closed")
