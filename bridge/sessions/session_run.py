@@ -27,7 +27,7 @@ from bridge.sessions.status_machine import Status
 from bridge.store.chat_sessions import Claim, LeaseStore, TurnState
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
-from bridge.upstream.durable import DurableFollower
+from bridge.upstream.durable import DurableFollower, FollowerHooks, FollowerSettings
 from bridge.upstream.early_twins import EarlyTwins
 from bridge.upstream.follower import FollowerExit
 from bridge.upstream.port_follower import PortFollower
@@ -183,13 +183,10 @@ class SessionRunner:
             w.early = None
             w.follower = self.follower_factory(session_id, sink, cursor, self._on_committed(session_id, w))
             return await w.follower.run(), w.follower.cursor
-        w.follower = DurableFollower(
-            session_id, self._client, sink, cursor, stored_cursor=lambda: self._gated(sink.stored_cursor),
-            batch_max_events=s.batch_max_events, reconnect_min_s=s.reconnect_min_s,
-            reconnect_max_s=s.reconnect_max_s, stall_s=s.durable_stall_s, upstream=s.upstream_name,
+        w.follower = DurableFollower(session_id, self._client, sink, cursor, FollowerSettings.of(s), FollowerHooks(
             on_committed=self._on_committed(session_id, w), seed=self._seed(session_id, cursor),
-            turnstile=self._turnstile, stall_governor=self._stall_governor, early=w.early,
-        )
+            stored_cursor=lambda: self._gated(sink.stored_cursor), turnstile=self._turnstile,
+            stall_governor=self._stall_governor), early=w.early)
         w.early = None
         return await w.follower.run(), w.follower.cursor
 

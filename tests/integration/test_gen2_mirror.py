@@ -19,7 +19,7 @@ from bridge.fanout import protocol as p
 from bridge.store.reads import FanoutStore
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
-from bridge.upstream.durable import DurableFollower
+from bridge.upstream.durable import DurableFollower, FollowerSettings
 from bridge.upstream.follower import FollowerExit
 from bridge.upstream.gen2.driver import Gen2Driver
 from bridge.upstream.http_base import UpstreamHttp
@@ -178,7 +178,7 @@ async def test_fan_out_frames_are_the_same_for_an_equivalent_conversation_of_eit
             await fake.append(one, type_, data)
         async with UpstreamClient(fake.url) as client:
             epoch, cursor = await store.claim(one, "test-owner")
-            f1 = DurableFollower(one, client, StoreSink(store, one, epoch), cursor, upstream=UPSTREAM)
+            f1 = DurableFollower(one, client, StoreSink(store, one, epoch), cursor, FollowerSettings(upstream=UPSTREAM))
             t1 = asyncio.create_task(f1.run())
             want = [(e["durable"]["seq"], e["id"]) for e in fake.sessions[one].events]
             await wait_until(lambda: _equal(store, one, want), 10, 0.02, message="1.x mirror")

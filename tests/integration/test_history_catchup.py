@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bridge.events import ChatEvent
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
-from bridge.upstream.durable import DurableFollower
+from bridge.upstream.durable import DurableFollower, FollowerSettings
 from bridge.upstream.follower import FollowerExit
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
@@ -103,8 +103,8 @@ class PipelineSink(StoreSink):
 
 
 def follower(client: UpstreamClient, sink: StoreSink, cursor: int = 0) -> DurableFollower:
-    return DurableFollower(SID, client, sink, cursor, reconnect_min_s=0.01, reconnect_max_s=0.05,
-                           upstream=UPSTREAM, history_page=PAGE)
+    return DurableFollower(SID, client, sink, cursor, FollowerSettings(
+        reconnect_min_s=0.01, reconnect_max_s=0.05, upstream=UPSTREAM, history_page=PAGE))
 
 
 async def stop(task: asyncio.Task[FollowerExit]) -> None:
@@ -219,7 +219,7 @@ async def warm_up_through_a_bound(fake: FakeUpstream, store: EventStore, client:
         if k == 1 and after_first is not None:
             await wait_until(after_first, 10, 0.01, message="the first session's request held")
         epoch, cursor = await store.claim(sid, "owner-1")
-        f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, upstream=UPSTREAM)
+        f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, FollowerSettings(upstream=UPSTREAM))
         followers.append(f)
         tasks.append(asyncio.create_task(f.run()))
     try:
