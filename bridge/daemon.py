@@ -53,7 +53,8 @@ from bridge.perf.turnstile import Turnstile
 from bridge.revocation import RevocationList
 from bridge.sessions.changes import ChangeFollower, LiveFollower
 from bridge.sessions.discovery import Discovery
-from bridge.sessions.supervisor import FollowerSupervisor
+from bridge.sessions.session_run import FollowerFactory
+from bridge.sessions.supervisor import FollowerSupervisor, SessionHooks
 from bridge.store.chat_sessions import LeaseStore
 from bridge.store.db import make_engine, make_read_engine, upgrade_to_head
 from bridge.store.reads import AuditReader
@@ -64,7 +65,7 @@ from bridge.upstream.gen2.commands import Gen2Commands
 from bridge.upstream.gen2.driver import Gen2Driver
 from bridge.upstream.gen2.requests import Gen2Requests
 from bridge.upstream.live import LiveStream
-from bridge.upstream.port_follower import PortFollower
+from bridge.upstream.port_follower import PortFollower, PortHooks, PortSettings
 
 
 def new_incarnation_id() -> str:
@@ -157,14 +158,16 @@ class Daemon:
 
             store = EventStore(engine, s.upstream_name)
             # One turnstile for every follower: a burst of reads is spread over loop turns (bridge.perf.turnstile).
+            driver = Gen2Driver(client) if choice.generation == 2 else None
             sessions = FollowerSupervisor(store, client, s, self.owner,
                                           leases=LeaseStore(engine, s.upstream_name, liveness_engine),
-                                          turnstile=Turnstile())
+                                          hooks=SessionHooks(turnstile=Turnstile(), followers=None if driver is None
+                                                             else self._gen2_followers(driver, lambda: sessions)))
             fanout = FanoutPart(s, engine, self.database_url, secret=secret, sessions=sessions, client=client,
                             read_engine=read_engine, revoked=revoked, standby_engine=standby_engine,
                             on_database_back=sessions.database_back, warm_sessions=sessions.warm_sessions,
                             on_request=sessions.activity.request_changed)
-            live, upstream_tasks = self._upstream_parts(choice.generation, client, store, sessions, fanout)
+            live, upstream_tasks = self._upstream_parts(driver, client, store, sessions, fanout)
             app = build_app(readiness_check(engine, client, live, sessions, self.started,
                                             generation=generation_check(client, choice.generation)),
                             websocket=fanout.service,
@@ -222,22 +225,27 @@ class Daemon:
         return 0
 
 
-    def _upstream_parts(self, generation: int, client: UpstreamClient, store: EventStore, sessions: FollowerSupervisor,
+    def _gen2_followers(self, driver: Gen2Driver, sessions: Callable[[], FollowerSupervisor]) -> FollowerFactory:
+        """Each session's log followed through the 2.x driver (docs/upstream.md §24). Turn end is an event on
+        2.x (session.execution.*): busy → running; idle wakes the poller, whose /api/session/active answer ends
+        the turn, as a 1.x `session.status` does."""
+        s = self.settings
+
+        def on_turn(sid: str, busy: bool) -> None:
+            sessions().upstream_status(sid, SessionStatus("busy" if busy else "idle"))
+
+        return lambda sid, sink, cursor, committed: PortFollower(
+            driver, sid, sink, cursor, PortSettings(s.reconnect_min_s, s.reconnect_max_s),
+            PortHooks(on_committed=committed, on_turn=on_turn))
+
+    def _upstream_parts(self, driver: Gen2Driver | None, client: UpstreamClient, store: EventStore,
+                        sessions: FollowerSupervisor,
                         fanout: FanoutPart) -> tuple[LiveSource, list[tuple[str, PartRun]]]:
         """Discovery and the live side for the serve's generation: on 1.x the one `/global/event` reader
         with its dispatch table and the sync-log discovery; on 2.x (docs/upstream.md §24, written from its
         source) each session's log followed through the 2.x driver and the change hints."""
         s = self.settings
-        if generation == 2:
-            driver = Gen2Driver(client)
-            # Turn end is an event on 2.x (session.execution.*): busy → running; idle wakes the poller, whose
-            # /api/session/active answer ends the turn, as a 1.x `session.status` does.
-            def on_turn(sid: str, busy: bool) -> None:
-                sessions.upstream_status(sid, SessionStatus("busy" if busy else "idle"))
-
-            sessions.use_followers(lambda sid, sink, cursor, committed: PortFollower(
-                driver, sid, sink, cursor, reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
-                on_committed=committed, on_turn=on_turn))
+        if driver is not None:
             changes = ChangeFollower(driver, sessions, reconnect_min_s=s.reconnect_min_s,
                                      reconnect_max_s=s.reconnect_max_s, upstream=s.upstream_name)
             self._log.warning("upstream_driver_unverified", generation=2,

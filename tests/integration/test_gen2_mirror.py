@@ -23,7 +23,7 @@ from bridge.upstream.durable import DurableFollower, FollowerSettings
 from bridge.upstream.follower import FollowerExit
 from bridge.upstream.gen2.driver import Gen2Driver
 from bridge.upstream.http_base import UpstreamHttp
-from bridge.upstream.port_follower import PortFollower
+from bridge.upstream.port_follower import PortFollower, PortSettings
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_gen2 import FakeGen2Serve
 from tests.support.fake_upstream import FakeUpstream
@@ -50,7 +50,7 @@ async def driver(serve: FakeGen2Serve) -> AsyncIterator[Gen2Driver]:
 
 async def start(store: EventStore, driver: Gen2Driver, sid: str) -> tuple[PortFollower, asyncio.Task[FollowerExit]]:
     epoch, cursor = await store.claim(sid, "test-owner")
-    f = PortFollower(driver, sid, StoreSink(store, sid, epoch), cursor, reconnect_min_s=0.01, reconnect_max_s=0.05)
+    f = PortFollower(driver, sid, StoreSink(store, sid, epoch), cursor, PortSettings(0.01, 0.05))
     return f, asyncio.create_task(f.run())
 
 
