@@ -60,12 +60,13 @@ from bridge.store.db import make_engine, make_read_engine, upgrade_to_head
 from bridge.store.reads import AuditReader
 from bridge.store.revoked import revoked_jtis
 from bridge.store.writes import EventStore
-from bridge.upstream.client import UpstreamClient
+from bridge.upstream.client import ClientLimits, UpstreamClient
 from bridge.upstream.gen2.commands import Gen2Commands
 from bridge.upstream.gen2.driver import Gen2Driver
 from bridge.upstream.gen2.requests import Gen2Requests
 from bridge.upstream.live import LiveStream
 from bridge.upstream.port_follower import PortFollower, PortHooks, PortSettings
+from bridge.upstream.sync_batch import BatchSettings
 
 
 def new_incarnation_id() -> str:
@@ -149,7 +150,7 @@ class Daemon:
             await upgrade_to_head(engine)
             client = await stack.enter_async_context(
                 UpstreamClient(s.upstream_url, s.upstream_username, s.upstream_password.value,
-                               sync_batch={"items_per_s": s.sync_items_per_s}))
+                               limits=ClientLimits(sync_batch=BatchSettings(items_per_s=s.sync_items_per_s))))
             secret = auth_secret(s)
             # Revoked tokens (docs/security.md): loaded before the first request, reloaded every few seconds.
             revocations = RevocationList(lambda: revoked_jtis(engine))

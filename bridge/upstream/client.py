@@ -12,6 +12,7 @@ import asyncio
 import heapq
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -23,7 +24,7 @@ from bridge.ids import valid_session_id
 from bridge.upstream.http_base import DEFAULT_MAX_BODY_BYTES, UpstreamHttp
 from bridge.upstream.responses import HistoryPage, ServerHealth, decode_json, error_body, error_for, read_bounded
 from bridge.upstream.sync_answer import NotStreamable, SyncAnswer, SyncAnswerReader, whole_answer
-from bridge.upstream.sync_batch import SyncBatcher
+from bridge.upstream.sync_batch import BatchSettings, SyncBatcher
 from bridge.upstream.sync_plan import MAX_NAMED, SYNC_CUTOFF_MAX, body_bytes, leave_out
 from bridge.upstream.transport import Request, Transport
 
@@ -71,6 +72,16 @@ class Slots:
         self._semaphore.release()
 
 
+@dataclass(frozen=True)
+class ClientLimits:
+    """How much of the serve one client asks for at once: `/history` pages and sync logs in flight, and
+    how sync-log repairs are batched (bridge.upstream.sync_batch)."""
+
+    history_pages_in_flight: int = HISTORY_PAGES_IN_FLIGHT
+    sync_logs_in_flight: int = SYNC_LOGS_IN_FLIGHT
+    sync_batch: BatchSettings = field(default_factory=BatchSettings)
+
+
 class UpstreamClient(UpstreamHttp):
     def __init__(
         self,
@@ -82,20 +93,18 @@ class UpstreamClient(UpstreamHttp):
         *,
         transport: Transport | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        history_pages_in_flight: int = HISTORY_PAGES_IN_FLIGHT,
-        sync_logs_in_flight: int = SYNC_LOGS_IN_FLIGHT,
-        sync_batch: dict[str, Any] | None = None,
+        limits: ClientLimits = ClientLimits(),
     ) -> None:
         super().__init__(base_url, username, password, connect_timeout_s, request_timeout_s,
                          transport=transport, max_body_bytes=max_body_bytes)
         # Sessions seen (listed, stored, in an answer) → the highest seq seen of each: the largest are left
         # out of sync-log answers by name (sync_history; at most `MAX_NAMED` names per body).
         self._known_aggregates: dict[str, int] = {}
-        self.history_slots = Slots(history_pages_in_flight)
-        self.sync_slots = Slots(sync_logs_in_flight)
+        self.history_slots = Slots(limits.history_pages_in_flight)
+        self.sync_slots = Slots(limits.sync_logs_in_flight)
         # Many sessions' sync logs in one request (docs/mirror.md "Sync-log repair, batched").
         self.sync_batcher = SyncBatcher(self._post_sync, lambda: self._known_aggregates, self.note_sizes,
-                                        self.sync_slots.acquire, self.sync_slots.release, **(sync_batch or {}))
+                                        self.sync_slots, limits.sync_batch)
 
     # -- routes ---------------------------------------------------------------------------------------
 
