@@ -66,6 +66,7 @@ class SessionHooks:
     failure_streak: Callable[[], FailureStreak] = FailureStreak
     turnstile: Turnstile | None = None
     followers: FollowerFactory | None = None
+    on_idle: Callable[[str], None] | None = None  # a session of ours went idle upstream (the legacy queue)
 
 
 class FollowerSupervisor:
@@ -79,7 +80,8 @@ class FollowerSupervisor:
         leases = leases or LeaseStore(store.engine, store.upstream)
         host = hooks.hostname or socket.gethostname()
         holder_dead = HolderProbe(s.lease_pid_probe, host, hooks.pid_alive)
-        self.activity = ActivityTracker(leases, owner, s.stall_timeout_s, clock=clock, upstream=s.upstream_name)
+        self.activity = ActivityTracker(leases, owner, s.stall_timeout_s, clock=clock, upstream=s.upstream_name,
+                                        on_idle=hooks.on_idle)
         self.registry = WarmRegistry(RunnerParts(store, leases, client, self.activity, holder_dead, clock,
                                                  hooks.turnstile or Turnstile(), hooks.followers),
                                      s, owner, hooks.failure_streak)
