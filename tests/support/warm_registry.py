@@ -15,13 +15,15 @@ from typing import Any, cast
 from bridge.config import Settings
 from bridge.perf.turnstile import Turnstile
 from bridge.sessions.activity import ActivityTracker
+from bridge.sessions.parking import FailureStreak
 from bridge.sessions.registry import WarmRegistry
 from bridge.sessions.session_run import RunnerParts
 from bridge.store.chat_sessions import LeaseStore
 from bridge.store.chat_sessions.memory import MemoryLeaseStore
+from bridge.store.codecs import SessionRow
 from bridge.store.writes import EventStore
 from bridge.upstream.driver_twin import MemoryDriver
-from bridge.upstream.port_follower import PortFollower, PortHooks
+from bridge.upstream.port_follower import PortFollower, PortHooks, PortSettings
 from tests.support.memory_upstream import MemoryUpstream
 from tests.support.waiting import wait_until
 
@@ -64,6 +66,12 @@ class Leases(MemoryLeaseStore):
         held = await super().heartbeat(incarnation_id, hostname, pid, ttl_s)
         return {sid: e for sid, e in held.items() if sid not in self.late}
 
+    async def sessions(self, include_deleted: bool = False) -> list[SessionRow]:
+        """EventStore's listing, as the registry reads it at start (deleted and parked sessions)."""
+        return [SessionRow(r.session_id, cursor_seq=r.cursor_seq, status=r.status, status_reason=r.status_reason,
+                           deleted=r.deleted) for r in sorted(self.rows.values(), key=lambda r: r.session_id)
+                if include_deleted or not r.deleted]
+
     async def turn_state(self, session_id: str, limit: int = 200) -> Any:
         if session_id in self.resuming:
             await self.resumed.wait()
@@ -72,18 +80,22 @@ class Leases(MemoryLeaseStore):
 
 @asynccontextmanager
 async def warm_registry(leases: Leases, clock: Clock, *, dead: Callable[[str], bool] = lambda owner: False,
-                        settings: Settings | None = None) -> AsyncIterator[tuple[WarmRegistry, ActivityTracker]]:
-    """The registry accepting sessions (in a task group) until the block ends; then every follower stops."""
-    driver = MemoryDriver(2)
+                        settings: Settings | None = None, driver: MemoryDriver | None = None,
+                        failures: Callable[[], FailureStreak] = FailureStreak,
+                        ) -> AsyncIterator[tuple[WarmRegistry, ActivityTracker]]:
+    """The registry accepting sessions (in a task group) until the block ends; then every follower stops.
+    Without a `driver` every warmed session exists upstream with an empty log; with one, as it says."""
+    serve = driver or MemoryDriver(2)
     activity = ActivityTracker(leases, ME, 3600.0, clock=clock)  # a turn stalls after an hour
 
     def follower(sid: str, sink: Any, cursor: int, committed: Any) -> PortFollower:
-        driver.add_session(sid)
-        return PortFollower(driver, sid, sink, cursor, hooks=PortHooks(on_committed=committed))
+        if driver is None:
+            serve.add_session(sid)
+        return PortFollower(serve, sid, sink, cursor, PortSettings(0.001, 0.01), PortHooks(on_committed=committed))
 
     parts = RunnerParts(cast(EventStore, leases), cast(LeaseStore, leases), MemoryUpstream().client(), activity,
                         dead, clock, Turnstile(), follower)
-    registry = WarmRegistry(parts, settings or Settings(), ME)
+    registry = WarmRegistry(parts, settings or Settings(reconnect_min_s=0.001, reconnect_max_s=0.01), ME, failures)
     async with asyncio.TaskGroup() as tg:
         registry.attach(tg)
         try:
