@@ -93,3 +93,9 @@ def test_the_walk_finds_what_breaks_each_rule() -> None:
               f"class Long:\n{padding}\n\n"
               f"class Host:\n    async def long(self) -> None:\n{body}\n")
     assert breaches(source, "m") == ({"m.Wide"}, {"m.Long"}, {"m.Host.long"})
+
+
+def test_every_module_of_sessions_has_a_unit_test_file_of_its_own() -> None:
+    modules = {p.stem for p in (ROOT / "bridge" / "sessions").glob("*.py") if p.stem != "__init__"}
+    missing = sorted(m for m in modules if not (ROOT / "tests" / "unit" / f"test_{m}.py").exists())
+    assert missing == []
