@@ -119,7 +119,7 @@ class FollowerSupervisor:
 
     def footprint(self) -> dict[str, int]:
         """Sessions held by every per-session structure of this part, and the sessions the client names in
-        sync-log bodies (bounded: bridge.upstream.client.MAX_KNOWN_AGGREGATES)."""
+        sync-log bodies (bounded: bridge.upstream.known_sizes.MAX_KNOWN_AGGREGATES)."""
         return {**self.registry.footprint(), **self.activity.footprint(),
                 "known_to_sync": self._client.known_sessions()}
 
