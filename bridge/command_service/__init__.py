@@ -4,6 +4,6 @@ directory's checks (admission.py), prompts on the runtime that holds the session
 the disk (attachment_files.py), question replies (questions.py). What a command *is* — bodies, scopes, derived
 ids, the pure policies — is bridge.commands, below the store."""
 
-from bridge.command_service.service import EXIT_AFTER_UPSTREAM_ENV, CommandService, Outcome
+from bridge.command_service.service import EXIT_AFTER_UPSTREAM_ENV, CommandService, DoorSettings, Outcome
 
-__all__ = ["EXIT_AFTER_UPSTREAM_ENV", "CommandService", "Outcome"]
+__all__ = ["EXIT_AFTER_UPSTREAM_ENV", "CommandService", "DoorSettings", "Outcome"]

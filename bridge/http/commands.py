@@ -22,7 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
 from bridge.auth import Claims, bearer_token, verify_token
-from bridge.command_service import CommandService, Outcome
+from bridge.command_service import CommandService, DoorSettings, Outcome
+from bridge.command_service.directory import session_directory as door_directory
 from bridge.command_service.questions import QuestionCommands
 from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, CommandError, parse_command
 from bridge.config import Settings
@@ -155,12 +156,7 @@ async def readable_session(request: web.Request, ctx: CommandsContext) -> str | 
 async def session_directory(ctx: CommandsContext, session_id: str) -> str | None:
     """Where the session lives: the mirror's directory, else the serve's (`GET /api/session/{id}`
     `location.directory`: a session the mirror has not stored yet). SessionNotFound when the serve has none."""
-    mirrored = await ctx.service.store.session(session_id)
-    if mirrored is not None and mirrored.directory:
-        return mirrored.directory
-    loc = (await ctx.service.upstream.session(session_id)).get("location")
-    directory = loc.get("directory") if isinstance(loc, dict) else None
-    return directory if isinstance(directory, str) and directory else None
+    return await door_directory(ctx.service.store, ctx.service.upstream, session_id)
 
 
 def _route(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -257,9 +253,10 @@ def mount_commands(app: web.Application, settings: Settings, engine: AsyncEngine
     def widen(claims: Claims, session_id: str) -> Awaitable[Claims]:
         return tree.widen(claims, engine, settings.upstream_name, session_id)
 
+    door = DoorSettings(directories=settings.directory_roots, resolve=realpath,
+                        prompt_runtime=settings.prompt_runtime)
     service = CommandService(CommandStore(engine, settings.upstream_name), upstream or UpstreamCommands(client),
-                             directories=settings.directory_roots, resolve=realpath, questions=questions,
-                             prompt_runtime=settings.prompt_runtime, widen=widen)
+                             door, questions=questions, widen=widen)
     ctx = CommandsContext(service, secret, revoked=revoked)
     add_command_routes(app, ctx)
     if fanout is not None:

@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
-from bridge.command_service import CommandService
+from bridge.command_service import CommandService, DoorSettings
 from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.store.commands_pending import CommandStore
 from bridge.store.writes import EventStore
@@ -45,7 +45,7 @@ async def http(engine: AsyncEngine, twin: Twin) -> AsyncIterator[TestClient[Any,
         epoch, _ = await store.claim(sid, "owner", "/srv/agent/proj")
         await store.write_batch(sid, epoch, batch(1, 2, 3, session_id=sid), datetime.now(UTC))
     service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
-                             exit_after_upstream="", prompt_runtime="v2")
+                             DoorSettings(exit_after_upstream="", prompt_runtime="v2"))
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as client:

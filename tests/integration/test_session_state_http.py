@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import Claims
-from bridge.command_service import CommandService
+from bridge.command_service import CommandService, DoorSettings
 from bridge.commands.ratelimit import RateLimiter
 from bridge.fanout.live_state import LiveSessionState
 from bridge.http.commands import CommandsContext, add_command_routes
@@ -49,8 +49,8 @@ async def served(engine: AsyncEngine) -> AsyncIterator[tuple[TestClient[Any, Any
         return await tree.widen(claims, engine, UPSTREAM, sid)
 
     service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
-                             limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock), clock=clock,
-                             exit_after_upstream="", widen=widen)
+                             DoorSettings(clock=clock, exit_after_upstream=""),
+                             limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock), widen=widen)
     store = EventStore(engine, UPSTREAM)
     epoch, _ = await store.claim(CHILD, "follower")
     created = chat_event(0, session_id=CHILD, type_="session.created", kind="session:created",
