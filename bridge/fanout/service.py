@@ -25,6 +25,7 @@ from bridge.errors import SessionNotFound
 from bridge.events.pending import RequestChange
 from bridge.fanout.connection import WebSocketContext
 from bridge.fanout.feed import CommitListener, DurableFeed
+from bridge.fanout.frames import command_message
 from bridge.fanout.hub import Hub
 from bridge.fanout.limits import HEALTH_RESERVE, ConnectionSlots
 from bridge.fanout.queue import QueueLimits
@@ -33,7 +34,6 @@ from bridge.fanout.resync import RequestResync
 from bridge.fanout.state_resync import StateResync
 from bridge.hosts import trusted_hosts
 from bridge.revocation import never_revoked
-from bridge.store.notices import command_message
 from bridge.store.reads import FanoutStore
 from bridge.store.session_errors import SessionErrorStore
 from bridge.upstream.client import UpstreamClient

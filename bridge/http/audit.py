@@ -26,7 +26,7 @@ from bridge.audit.transcript import TranscriptBuilder
 from bridge.auth import Claims, bearer_token, verify_token
 from bridge.errors import AuthError, BadRequest
 from bridge.events import SEQ_MAX
-from bridge.fanout.question_frames import stored_question_message
+from bridge.fanout.frames import stored_question_message
 from bridge.http.envelope import auth_refusal, error_response, install_envelope
 from bridge.http.query_params import query_int, query_session, query_text, query_time, query_tool_cursor
 from bridge.ids import SESSION_ID_RULE, valid_session_id

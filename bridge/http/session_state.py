@@ -14,19 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
 
 from bridge.errors import SessionNotFound, UpstreamError
-from bridge.events.content import diff_items, todo_items
+from bridge.fanout.frames import STATE_ITEMS
 from bridge.fanout.live_state import LiveSessionState
 from bridge.http.commands import COMMANDS_KEY, json_response, readable_session, session_directory
 from bridge.http.envelope import error_response, install_envelope
 from bridge.store.session_errors import SessionErrorStore
-
-VIEWS: dict[str, Callable[[object], list[dict[str, Any]]]] = {"todo": todo_items, "diff": diff_items}
 
 
 @dataclass(frozen=True)
@@ -55,7 +52,7 @@ def _state_route(what: str) -> Callable[[web.Request], Awaitable[web.Response]]:
             return error_response(404, "not_found", "no such session upstream")
         except (SQLAlchemyError, OSError, UpstreamError):
             return error_response(503, "upstream_unavailable", "the upstream did not answer, retry")
-        items = VIEWS[what](got)
+        items = STATE_ITEMS[what](got)
         if kept is not None:
             kept.put(sid, what, items)
         return json_response({"data": items}, 200)
