@@ -24,13 +24,13 @@ from bridge.command_service.model_check import ModelCheck
 from bridge.command_service.permission_reply import reply_where_pending
 from bridge.command_service.prompt_router import PromptRouter
 from bridge.command_service.questions import QuestionCommands
+from bridge.command_service.rows import DoorStore
 from bridge.commands.model import Command, CommandError
 from bridge.commands.ratelimit import RateLimiter
 from bridge.commands.session_ops import SESSION_OP_SCOPES, result_body, route
 from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
 from bridge.log import correlation_id
-from bridge.store.commands_pending import CommandKey, CommandRow, CommandStore, PromptQueueStore
-from bridge.store.lifecycle import is_tombstoned
+from bridge.store.commands_pending import CommandKey, CommandRow, PromptQueueStore
 from bridge.upstream.commands import UpstreamCommands
 
 _log = structlog.get_logger("bridge.commands")
@@ -92,7 +92,7 @@ class DoorSettings:
 
 
 class CommandService:
-    def __init__(self, store: CommandStore, upstream: UpstreamCommands, settings: DoorSettings = DoorSettings(), *,
+    def __init__(self, store: DoorStore, upstream: UpstreamCommands, settings: DoorSettings = DoorSettings(), *,
                  limiter: RateLimiter | None = None, questions: QuestionCommands | None = None,
                  queue: PromptQueueStore | None = None,
                  widen: Callable[[Claims, str], Awaitable[Claims]] | None = None) -> None:
@@ -119,7 +119,7 @@ class CommandService:
         if wait > 0:
             raise CommandError("rate_limited", f"too many commands, retry in {wait:.1f} s",
                                retry_after=round(max(wait, 0.1), 1))
-        if cmd.session_id is not None and cmd.name != "erase" and await self._erased(cmd.session_id):
+        if cmd.session_id is not None and cmd.name != "erase" and await self.store.tombstoned(cmd.session_id):
             raise CommandError("not_found", "the session was erased")  # before its row: nothing of it is kept
         upstream_id = self._ids.derive(cmd, claims.subject)
         sid = cmd.session_id if cmd.name != "create_session" else upstream_id
@@ -184,16 +184,12 @@ class CommandService:
             return _Target(session_id, directory, info)
         raise CommandError("upstream_unavailable", "the upstream did not say where the session lives")
 
-    async def _erased(self, session_id: str) -> bool:
-        async with self.store.engine.connect() as conn:
-            return await is_tombstoned(conn, self.store.upstream, session_id)
-
     async def _erase(self, cmd: Command, row: CommandRow) -> _Done:
         """bridge.command_service.erase: the mirror first, then (asked for) the serve."""
         assert cmd.session_id is not None
         mirrored = await self.store.session(cmd.session_id)
-        status, body = await run_erase(self.store.engine, self.store.upstream, self.upstream, cmd, row.subject,
-                                       mirrored.directory if mirrored is not None else None)
+        status, body = await run_erase(self.store, self.upstream, cmd, row.subject,
+                                       directory_of(None, mirrored))
         return _Done(200, body, status)
 
     async def _create(self, cmd: Command, row: CommandRow) -> _Done:

@@ -21,6 +21,7 @@ from bridge.auth import Claims
 from bridge.command_service import CommandService, DoorSettings, Outcome
 from bridge.command_service.directory import session_directory as door_directory
 from bridge.command_service.questions import QuestionCommands
+from bridge.command_service.rows import DoorStore
 from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, CommandError, parse_command
 from bridge.config import Settings
 from bridge.directories import realpath
@@ -32,7 +33,7 @@ from bridge.ids import SESSION_ID_RULE, valid_session_id
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
 from bridge.store.chat_sessions import tree
-from bridge.store.commands_pending import CommandStore, PendingStore
+from bridge.store.commands_pending import PendingStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.commands import UpstreamCommands
 from bridge.upstream.requests import UpstreamRequests
@@ -176,7 +177,7 @@ def mount_commands(app: web.Application, settings: Settings, engine: AsyncEngine
 
     door = DoorSettings(directories=settings.directory_roots, resolve=realpath,
                         prompt_runtime=settings.prompt_runtime)
-    service = CommandService(CommandStore(engine, settings.upstream_name), upstream or UpstreamCommands(client),
+    service = CommandService(DoorStore(engine, settings.upstream_name), upstream or UpstreamCommands(client),
                              door, questions=questions, widen=widen)
     ctx = CommandsContext(service, secret, revoked=revoked)
     add_command_routes(app, ctx)
