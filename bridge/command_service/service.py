@@ -262,7 +262,7 @@ class CommandService:
 
     async def _answered_by(self, request_id: str, subject: str) -> None:
         if self.questions is not None:  # the pending-requests table: who answered
-            await self.questions.store.answered_by(request_id, subject)
+            await self.questions.answered_by(request_id, subject)
 
     async def _question(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
         """`question_reply` / `question_reject` (bridge.command_service.questions)."""
