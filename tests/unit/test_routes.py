@@ -5,7 +5,7 @@ served at once, every refusal in the one envelope."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -53,7 +53,7 @@ async def _ok(request: web.Request, claims: Claims) -> web.Response:
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[Callable[..., Any]]:
+async def client() -> AsyncIterator[TestClient[Any, Any]]:
     gate = TokenGate(SECRET, UPSTREAM, widen=_widen)
     slot = asyncio.Semaphore(1)
     counted: list[tuple[str, int]] = []
