@@ -35,14 +35,15 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
+from bridge.command_service.door import build_door
 from bridge.command_service.legacy_queue import QueueSender
 from bridge.config import Settings
 from bridge.dispatch import LiveDispatch
 from bridge.events.legacy_shapes import SessionStatus
-from bridge.fanout.service import FanoutPart, auth_secret, print_local_token
+from bridge.fanout.service import FanoutHooks, FanoutPart, ReadEngines, auth_secret, print_local_token
 from bridge.http.app import build_app, serving
 from bridge.http.audit import AuditContext
-from bridge.http.commands import mount_commands
+from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.http.session_state import add_session_state_routes
 from bridge.ops.pending import PendingGauges
 from bridge.ops.readiness import LiveSource, health_monitor, readiness_check, readiness_detail, status_line
@@ -60,7 +61,6 @@ from bridge.store.reads import AuditReader
 from bridge.store.revoked import revoked_jtis
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
-from bridge.upstream.gen2.commands import Gen2Commands
 from bridge.upstream.gen2.driver import Gen2Driver
 from bridge.upstream.gen2.requests import Gen2Requests
 from bridge.upstream.live import LiveStream
@@ -160,10 +160,14 @@ class Daemon:
             sessions = FollowerSupervisor(store, client, s, self.owner,
                                           leases=LeaseStore(engine, s.upstream_name, liveness_engine),
                                           turnstile=Turnstile())
-            fanout = FanoutPart(s, engine, self.database_url, secret=secret, sessions=sessions, client=client,
-                            read_engine=read_engine, revoked=revoked, standby_engine=standby_engine,
-                            on_database_back=sessions.database_back, warm_sessions=sessions.warm_sessions,
-                            on_request=sessions.activity.request_changed)
+            # The command door (docs/commands.md): its adapters are the /v1 routes and the WebSocket `command` op.
+            door = CommandsContext(build_door(s, engine, client, choice.generation), secret, revoked=revoked)
+            fanout = FanoutPart(s, engine, self.database_url, secret=secret, client=client, revoked=revoked,
+                                reads=ReadEngines(read_engine, standby_engine),
+                                hooks=FanoutHooks(sessions=sessions, warm_sessions=sessions.warm_sessions,
+                                                  on_database_back=sessions.database_back,
+                                                  on_request=sessions.activity.request_changed,
+                                                  commands=door.run, widen=door.service.widen))
             live, upstream_tasks = self._upstream_parts(choice.generation, client, store, sessions, fanout)
             app = build_app(readiness_check(engine, client, live, sessions, self.started,
                                             generation=generation_check(client, choice.generation)),
@@ -171,12 +175,10 @@ class Daemon:
                             audit=AuditContext(AuditReader(standby_engine or read_engine, s.upstream_name), secret,
                                                revoked=revoked),
                             detail=readiness_detail(secret, s, revoked), trusted_proxies=s.proxy_networks)
-            commands = mount_commands(app, s, engine, client, fanout.service, secret, revoked,  # docs/commands.md
-                                      upstream=Gen2Commands(client) if choice.generation == 2 else None,
-                                      requests=Gen2Requests(client) if choice.generation == 2 else None)
+            add_command_routes(app, door)
             # The bridge's own legacy queue (docs/commands.md, "The legacy queue"): woken when a session
             # of ours goes idle upstream.
-            queue_sender = QueueSender(commands.service.prompts, sessions)
+            queue_sender = QueueSender(door.service.prompts, sessions)
             sessions.activity.on_idle = queue_sender.wake
             # todo list and diff summary kept by the fan-out, session errors (docs/commands.md "Session state")
             add_session_state_routes(app, fanout.relay.state, fanout.relay.errors)

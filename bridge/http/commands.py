@@ -1,5 +1,7 @@
 """Command routes under `/v1` (docs/commands.md, `bridge/http/openapi.json`): prompt, interrupt, model,
-agent, permission replies, question replies and rejects, session creation, and the session's command list.
+agent, permission replies, question replies and rejects, session creation, and the session's command list —
+the HTTP adapter of the command door (bridge.command_service.door; the daemon builds the door, then these
+routes and the WebSocket `command` op on it).
 
 Same tokens as the rest of `/v1`, as `Authorization: Bearer …` only, with the scope each command needs.
 Errors are the one envelope `{"error": {"code", "message", "correlation_id", "retry_after"?}}`
@@ -12,33 +14,20 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 
-import structlog
 from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import Claims
-from bridge.command_service import CommandService, DoorSettings, Outcome
+from bridge.command_service import CommandService, Outcome
 from bridge.command_service.directory import session_directory as door_directory
-from bridge.command_service.questions import QuestionCommands
-from bridge.command_service.rows import DoorStore
-from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, CommandError, parse_command
-from bridge.config import Settings
-from bridge.directories import realpath
-from bridge.errors import BadRequest, SessionNotFound, UpstreamError, error_body
-from bridge.fanout.connection import WebSocketContext
+from bridge.command_service.door import run_command
+from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, CommandError
+from bridge.errors import BadRequest, SessionNotFound, UpstreamError
 from bridge.http.envelope import error_response, install_envelope
 from bridge.http.routes import RouteOptions, TokenGate, json_response, v1_route
 from bridge.ids import SESSION_ID_RULE, valid_session_id
-from bridge.log import correlation_id
 from bridge.revocation import never_revoked
-from bridge.store.chat_sessions import tree
-from bridge.store.commands_pending import PendingStore
-from bridge.upstream.client import UpstreamClient
-from bridge.upstream.commands import UpstreamCommands
-from bridge.upstream.requests import UpstreamRequests
 
-_log = structlog.get_logger("bridge.commands")
 MAX_LIST = 500
 
 
@@ -51,22 +40,8 @@ class CommandsContext:
 
     async def run(self, claims: Claims, name: str, body: object, session_id: str | None = None,
                   request_id: str | None = None) -> Outcome:
-        """One command from any transport (HTTP here, the WebSocket `command` op): an Outcome, errors
-        included, never an exception for a refused command."""
-        try:
-            cmd = parse_command(name, body, session_id, request_id)
-            return await self.service.execute(claims, cmd)
-        except CommandError as e:
-            # Refused before or after its row was written; never the body (prompt text) or the token.
-            _log.info("command_refused", command=name, session_id=session_id, subject=claims.subject,
-                      scope=claims.scope, error=e.code)
-            return Outcome(e.status, e.body())
-        except (SQLAlchemyError, OSError) as e:
-            ref = correlation_id()
-            _log.warning("command_store_failed", command=name, correlation_id=ref,
-                         error=f"{type(e).__name__}: {e}"[:300])
-            return Outcome(503, error_body("upstream_unavailable",
-                                           f"the database did not answer, retry (correlation id {ref})", ref))
+        """One command through the door (bridge.command_service.door.run_command)."""
+        return await run_command(self.service, claims, name, body, session_id, request_id)
 
 
 COMMANDS_KEY: web.AppKey[CommandsContext] = web.AppKey("commands", CommandsContext)
@@ -161,27 +136,3 @@ def add_command_routes(app: web.Application, ctx: CommandsContext) -> None:
     app.router.add_get("/v1/commands", v1_route("slash_commands", gate, list_slash_commands))
     # Erasure from the mirror (docs/lifecycle.md "Erasure"): the body carries command_id, reason, upstream?.
     app.router.add_delete("/v1/sessions/{session_id}/mirror", _command("erase"))
-
-
-def mount_commands(app: web.Application, settings: Settings, engine: AsyncEngine, client: UpstreamClient,
-                   fanout: WebSocketContext | None, secret: str,
-                   revoked: Callable[[str], bool] = never_revoked, *,
-                   upstream: UpstreamCommands | None = None,
-                   requests: UpstreamRequests | None = None) -> CommandsContext:
-    """The command routes on `app` and, given the fan-out, the WebSocket `command` op (the daemon's wiring).
-    `engine` is the writers' pool: a command writes its row before and after the upstream call. `upstream`:
-    the calls of the serve's generation (default: 1.x's; docs/upstream.md §24)."""
-    questions = QuestionCommands(PendingStore(engine, settings.upstream_name), requests or UpstreamRequests(client))
-    def widen(claims: Claims, session_id: str) -> Awaitable[Claims]:
-        return tree.widen(claims, engine, settings.upstream_name, session_id)
-
-    door = DoorSettings(directories=settings.directory_roots, resolve=realpath,
-                        prompt_runtime=settings.prompt_runtime)
-    service = CommandService(DoorStore(engine, settings.upstream_name), upstream or UpstreamCommands(client),
-                             door, questions=questions, widen=widen)
-    ctx = CommandsContext(service, secret, revoked=revoked)
-    add_command_routes(app, ctx)
-    if fanout is not None:
-        fanout.commands = ctx.run
-        fanout.widen = widen
-    return ctx
