@@ -36,6 +36,7 @@ from bridge.fanout.resync import RequestResync
 from bridge.fanout.state_resync import StateResync
 from bridge.hosts import trusted_hosts
 from bridge.revocation import never_revoked
+from bridge.store.notices import CommandNotice
 from bridge.store.reads import FanoutStore
 from bridge.store.session_errors import SessionErrorStore
 from bridge.upstream.client import UpstreamClient
@@ -161,8 +162,8 @@ class FanoutPart:
             self.hub, self.store, self.relay, client, warm=hooks.warm_sessions,
             state=StateResync(self.relay.state, self.hub, client, self.relay.pending.directories))
         self.listener = CommitListener(database_url, settings.upstream_name, self.feed.committed, self.feed.wake_all,
-                                       on_status=self.feed.status, on_reconnected=hooks.on_database_back)
-        self.listener.on_command = lambda n: self.hub.publish_state(n.session_id, command_message(n))
+                                       on_status=self.feed.status, on_reconnected=hooks.on_database_back,
+                                       on_command=self._command_notice)
         origins = frozenset(o.strip().rstrip("/") for o in settings.allowed_origins.split(",") if o.strip())
         self.service = WebSocketContext(
             hub=self.hub,
@@ -183,6 +184,10 @@ class FanoutPart:
             commands=hooks.commands,
             widen=hooks.widen,
         )
+
+    def _command_notice(self, notice: CommandNotice) -> None:
+        """A prompt row's state (`NOTIFY`, the legacy queue) to the session's pages."""
+        self.hub.publish_state(notice.session_id, command_message(notice))
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
