@@ -35,14 +35,15 @@ import structlog
 from aiohttp import web
 
 from bridge import metrics
+from bridge.command_service.door import build_door
 from bridge.command_service.legacy_queue import QueueSender
 from bridge.config import Settings
 from bridge.dispatch import LiveDispatch
 from bridge.events.legacy_shapes import SessionStatus
-from bridge.fanout.service import FanoutPart, auth_secret, print_local_token
+from bridge.fanout.service import FanoutHooks, FanoutPart, ReadEngines, auth_secret, print_local_token
 from bridge.http.app import build_app, serving
 from bridge.http.audit import AuditContext
-from bridge.http.commands import mount_commands
+from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.http.session_state import add_session_state_routes
 from bridge.ops.pending import PendingGauges
 from bridge.ops.readiness import LiveSource, health_monitor, readiness_check, readiness_detail, status_line
@@ -61,7 +62,6 @@ from bridge.store.reads import AuditReader
 from bridge.store.revoked import revoked_jtis
 from bridge.store.writes import EventStore
 from bridge.upstream.client import ClientLimits, UpstreamClient
-from bridge.upstream.gen2.commands import Gen2Commands
 from bridge.upstream.gen2.driver import Gen2Driver
 from bridge.upstream.gen2.requests import Gen2Requests
 from bridge.upstream.live import LiveStream
@@ -188,10 +188,14 @@ class Daemon:
                                       hooks=SessionHooks(turnstile=Turnstile(), on_idle=lambda sid: queue.wake(sid),
                                                          followers=None if driver is None
                                                          else self._gen2_followers(driver, lambda: sessions)))
-        fanout = FanoutPart(s, db.main, self.database_url, secret=secret, sessions=sessions, client=client,
-                            read_engine=db.read, revoked=revoked, standby_engine=db.standby,
-                            on_database_back=sessions.database_back, warm_sessions=sessions.warm_sessions,
-                            on_request=sessions.activity.request_changed)
+        # The command door (docs/commands.md): its adapters are the /v1 routes and the WebSocket `command` op.
+        door = CommandsContext(build_door(s, db.main, client, generation), secret, revoked=revoked)
+        fanout = FanoutPart(s, db.main, self.database_url, secret=secret, client=client, revoked=revoked,
+                            reads=ReadEngines(db.read, db.standby),
+                            hooks=FanoutHooks(sessions=sessions, warm_sessions=sessions.warm_sessions,
+                                              on_database_back=sessions.database_back,
+                                              on_request=sessions.activity.request_changed,
+                                              commands=door.run, widen=door.service.widen))
         live, upstream_tasks = self._upstream_parts(driver, client, store, sessions, fanout)
         app = build_app(readiness_check(db.main, client, live, sessions, self.started,
                                         generation=generation_check(client, generation)),
@@ -199,10 +203,8 @@ class Daemon:
                         audit=AuditContext(AuditReader(db.standby or db.read, s.upstream_name), secret,
                                            revoked=revoked),
                         detail=readiness_detail(secret, s, revoked), trusted_proxies=s.proxy_networks)
-        commands = mount_commands(app, s, db.main, client, fanout.service, secret, revoked,  # docs/commands.md
-                                  upstream=Gen2Commands(client) if generation == 2 else None,
-                                  requests=Gen2Requests(client) if generation == 2 else None)
-        queue = QueueSender(commands.service.prompts, sessions)
+        add_command_routes(app, door)
+        queue = QueueSender(door.service.prompts, sessions)
         # todo list and diff summary kept by the fan-out, session errors (docs/commands.md "Session state")
         add_session_state_routes(app, fanout.relay.state, fanout.relay.errors)
         return _Parts(store, sessions, fanout, app, queue, upstream_tasks, secret)
