@@ -10,7 +10,6 @@ was answered, by whom and when.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -21,27 +20,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.events.question import QuestionUpdate
 from bridge.store.payload import storable_json
+from bridge.store.ports.pending import MAX_LIST as MAX_LIST  # re-exported: the port's
+from bridge.store.ports.pending import StoredRequest as StoredRequest
 from bridge.store.schema import chat_permission_requests, chat_sessions
 
 P = chat_permission_requests.c
 S = chat_sessions.c
-MAX_LIST = 500
-
-
-@dataclass(frozen=True)
-class StoredRequest:
-    """One row, as the fan-out, the commands and operators read it."""
-
-    kind: str  # permission | question
-    session_id: str
-    request_id: str
-    runtime: str
-    asked: dict[str, Any] | None  # the asking envelope (a question's `questions` are in its data)
-    asked_at: datetime | None
-    reply: str | None  # NULL: pending
-    answer: Any
-    answered_by: str | None
-    replied_at: datetime | None
 
 
 _COLUMNS = (P.kind, P.session_id, P.request_id, P.runtime, P.asked, P.asked_at, P.reply, P.answer,
