@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 from bridge.sessions.keeper import LeaseKeeper
 from bridge.sessions.status_machine import Status
 from bridge.sessions.sweep import Sweep
-from bridge.store.chat_sessions.memory import MemoryLeaseStore
+from bridge.store.memory import MemoryLeaseStore
 
 ME = "host:1:me"
 
@@ -68,7 +68,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class Leases(MemoryLeaseStore):
-    """The lease store's in-memory twin (bridge.store.chat_sessions.memory): `held` leases are ours,
+    """The lease store's in-memory twin (bridge.store.memory): `held` leases are ours,
     `candidates` rows as other incarnations left them; `failing`: the database is away."""
 
     def __init__(self, held: dict[str, int] | None = None, candidates: list[Candidate] | None = None) -> None:
