@@ -29,8 +29,9 @@ def _by_asked(rows: Iterable[dict[str, Any]], nulls_first: bool) -> list[dict[st
 
 
 class MemoryPendingStore:
-    def __init__(self, tables: MemoryTables | None = None) -> None:
+    def __init__(self, tables: MemoryTables | None = None, upstream: str = "memory") -> None:
         self.tables = tables or MemoryTables()
+        self.upstream = upstream
 
     async def question(self, update: QuestionUpdate, at: datetime) -> None:
         row: dict[str, Any] = {"request_id": update.request_id, "kind": "question", "session_id": update.session_id,

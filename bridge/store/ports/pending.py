@@ -35,6 +35,9 @@ class StoredRequest:
 
 
 class PendingRequestsPort(Protocol):
+    @property
+    def upstream(self) -> str: ...
+
     async def question(self, update: QuestionUpdate, at: datetime) -> None: ...
 
     async def answered_by(self, request_id: str, subject: str, answer: Any = None) -> None: ...
