@@ -21,7 +21,7 @@ from bridge.sessions.idle_due import IdleDue
 from bridge.sessions.lease_index import not_renewed, strays
 from bridge.sessions.parking import FailureStreak
 from bridge.sessions.session_run import INSISTENT, FollowerFactory, Marks, SessionRunner, StopMode, WarmSession
-from bridge.store.chat_sessions import LeaseStore
+from bridge.store.ports import SessionStatusPort
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 
@@ -30,7 +30,7 @@ UNPARKING = frozenset({"request", "subscriber"})
 
 
 class WarmRegistry:
-    def __init__(self, store: EventStore, leases: LeaseStore, client: UpstreamClient, activity: ActivityTracker,
+    def __init__(self, store: EventStore, leases: SessionStatusPort, client: UpstreamClient, activity: ActivityTracker,
                  settings: Settings, owner: str, *, holder_dead: Callable[[str], bool],
                  clock: Callable[[], float], failure_streak: Callable[[], FailureStreak] = FailureStreak,
                  turnstile: Turnstile | None = None) -> None:

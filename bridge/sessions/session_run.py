@@ -24,7 +24,8 @@ from bridge.sessions.activity import ActivityTracker
 from bridge.sessions.claim_batch import ClaimBatcher
 from bridge.sessions.parking import FailureStreak, is_transient
 from bridge.sessions.status_machine import Status
-from bridge.store.chat_sessions import Claim, LeaseStore, TurnState
+from bridge.store.chat_sessions import Claim, TurnState
+from bridge.store.ports import SessionStatusPort
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
@@ -88,7 +89,7 @@ class Marks:
 class SessionRunner:
     """Runs the task of each warm session; the sessions' marks are shared with the registry."""
 
-    def __init__(self, store: EventStore, leases: LeaseStore, client: UpstreamClient, activity: ActivityTracker,
+    def __init__(self, store: EventStore, leases: SessionStatusPort, client: UpstreamClient, activity: ActivityTracker,
                  settings: Settings, owner: str, marks: Marks, log: FilteringBoundLogger, *,
                  holder_dead: Callable[[str], bool], clock: Callable[[], float], turnstile: Turnstile) -> None:
         self._store = store
