@@ -64,6 +64,7 @@ class Backend:
     name: str
     tables: MemoryTables | None = None
     engine: AsyncEngine | None = None
+    upstream: str = UPSTREAM  # PostgreSQL: the upstream column keeps backends in one database apart
 
     @property
     def pg(self) -> AsyncEngine:
@@ -78,19 +79,23 @@ class Backend:
     # --- the ports --------------------------------------------------------------------------------------
 
     def leases(self) -> LeasePort:
-        return MemoryLeases(self.tables) if self.tables is not None else LeaseStore(self.pg, UPSTREAM)
+        return MemoryLeases(self.tables) if self.tables is not None else LeaseStore(self.pg, self.upstream)
 
     def status(self) -> SessionStatusPort:
-        return MemoryStatus(self.tables) if self.tables is not None else LeaseStore(self.pg, UPSTREAM)
+        return MemoryStatus(self.tables) if self.tables is not None else LeaseStore(self.pg, self.upstream)
 
     def commands(self) -> CommandRowsPort:
-        return MemoryCommandStore(self.tables, UPSTREAM) if self.tables is not None else CommandStore(self.pg, UPSTREAM)
+        if self.tables is not None:
+            return MemoryCommandStore(self.tables, self.upstream)
+        return CommandStore(self.pg, self.upstream)
 
     def queue(self) -> PromptQueuePort:
-        return MemoryPromptQueue(self.tables) if self.tables is not None else PromptQueueStore(self.pg, UPSTREAM)
+        return MemoryPromptQueue(self.tables) if self.tables is not None else PromptQueueStore(self.pg, self.upstream)
 
     def pending(self) -> PendingRequestsPort:
-        return MemoryPendingStore(self.tables) if self.tables is not None else PendingStore(self.pg, UPSTREAM)
+        if self.tables is not None:
+            return MemoryPendingStore(self.tables, self.upstream)
+        return PendingStore(self.pg, self.upstream)
 
     # --- set-up, each backend its own way ---------------------------------------------------------------
 
@@ -102,12 +107,14 @@ class Backend:
             return
         batch = [chat_event(e.seq, session_id=session_id, type_=e.type, kind=Kind(e.kind), message_id=e.message_id)
                  for e in events]
-        await EventStore(self.pg, UPSTREAM).write_batch(session_id, epoch, batch, RECEIVED_AT)
+        await EventStore(self.pg, self.upstream).write_batch(session_id, epoch, batch, RECEIVED_AT)
 
     async def expire_lease(self, session_id: str) -> None:
         """The session's lease ran out a second ago (by the backend's clock)."""
         if self.tables is not None:
-            self.mem.sessions[session_id].lease_expires_at = self.mem.clock() - timedelta(seconds=1)
+            row = self.mem.sessions.get(session_id)
+            if row is not None:
+                row.lease_expires_at = self.mem.clock() - timedelta(seconds=1)
             return
         await self._sql("UPDATE chat_sessions SET lease_expires_at = now() - interval '1 second'"
                         " WHERE upstream = :u AND session_id = :s", s=session_id)
@@ -125,7 +132,7 @@ class Backend:
     async def permission(self, session_id: str, request_id: str, *, asked_at: datetime | None = None,
                          reply: str | None = None, runtime: str = "v2") -> None:
         """A permission request as the fan-out records it: asked (and replied, when `reply` is given)."""
-        rec: Any = MemoryPendingStore(self.tables) if self.tables is not None else FanoutStore(self.pg, UPSTREAM)
+        rec: Any = FanoutStore(self.pg, self.upstream) if self.tables is None else MemoryPendingStore(self.tables)
         envelope = {"type": "permission.v2.asked", "data": {"id": request_id}}
         await rec.permission_asked(session_id, request_id, envelope, asked_at or datetime.now(UTC), "bash", None,
                                    None, runtime)
@@ -142,7 +149,7 @@ class Backend:
         async with self.pg.connect() as conn:
             got = (await conn.execute(text(f"SELECT {', '.join(ROW_COLUMNS)} FROM chat_sessions"
                                            " WHERE upstream = :u AND session_id = :s"),
-                                      {"u": UPSTREAM, "s": session_id})).mappings().first()
+                                      {"u": self.upstream, "s": session_id})).mappings().first()
         return None if got is None else dict(got)
 
     async def command(self, key: CommandKey) -> dict[str, Any] | None:
@@ -155,13 +162,13 @@ class Backend:
         async with self.pg.connect() as conn:
             got = (await conn.execute(text(f"SELECT {', '.join(cols)} FROM chat_commands WHERE upstream = :u"
                                            " AND subject = :sub AND target_session = :t AND command_id = :c"),
-                                      {"u": UPSTREAM, "sub": key.subject, "t": key.target_session,
+                                      {"u": self.upstream, "sub": key.subject, "t": key.target_session,
                                        "c": key.command_id})).mappings().first()
         return None if got is None else dict(got)
 
     async def _sql(self, statement: str, **params: Any) -> None:
         async with self.pg.begin() as conn:
-            await conn.execute(text(statement), {"u": UPSTREAM, **params})
+            await conn.execute(text(statement), {"u": self.upstream, **params})
 
 
 @pytest.fixture(params=["postgres", "memory"])
