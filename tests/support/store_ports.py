@@ -122,8 +122,9 @@ class Backend:
     async def age_send_claim(self, key: CommandKey, seconds: float) -> None:
         """The prompt row's send claim was taken `seconds` earlier than it was."""
         if self.tables is not None:
-            row = self.mem.commands[key]
-            row["send_claimed_at"] -= timedelta(seconds=seconds)
+            row = self.mem.commands.get(key)
+            if row is not None and row["send_claimed_at"] is not None:
+                row["send_claimed_at"] -= timedelta(seconds=seconds)
             return
         await self._sql("UPDATE chat_commands SET send_claimed_at = send_claimed_at - make_interval(secs => :n)"
                         " WHERE upstream = :u AND subject = :sub AND target_session = :t AND command_id = :c",
