@@ -42,6 +42,8 @@ Contract used by the rest of the daemon:
     from bridge.store.reads import FanoutStore, AuditReader
     from bridge.store.commands_pending import CommandStore, PromptQueueStore, PendingStore
     from bridge.store.codecs import SessionRow
+    from bridge.store.ports import LeasePort, SessionStatusPort, CommandRowsPort, PromptQueuePort, PendingRequestsPort
+    from bridge.store.memory import MemoryTables, MemoryLeaseStore, ...   # the twins, for unit tests
     async with store.group_commit(): ...                   # the committer, around the followers
     store.write_batch(session_id, epoch, events, received_at)  # through the committer while it runs
 """
