@@ -133,12 +133,20 @@ class Backend:
     async def permission(self, session_id: str, request_id: str, *, asked_at: datetime | None = None,
                          reply: str | None = None, runtime: str = "v2") -> None:
         """A permission request as the fan-out records it: asked (and replied, when `reply` is given)."""
-        rec: Any = FanoutStore(self.pg, self.upstream) if self.tables is None else MemoryPendingStore(self.tables)
         envelope = {"type": "permission.v2.asked", "data": {"id": request_id}}
-        await rec.permission_asked(session_id, request_id, envelope, asked_at or datetime.now(UTC), "bash", None,
-                                   None, runtime)
+        await self._fanout().permission_asked(session_id, request_id, envelope, asked_at or datetime.now(UTC), "bash",
+                                              None, None, runtime)
         if reply is not None:
-            await rec.permission_replied(session_id, request_id, envelope, datetime.now(UTC), reply)
+            await self.permission_replied(session_id, request_id, reply)
+
+    async def permission_replied(self, session_id: str, request_id: str, reply: str | None) -> None:
+        """A permission request's reply as the fan-out records it (`None`: an unknown reply)."""
+        envelope = {"type": "permission.v2.replied", "data": {"requestID": request_id}}
+        await self._fanout().permission_replied(session_id, request_id, envelope, datetime.now(UTC), reply)
+
+    def _fanout(self) -> Any:
+        """What records permission requests: the fan-out's store, or the pending requests' twin."""
+        return FanoutStore(self.pg, self.upstream) if self.tables is None else MemoryPendingStore(self.tables)
 
     # --- reading back -----------------------------------------------------------------------------------
 
