@@ -104,3 +104,12 @@ async def test_the_sessions_directories_and_the_requests_sessions(backend: Backe
     await pending.question(asked("que_1", session_id="ses_b"), T0)
     assert await pending.sessions_of(["per_1", "que_1", "per_unknown"]) == {"per_1": "ses_a", "que_1": "ses_b"}
     assert await pending.sessions_of([]) == {}
+
+
+async def test_an_answer_through_the_bridge_fills_a_question_settled_without_one(backend: Backend) -> None:
+    pending = backend.pending()
+    await pending.question(asked("que_1"), T0)
+    await pending.question(QuestionUpdate(SID, "que_1", "unknown", "v2", {"id": "que_1"}), T0)  # no answers known
+    await pending.answered_by("que_1", "alice", [["A"]])
+    got = await pending.get("que_1")
+    assert got is not None and (got.reply, got.answer, got.answered_by) == ("unknown", [["A"]], "alice")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Insert, and_, func, literal, select
+from sqlalchemy import Insert, and_, func, literal, null, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -49,8 +49,9 @@ class PendingStore:
         row: dict[str, Any] = {"upstream": self.upstream, "request_id": update.request_id, "kind": "question",
                                "session_id": update.session_id, "runtime": update.runtime}
         if update.settled:
+            # no answers known: SQL NULL, not JSON null, so that the bridge's own answer can still fill it in
             row.update(reply=update.state, replied=storable_json(update.record).value, replied_at=at,
-                       answer=update.answers)
+                       answer=null() if update.answers is None else update.answers)
             kept: tuple[str, ...] = ("reply", "replied", "replied_at", "answer")
         else:
             row.update(asked=storable_json(update.record).value, asked_at=at, call_id=update.call_id,
