@@ -8,7 +8,7 @@ live streams (`/api/event` and `/global/event` alike) from queues the test feeds
 
 Beside the fake upstream on a real socket (fake_upstream.py, which integration, hostile, e2e and bench use) this
 one serves the unit tests that need to script single reads (one pushed chunk = one read) and no socket; both
-speak the same frames (`sync_item`, `global_frames` are fake_upstream's).
+answer through the serve model's rules, frames and fault plan (tests/support/serve_model/).
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from bridge.errors import LeaseLost
 from bridge.events import ChatEvent
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.transport import MockTransport, Request, Response, bytes_body
-from tests.support.fake_upstream import sync_item
+from tests.support.serve_model import FaultPlan
+from tests.support.serve_model.frames import Answer, session_not_found, sync_item
+from tests.support.serve_model.rules import history_page, items_after, sync_answer
 
 __all__ = ["MemorySink", "MemoryUpstream", "envelope", "json_response", "sse", "sync_item"]
 
@@ -48,12 +50,15 @@ def json_response(status: int, body: object, headers: dict[str, str] | None = No
     return Response(status, {"Content-Type": "application/json", **(headers or {})}, bytes_body(raw))
 
 
+def answer(a: Answer) -> Response:
+    return json_response(*a)
+
+
 @dataclass
 class MemoryUpstream:
     history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     has_more: Callable[[str, int], bool | None] = lambda _sid, _after: None  # None: computed
-    # route name -> HTTP status to answer with; the names are FakeUpstream.fail_status's ("history", "durable", "sync")
-    fail_status: dict[str, int] = field(default_factory=dict)
+    faults: FaultPlan = field(default_factory=FaultPlan)  # its routes: "history", "durable", "sync"
     raw_history: dict[str, bytes] = field(default_factory=dict)  # sid -> a body served as is
     sync: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sid -> its sync log
     _durable: dict[str, asyncio.Queue[bytes | None]] = field(default_factory=dict)
@@ -61,6 +66,10 @@ class MemoryUpstream:
 
     def __post_init__(self) -> None:
         self.transport = MockTransport(self.handle)
+
+    @property
+    def fail_status(self) -> dict[str, int]:
+        return self.faults.fail_status
 
     def client(self, **kw: Any) -> UpstreamClient:
         return UpstreamClient("http://upstream.test", transport=self.transport, **kw)
@@ -90,16 +99,14 @@ class MemoryUpstream:
         if url.raw_path in ("/api/event", "/global/event"):
             return Response(200, {}, _drain(self._live))
         if url.raw_path == "/sync/history" and request.body is not None:
-            if "sync" in self.fail_status:
-                return json_response(self.fail_status["sync"], {"_tag": "Injected", "message": "sync"})
-            asked = json.loads(request.body)  # like the real server: unnamed aggregates from the start
-            return json_response(200, [item for sid, log in self.sync.items() for item in log
-                                       if item["seq"] > asked.get(sid, -1)])
+            if (failed := self.faults.failure("sync")) is not None:
+                return answer(failed)
+            return json_response(200, sync_answer(self.sync, json.loads(request.body), items_after))
         if len(parts) == 5 and parts[:3] == ["", "api", "session"]:
             sid, route = unquote(parts[3]), parts[4]
             name = "durable" if route == "event" else route
-            if name in self.fail_status:
-                return json_response(self.fail_status[name], {"_tag": "Injected", "message": name})
+            if (failed := self.faults.failure(name)) is not None:
+                return answer(failed)
             if route == "history":
                 return self._history(sid, int(url.query["after"]), int(url.query["limit"]))
             if route == "event":
@@ -110,10 +117,10 @@ class MemoryUpstream:
         if sid in self.raw_history:
             return Response(200, {}, bytes_body(self.raw_history[sid]))
         if sid not in self.history:
-            return json_response(404, {"_tag": "SessionNotFoundError", "message": f"Session not found: {sid}"})
-        later = [e for e in self.history[sid] if e["durable"]["seq"] > after]
+            return answer(session_not_found(sid))
+        page, more = history_page([e for e in self.history[sid] if e["durable"]["seq"] > after], limit)
         forced = self.has_more(sid, after)
-        return json_response(200, {"data": later[:limit], "hasMore": len(later) > limit if forced is None else forced})
+        return json_response(200, {"data": page, "hasMore": more if forced is None else forced})
 
 
 async def _drain(queue: asyncio.Queue[bytes | None]) -> AsyncIterator[bytes]:
