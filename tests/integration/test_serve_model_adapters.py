@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,12 +15,14 @@ import pytest_asyncio
 
 from bridge.errors import SessionNotFound, UpstreamUnavailable
 from bridge.upstream.client import UpstreamClient
+from bridge.upstream.transport import Request
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.serve_model import ServeModel
 from tests.support.serve_model.frames import global_frames
 from tests.support.serve_model.model_transport import ModelTransport
 
 SID, OTHER = "ses_A", "ses_B"
+CAPTURES = Path("fixtures/opencode-1.18.33")
 
 
 Served = tuple[ServeModel, UpstreamClient, Callable[[], None]]  # the model, a client, "kill the server"
@@ -143,3 +146,31 @@ async def test_a_killed_server_cuts_every_stream_mid_body(served: Any) -> None:
         for body in (live, durable):
             with pytest.raises(UpstreamUnavailable):
                 await frames(body, 1)
+
+
+async def exchange(client: UpstreamClient, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """One request as sent on the wire, through the client's transport; the answer's status and JSON."""
+    raw = None if body is None else json.dumps(body).encode()
+    async with client.transport.send(Request(method, client.base_url + path, {}, 5.0, 5.0, raw)) as resp:
+        return resp.status, json.loads(b"".join([chunk async for chunk in resp.body]))
+
+
+def capture(rel: str) -> dict[str, Any]:
+    exchanged: dict[str, Any] = json.loads((CAPTURES / rel).read_text())
+    return exchanged
+
+
+@pytest.mark.parametrize("rel", ["x9-sync-history/04-sync-history-sid-0.json",
+                                 "x9-sync-history/05-sync-history-sid-10.json",
+                                 "x9-sync-history/06-sync-history-empty.json",
+                                 "j-errors/04-unknown-get-history.json",
+                                 "j-errors/11-history-after=abc.json"])
+async def test_the_model_answers_the_captured_requests_as_the_real_serve_did(served: Any, rel: str) -> None:
+    model, client, _ = served
+    whole = capture("x9-sync-history/06-sync-history-empty.json")["response"]["body"]
+    sid = whole[0]["aggregate_id"]
+    model.add_session(sid).log = whole  # the serve's log, as it answered it whole
+    model.add_session("ses_dd5b57e6fffeZ7euAuFrMkcEZR")  # j-errors' session
+    asked = capture(rel)
+    got = await exchange(client, asked["request"]["method"], asked["request"]["path"], asked["request"]["body"])
+    assert got == (asked["response"]["status"], asked["response"]["body"])
