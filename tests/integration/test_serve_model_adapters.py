@@ -174,3 +174,19 @@ async def test_the_model_answers_the_captured_requests_as_the_real_serve_did(ser
     asked = capture(rel)
     got = await exchange(client, asked["request"]["method"], asked["request"]["path"], asked["request"]["body"])
     assert got == (asked["response"]["status"], asked["response"]["body"])
+
+
+async def test_the_plain_reads_show_the_models_sessions_and_pending_requests(served: Any) -> None:
+    model, client, _ = served
+    model.add_session(SID)
+    model.add_session(OTHER)
+    await model.delete(OTHER)
+    model.active = {SID: {"type": "busy"}}
+    model.permissions[SID] = [{"id": "per_1", "sessionID": SID}]
+    assert [s["id"] for s in await client.list_sessions()] == [SID]
+    assert (await client.get_session(SID))["location"] == {"directory": "/srv/agent/proj"}
+    assert await client.active() == {SID: {"type": "busy"}}
+    assert await client.pending_permissions(SID) == [{"id": "per_1", "sessionID": SID}]
+    model.fail_status["permission"] = 500
+    with pytest.raises(UpstreamUnavailable):
+        await client.pending_permissions(SID)

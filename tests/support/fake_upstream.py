@@ -36,10 +36,12 @@ from tests.support.serve_model.frames import (
     sync_item,
 )
 from tests.support.serve_model.model import DurableCursor, Stream
+from tests.support.serve_model.reads import plain_read
 from tests.support.serve_model.rules import check_sync_body
 
 __all__ = ["FIXTURES", "FakeSession", "FakeUpstream", "_iso", "dumps", "global_frames", "sync_item"]
 FIXTURES = "fixtures/opencode-1.18.33"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _iso = iso  # the name bench.wire_workload and older tests import
 
 
@@ -113,12 +115,14 @@ class FakeUpstream(ServeModel):
     # -- lifecycle --------------------------------------------------------------------------------------
     async def start(self) -> None:
         app = web.Application(middlewares=[self._record])
-        gets = {"/api/health": self._health, "/api/session": self._list, "/api/session/active": self._active,
-                "/api/session/{sid}": self._get_session, "/api/session/{sid}/history": self._history,
-                "/api/session/{sid}/event": self._durable, "/api/session/{sid}/permission": self._permissions,
-                "/api/session/{sid}/question": self._questions, "/question": self._legacy_questions,
-                "/permission": self._legacy_permissions, "/session/{sid}/todo": self._todo,
-                "/session/{sid}/diff": self._diff, "/api/event": self._live, "/global/event": self._global}
+        gets: dict[str, Handler] = {
+            "/api/health": self._read("health"), "/api/session": self._read("list"),
+            "/api/session/active": self._read("active"), "/api/session/{sid}": self._read("session"),
+            "/api/session/{sid}/history": self._history, "/api/session/{sid}/event": self._durable,
+            "/api/session/{sid}/permission": self._read("permission"),
+            "/api/session/{sid}/question": self._read("question"), "/question": self._read("legacy_question"),
+            "/permission": self._read("legacy_permission"), "/session/{sid}/todo": self._read("todo"),
+            "/session/{sid}/diff": self._read("diff"), "/api/event": self._live, "/global/event": self._global}
         for path, handler in gets.items():  # in this order: `/api/session/active` before `/api/session/{sid}`
             app.router.add_get(path, handler)
         app.router.add_post("/sync/history", self._sync_history)
@@ -142,6 +146,11 @@ class FakeUpstream(ServeModel):
         response: web.StreamResponse = await handler(request)
         return response
 
+    def _read(self, route: str) -> Handler:
+        async def read(request: web.Request) -> web.StreamResponse:
+            return answer(plain_read(self, route, request.match_info.get("sid")))
+        return read
+
     def _session_or_404(self, sid: str) -> FakeSession:
         s = self.session(sid)
         if s is None:
@@ -155,23 +164,6 @@ class FakeUpstream(ServeModel):
         if value is None:
             raise web.HTTPBadRequest(text=dumps(invalid_query(name)[1]), content_type="application/json")
         return value
-
-    async def _health(self, request: web.Request) -> web.Response:
-        return web.json_response({"healthy": True, "version": "1.18.33"})
-
-    async def _list(self, request: web.Request) -> web.Response:
-        if (failed := self.faults.failure("list")) is not None:
-            return answer(failed)
-        data = [{"id": s.id, "location": {"directory": s.directory}} for s in self.sessions.values()
-                if not s.deleted]
-        return web.json_response({"data": data, "cursor": {"previous": None, "next": None}})
-
-    async def _active(self, request: web.Request) -> web.Response:
-        return web.json_response({"data": self.active})
-
-    async def _get_session(self, request: web.Request) -> web.Response:
-        s = self._session_or_404(request.match_info["sid"])
-        return web.json_response({"data": {"id": s.id, "location": {"directory": s.directory}}})
 
     async def _history(self, request: web.Request) -> web.Response:
         self.history_calls += 1
@@ -187,35 +179,7 @@ class FakeUpstream(ServeModel):
             finally:
                 self.history_in_flight -= 1
         page, more = self.history(s, after, self._after(request, "limit", "100"))
-        return web.json_response({"data": page, "hasMore": more})
-
-    async def _pending(self, request: web.Request, route: str, table: dict[str, list[dict[str, Any]]]) -> web.Response:
-        s = self._session_or_404(request.match_info["sid"])
-        if (failed := self.faults.failure(route)) is not None:
-            return answer(failed)
-        return web.json_response({"data": table.get(s.id, [])})
-
-    async def _permissions(self, request: web.Request) -> web.Response:
-        return await self._pending(request, "permission", self.permissions)
-
-    async def _questions(self, request: web.Request) -> web.Response:
-        return await self._pending(request, "question", self.questions)
-
-    async def _legacy_questions(self, request: web.Request) -> web.Response:
-        if (failed := self.faults.failure("question")) is not None:
-            return answer(failed)
-        return web.json_response(self.legacy_questions)
-
-    async def _legacy_permissions(self, request: web.Request) -> web.Response:
-        return web.json_response([])
-
-    async def _todo(self, request: web.Request) -> web.Response:
-        self._session_or_404(request.match_info["sid"])
-        return web.json_response(self.todos.get(request.match_info["sid"], []))
-
-    async def _diff(self, request: web.Request) -> web.Response:
-        self._session_or_404(request.match_info["sid"])
-        return web.json_response([])
+        return answer((200, {"data": page, "hasMore": more}))
 
     async def _durable(self, request: web.Request) -> web.StreamResponse:
         s = self._session_or_404(request.match_info["sid"])

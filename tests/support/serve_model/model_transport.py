@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import unquote
 
@@ -27,10 +27,12 @@ from tests.support.serve_model.frames import (
     dumps,
     global_server_frame,
     invalid_query,
+    no_route,
     parse_after,
     session_not_found,
 )
-from tests.support.serve_model.model import DurableCursor, FakeSession, ServeModel, Stream
+from tests.support.serve_model.model import DurableCursor, ServeModel, Stream
+from tests.support.serve_model.reads import plain_read
 from tests.support.serve_model.rules import check_sync_body
 
 JSON = {"Content-Type": "application/json"}
@@ -75,42 +77,22 @@ class ModelTransport:
         if parts == ["global", "event"]:
             return self._stream_or_fail(("global", "live"), m.global_streams,
                                         global_server_frame(f"evt_gc{m.count()}"))
-        if parts == ["api", "session"]:
-            if (failed := m.faults.failure("list")) is not None:
-                return answer(failed)
-            return ok({"data": [{"id": s.id, "location": {"directory": s.directory}} for s in m.sessions.values()
-                                if not s.deleted], "cursor": {"previous": None, "next": None}})
-        if parts == ["api", "session", "active"]:
-            return ok({"data": m.active})
-        if len(parts) >= 3 and parts[:2] in (["api", "session"], ["session"]):
-            sid = parts[2] if parts[0] == "api" else parts[1]
-            s = m.session(sid)
+        if (read := _plain_route(parts)) is not None:
+            return answer(plain_read(m, *read))
+        if len(parts) == 4 and parts[:2] == ["api", "session"] and parts[3] in ("history", "event"):
+            s = m.session(parts[2])
             if s is None:
-                return answer(session_not_found(sid))
-            return await self._session_route(s, "/".join(parts[3 if parts[0] == "api" else 2:]), url.query)
-        return answer((404, {"name": "NotFoundError", "data": {"message": f"no route {url.raw_path}"}}))
-
-    async def _session_route(self, s: FakeSession, route: str, query: Any) -> Response:
-        m = self.model
-        name = {"event": "durable", "": "session"}.get(route, route)
-        if (failed := m.faults.failure(name)) is not None:
-            return answer(failed)
-        after, limit = parse_after(query.get("after", "")), parse_after(query.get("limit", "100"))
-        if after is None or limit is None:
-            return answer(invalid_query("after" if after is None else "limit"))
-        handlers: dict[str, Callable[[], Any]] = {
-            "": lambda: ok({"data": {"id": s.id, "location": {"directory": s.directory}}}),
-            "history": lambda: ok(dict(zip(("data", "hasMore"), m.history(s, after, limit), strict=True))),
-            "permission": lambda: ok({"data": m.permissions.get(s.id, [])}),
-            "question": lambda: ok({"data": m.questions.get(s.id, [])}),
-            "todo": lambda: ok(m.todos.get(s.id, [])),
-        }
-        if route == "event":
-            return await self._durable(DurableCursor(s, after))
-        if route not in handlers:
-            return answer((404, {"name": "NotFoundError", "data": {"message": f"no route {route}"}}))
-        response: Response = handlers[route]()
-        return response
+                return answer(session_not_found(parts[2]))
+            if (failed := m.faults.failure("durable" if parts[3] == "event" else "history")) is not None:
+                return answer(failed)
+            after, limit = parse_after(url.query.get("after", "")), parse_after(url.query.get("limit", "100"))
+            if after is None or limit is None:
+                return answer(invalid_query("after" if after is None else "limit"))
+            if parts[3] == "event":
+                return await self._durable(DurableCursor(s, after))
+            page, more = m.history(s, after, limit)
+            return ok({"data": page, "hasMore": more})
+        return answer(no_route(url.raw_path))
 
     def _sync(self, raw: bytes) -> Response:
         if (failed := self.model.faults.failure("sync")) is not None:
@@ -159,3 +141,18 @@ async def _drain(q: Stream, streams: list[Stream], first: bytes) -> AsyncIterato
             yield chunk
     finally:
         streams.remove(q)
+
+
+def _plain_route(parts: list[str]) -> tuple[str, str | None] | None:
+    """(the plain read, its session) of a path's segments (serve_model/reads.py), or None."""
+    fixed = {("api", "health"): "health", ("api", "session"): "list", ("api", "session", "active"): "active",
+             ("question",): "legacy_question", ("permission",): "legacy_permission"}
+    if (route := fixed.get(tuple(parts))) is not None:
+        return route, None
+    if len(parts) == 3 and parts[:2] == ["api", "session"]:
+        return "session", parts[2]
+    if len(parts) == 4 and parts[:2] == ["api", "session"] and parts[3] in ("permission", "question"):
+        return parts[3], parts[2]
+    if len(parts) == 3 and parts[0] == "session" and parts[2] in ("todo", "diff"):
+        return parts[2], parts[1]
+    return None
