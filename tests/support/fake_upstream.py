@@ -50,6 +50,33 @@ def answer(a: Answer) -> web.Response:
     return web.Response(status=status, text=dumps(body), content_type="application/json")
 
 
+def query_int(request: web.Request, name: str = "after", default: str = "") -> int:
+    value = parse_after(request.query.get(name, default))
+    if value is None:
+        raise web.HTTPBadRequest(text=dumps(invalid_query(name)[1]), content_type="application/json")
+    return value
+
+
+async def stream_queue(request: web.Request, streams: list[Stream], first: bytes) -> web.StreamResponse:
+    """A live stream (`/api/event`, `/global/event`): `first`, then what its queue brings; b"" cuts it."""
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                       "Cache-Control": "no-cache, no-transform"})
+    await resp.prepare(request)
+    q: Stream = asyncio.Queue()
+    streams.append(q)
+    try:
+        await resp.write(first)
+        while (item := await q.get()) is not None:  # None: a clean EOF (like a legacy prompt start)
+            if item == b"":
+                if request.transport is not None:
+                    request.transport.abort()  # cut mid-body
+                return resp
+            await resp.write(item)
+        return resp
+    finally:
+        streams.remove(q)
+
+
 class FakeUpstream(ServeModel):
     def __init__(self) -> None:
         super().__init__()
@@ -158,19 +185,12 @@ class FakeUpstream(ServeModel):
             raise web.HTTPNotFound(text=dumps(body), content_type="application/json")
         return s
 
-    @staticmethod
-    def _after(request: web.Request, name: str = "after", default: str = "") -> int:
-        value = parse_after(request.query.get(name, default))
-        if value is None:
-            raise web.HTTPBadRequest(text=dumps(invalid_query(name)[1]), content_type="application/json")
-        return value
-
     async def _history(self, request: web.Request) -> web.Response:
         self.history_calls += 1
         s = self._session_or_404(request.match_info["sid"])
         if (failed := self.faults.failure("history")) is not None:
             return answer(failed)
-        after = self._after(request)
+        after = query_int(request)
         if self.on_history is not None:
             self.history_in_flight += 1
             self.history_max_in_flight = max(self.history_max_in_flight, self.history_in_flight)
@@ -178,14 +198,14 @@ class FakeUpstream(ServeModel):
                 await self.on_history(s.id, after)
             finally:
                 self.history_in_flight -= 1
-        page, more = self.history(s, after, self._after(request, "limit", "100"))
+        page, more = self.history(s, after, query_int(request, "limit", "100"))
         return answer((200, {"data": page, "hasMore": more}))
 
     async def _durable(self, request: web.Request) -> web.StreamResponse:
         s = self._session_or_404(request.match_info["sid"])
         if (failed := self.faults.failure("durable")) is not None:
             return answer(failed)
-        cursor = DurableCursor(s, self._after(request))
+        cursor = DurableCursor(s, query_int(request))
         self.durable_connects += 1
         generation, rid = self._generation, id(request)
         self._durable_reqs[rid] = request
@@ -207,35 +227,17 @@ class FakeUpstream(ServeModel):
             self._durable_reqs.pop(rid, None)
             self._prepared.discard(rid)
 
-    async def _stream(self, request: web.Request, streams: list[Stream], first: bytes) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                           "Cache-Control": "no-cache, no-transform"})
-        await resp.prepare(request)
-        q: Stream = asyncio.Queue()
-        streams.append(q)
-        try:
-            await resp.write(first)
-            while (item := await q.get()) is not None:  # None: a clean EOF (like a legacy prompt start)
-                if item == b"":
-                    if request.transport is not None:
-                        request.transport.abort()  # cut mid-body
-                    return resp
-                await resp.write(item)
-            return resp
-        finally:
-            streams.remove(q)
-
     async def _live(self, request: web.Request) -> web.StreamResponse:
         if (failed := self.faults.failure("live")) is not None:
             return answer(failed)
-        return await self._stream(request, self.live_streams, LIVE_CONNECTED)
+        return await stream_queue(request, self.live_streams, LIVE_CONNECTED)
 
     async def _global(self, request: web.Request) -> web.StreamResponse:
         # "live" names the live reader's route, whichever stream it reads (existing fault tests use it)
         if (failed := self.faults.failure("global", "live")) is not None:
             return answer(failed)
         self.global_connects += 1
-        return await self._stream(request, self.global_streams, global_server_frame(f"evt_gc{self.count()}"))
+        return await stream_queue(request, self.global_streams, global_server_frame(f"evt_gc{self.count()}"))
 
     async def _sync_history(self, request: web.Request) -> web.Response:
         self.sync_calls += 1
