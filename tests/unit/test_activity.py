@@ -20,6 +20,7 @@ from bridge.events.legacy_shapes import SessionStatus
 from bridge.sessions.activity import TURN_SETTLE_S, ActivityTracker
 from bridge.sessions.status_machine import Status, TurnTracker
 from bridge.store.memory import MemoryLeaseStore
+from tests.support.serve_model import Clock
 from tests.support.waiting import wait_until
 
 ME = "host:1:me"
@@ -30,17 +31,9 @@ def ev(seq: int, kind: str, **data: Any) -> Any:
     return SimpleNamespace(seq=seq, kind=kind, envelope=env)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest_asyncio.fixture
 async def parts() -> AsyncIterator[tuple[ActivityTracker, MemoryLeaseStore, Clock]]:
-    store, clock = MemoryLeaseStore(), Clock()
+    store, clock = MemoryLeaseStore(), Clock(100.0)
     store.put("ses_A", lease_owner=ME)  # ours
     tracker = ActivityTracker(store, ME, stall_timeout_s=30.0, clock=clock)
     task = asyncio.create_task(tracker.run())
