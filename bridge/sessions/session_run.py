@@ -29,8 +29,9 @@ from bridge.store.chat_sessions import Claim, TurnState
 from bridge.store.ports import SessionStatusPort
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
-from bridge.upstream.durable import DurableFollower, FollowerHooks, FollowerSettings
+from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.follower_settings import FollowerHooks, FollowerSettings
 from bridge.upstream.port_follower import PortFollower
 from bridge.upstream.stall_policy import StallGovernor
 from bridge.upstream.store_sink import StoreSink
