@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.events import TYPE_KINDS, Kind
 from bridge.events.content import CONTENT_KINDS
+from bridge.store.reads import replay_legacy as legacy
 
 # (seq, frame text | None, payload | None, kind column): a frame for a v2 row, the payload for a legacy one.
 StoredFrame = tuple[int, str | None, Any, str | None]
@@ -33,7 +34,6 @@ _TOOL_KINDS = (Kind.TOOL_START, Kind.TOOL_SUCCESS, Kind.TOOL_FAIL)
 # (bridge.events.gen2); an unknown row frames alike either way.
 _PYTHON_KINDS = json.dumps(sorted(str(k) for k in (CONTENT_KINDS - set(_TOOL_KINDS))
                                   | {Kind.PROMPT_SYNTHETIC, Kind.SESSION_CREATED, Kind.UNKNOWN}))
-_BY_PYTHON = f"({_LEGACY} OR CAST(:python_kinds AS jsonb) ? k.kind)"
 _CHILD = """CASE WHEN k.kind IN ('tool:start', 'tool:success', 'tool:fail')
                    AND jsonb_typeof(e.payload->'data'->'state'->'metadata'->'sessionId') = 'string'
                   THEN e.payload->'data'->'state'->'metadata'->>'sessionId' END"""
@@ -93,16 +93,20 @@ _FIELDS = f"""jsonb_strip_nulls(jsonb_build_object(
     || CASE WHEN x.output_text IS NULL THEN '{{}}'::jsonb ELSE jsonb_build_object('output_text', x.output_text) END"""
 
 FRAMES_AFTER = text(f"""
-SELECT e.seq,
-       CASE WHEN NOT {_BY_PYTHON} THEN json_build_object(
-           'type', 'event', 'session', e.session_id, 'seq', e.seq, 'event_id', e.event_id, 'event_type', e.type,
-           'kind', k.kind, 'fields', {_FIELDS}, 'data', {_DATA})::text END AS frame,
-       CASE WHEN {_BY_PYTHON} THEN e.payload END AS payload,
-       e.kind
+SELECT e.seq, f.frame, CASE WHEN f.frame IS NULL THEN e.payload END AS payload, e.kind
 FROM chat_session_events e
+CROSS JOIN LATERAL (SELECT {_LEGACY} AS legacy) r
 CROSS JOIN LATERAL (SELECT coalesce(CAST(:kinds AS jsonb) ->> e.type, 'unknown') AS kind) k
+CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {legacy.FRESH} END AS fresh) lf
+CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {legacy.TEXT} END AS text) lt
 CROSS JOIN LATERAL (SELECT {_JOINED} AS joined) o
 CROSS JOIN LATERAL (SELECT {_TEXT} AS text, {_INPUT} AS input, {_OUTPUT_TEXT} AS output_text) x
+CROSS JOIN LATERAL (SELECT CASE
+    WHEN r.legacy THEN CASE WHEN {legacy.BY_SQL} THEN {legacy.FRAME} END
+    WHEN NOT CAST(:python_kinds AS jsonb) ? k.kind THEN json_build_object(
+           'type', 'event', 'session', e.session_id, 'seq', e.seq, 'event_id', e.event_id, 'event_type', e.type,
+           'kind', k.kind, 'fields', {_FIELDS}, 'data', {_DATA})::text
+    END AS frame) f
 WHERE e.upstream = :u AND e.session_id = :s AND e.seq > :after
 ORDER BY e.seq
 LIMIT :limit

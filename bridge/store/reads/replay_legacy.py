@@ -1,0 +1,181 @@
+"""A legacy row's `event` frame built by PostgreSQL from its payload (reads; docs/websocket.md "Replay").
+
+A legacy row (a sync-log item, docs/legacy.md) is framed in Python by `bridge.events.stored.stored_event`:
+the payload mapped on its own, given the **stored** kind. Most legacy rows are a few shapes —
+`message.updated` and `message.part.updated` of a text, reasoning, tool, step-finish or plain part, stored
+as their milestone or as a re-send — and for those this module gives the same frame as SQL over the
+payload, in the one pass `bridge.store.reads.replay` makes for v2 rows: the fields the mapping reads
+(`bridge.events.legacy`: ids, agent, model, a prompt's or a text end's text, a tool's call, a failed step's
+or tool's error, a finished step's tokens and cost), a re-send's fields cleared but its ids, a tool's input,
+output text, duration and child session, and `data` without the text `fields.text` carries.
+
+Anything else — another type, a content part (file, patch, synthetic text …), an unknown part, a stored
+kind that is neither the payload's milestone nor a re-send, a wrong-shaped payload — gives `NULL` here and is
+framed in Python, as before. `tests/integration/test_replay_frames.py` pins that both give `event_message`.
+"""
+
+from __future__ import annotations
+
+from bridge.events import Kind
+from bridge.events.error_envelope import ERROR_FALLBACK_MAX
+from bridge.events.legacy_state import PLAIN_PART_TYPES
+
+_D = "(e.payload->'data')"
+_INFO = f"({_D}->'info')"
+_PART = f"({_D}->'part')"
+_STATE = f"({_PART}->'state')"
+
+
+def _at(base: str, *keys: str) -> str:
+    """`base->'k1'->'k2'…` (NULL where a step is no object)."""
+    return "(" + base + "".join(f"->'{k}'" for k in keys) + ")"
+
+
+def _text(path: str) -> str:
+    """A jsonb string's text (`#>> '{}'`)."""
+    return f"({path} #>> '{{}}')"
+
+
+def _str(path: str) -> str:
+    """`as_str`: the string at `path`, else NULL."""
+    return f"(CASE WHEN jsonb_typeof({path}) = 'string' THEN {_text(path)} END)"
+
+
+def _int(path: str) -> str:
+    """`as_int`: the integer at `path` (jsonb, exactly as stored), else NULL; a float is no integer."""
+    return f"(CASE WHEN jsonb_typeof({path}) = 'number' AND {_text(path)} ~ '^-?[0-9]+$' THEN {path} END)"
+
+
+def _number(path: str) -> str:
+    """`as_number`: a number a double holds, as a double, else NULL."""
+    return (f"(CASE WHEN jsonb_typeof({path}) = 'number' AND abs(({path})::numeric) < 1e308 "
+            f"THEN ({path})::float8 END)")
+
+
+_ROOM = ERROR_FALLBACK_MAX - len("Error ()")
+
+
+def _error(obj: str) -> tuple[str, str]:
+    """`legacy_error`: (error_type, error_message) of a `{name, data.message}` (or `{type, message}`) object."""
+    etype = f"coalesce({_str(_at(obj, 'name'))}, {_str(_at(obj, 'type'))})"
+    fallback = (f"CASE WHEN {etype} IS NULL THEN 'Error'"
+                f" WHEN length({etype}) <= {_ROOM} THEN 'Error (' || {etype} || ')'"
+                f" ELSE 'Error (' || left({etype}, {_ROOM - 1}) || '…)' END")
+    message = f"coalesce({_str(_at(obj, 'data', 'message'))}, {_str(_at(obj, 'message'))}, {fallback})"
+    return f"(CASE WHEN jsonb_typeof({obj}) = 'object' THEN {etype} END)", \
+        f"(CASE WHEN jsonb_typeof({obj}) = 'object' THEN {message} ELSE 'Error' END)"
+
+
+_RESENDS = (Kind.LEGACY_MESSAGE_UPDATED, Kind.LEGACY_PART_UPDATED)
+_PLAIN = ", ".join(f"'{t}'" for t in sorted(PLAIN_PART_TYPES))
+_ASSISTANT = f"({_INFO}->'role' = '\"assistant\"'::jsonb)"
+_PROMPT = f"(e.kind = '{Kind.PROMPT_ADMITTED}' AND jsonb_typeof({_PART}->'messageID') = 'string')"
+_TIME_END = _int(f"{_PART}->'time'->'end'")
+
+# The kind `normalize_legacy` gives the payload seen first (`legacy_row_event`: a fresh state that knows the
+# prompt's message when the stored kind says so); NULL: framed in Python.
+FRESH = f"""CASE
+    WHEN jsonb_typeof({_D}) IS DISTINCT FROM 'object' OR jsonb_typeof(e.payload->'id') IS DISTINCT FROM 'string'
+         OR coalesce((e.payload->>'type') NOT LIKE e.type || '.%', true) THEN NULL
+    WHEN e.type = 'message.updated' THEN CASE
+        WHEN NOT {_ASSISTANT} OR jsonb_typeof({_INFO}->'id') IS DISTINCT FROM 'string'
+             THEN '{Kind.LEGACY_MESSAGE_UPDATED}'
+        WHEN jsonb_typeof({_INFO}->'error') = 'object' THEN '{Kind.STEP_FAIL}'
+        ELSE '{Kind.STEP_START}' END
+    WHEN e.type = 'session.updated' THEN '{Kind.SESSION_UPDATED}'
+    WHEN e.type <> 'message.part.updated' OR jsonb_typeof({_PART}) IS DISTINCT FROM 'object'
+         OR jsonb_typeof({_PART}->'id') IS DISTINCT FROM 'string' OR {_PART}->'synthetic' = 'true'::jsonb THEN NULL
+    WHEN {_PART}->'type' IN ('"text"', '"reasoning"') THEN CASE
+        WHEN {_PROMPT} THEN '{Kind.PROMPT_ADMITTED}'
+        WHEN {_TIME_END} IS NOT NULL THEN (CASE WHEN {_PART}->'type' = '"text"' THEN '{Kind.TEXT_END}'
+                                               ELSE '{Kind.REASONING_END}' END)
+        ELSE (CASE WHEN {_PART}->'type' = '"text"' THEN '{Kind.TEXT_START}' ELSE '{Kind.REASONING_START}' END) END
+    WHEN {_PART}->'type' = '"tool"' THEN CASE {_STATE}->'status'
+        WHEN '"pending"' THEN '{Kind.TOOL_INPUT_START}' WHEN '"running"' THEN '{Kind.TOOL_START}'
+        WHEN '"completed"' THEN '{Kind.TOOL_SUCCESS}' WHEN '"error"' THEN '{Kind.TOOL_FAIL}'
+        ELSE '{Kind.LEGACY_PART_UPDATED}' END
+    WHEN {_PART}->'type' = '"step-finish"' THEN '{Kind.STEP_END}'
+    WHEN {_PART}->>'type' IN ({_PLAIN}) THEN '{Kind.LEGACY_PART_UPDATED}'
+END"""
+
+# Framed here: the stored kind is the payload's milestone, or a re-send of it.
+BY_SQL = f"(lf.fresh IS NOT NULL AND (e.kind = lf.fresh OR e.kind IN ('{_RESENDS[0]}', '{_RESENDS[1]}')))"
+# What a re-send does not repeat (bridge.events.stored._CLEARED): shown only when the stored kind is the milestone.
+_SAID = "(e.kind = lf.fresh)"
+
+_MU = "e.type = 'message.updated'"
+_SU = "e.type = 'session.updated'"
+_SESSION = f"e.kind = '{Kind.SESSION_UPDATED}'"
+_REVERT = _at(_INFO, "revert")
+_STEP_ERR = _error(f"{_INFO}->'error'")
+_TOOL_ERR = _error(f"{_STATE}->'error'")
+_TOOL_ERROR_MESSAGE = f"CASE WHEN jsonb_typeof({_STATE}->'error') = 'string' THEN {_text(_at(_STATE, 'error'))} " \
+                      f"ELSE {_TOOL_ERR[1]} END"
+_TOKENS = _at(_PART, "tokens")
+_CHILD = _str(_at(f"(CASE WHEN {_MU} THEN {_D} ELSE {_PART} END)", "state", "metadata", "sessionId"))
+
+# fields.text: a prompt's or a text end's text.
+TEXT = f"""CASE WHEN {_SAID} AND lf.fresh IN ('{Kind.PROMPT_ADMITTED}', '{Kind.TEXT_END}', '{Kind.REASONING_END}')
+    THEN {_str(_at(_PART, 'text'))} END"""
+
+_TOOL = f"lf.fresh IN ('{Kind.TOOL_START}', '{Kind.TOOL_SUCCESS}', '{Kind.TOOL_FAIL}')"
+_SPAN = f"({_STATE}->'time')"
+
+FIELDS = f"""jsonb_strip_nulls(jsonb_build_object(
+        'timestamp_ms', CASE WHEN {_MU} THEN coalesce({_int(_at(_INFO, 'time', 'completed'))},
+                                                     {_int(_at(_INFO, 'time', 'created'))})
+                        WHEN {_SU} THEN {_int(_at(_INFO, 'time', 'updated'))}
+                        ELSE {_int(_at(_D, 'time'))} END,
+        'message_id', CASE WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'parentID'))}
+                                                 ELSE {_str(_at(_INFO, 'id'))} END)
+                           WHEN {_PROMPT} THEN {_str(_at(_PART, 'messageID'))} END,
+        'assistant_message_id', CASE WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'id'))} END)
+                                     WHEN NOT {_PROMPT} THEN {_str(_at(_PART, 'messageID'))} END,
+        'part_id', CASE WHEN e.type = 'message.part.updated' THEN {_str(_at(_PART, 'id'))} END,
+        'call_id', CASE WHEN {_PART}->'type' = '"tool"' THEN {_str(_at(_PART, 'callID'))} END,
+        'tool_name', CASE WHEN {_PART}->'type' = '"tool"' THEN {_str(_at(_PART, 'tool'))} END,
+        'error_type', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_FAIL}' THEN {_STEP_ERR[0]}
+                           WHEN {_SAID} AND lf.fresh = '{Kind.TOOL_FAIL}' THEN {_TOOL_ERR[0]} END,
+        'error_message', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_FAIL}' THEN {_STEP_ERR[1]}
+                              WHEN {_SAID} AND lf.fresh = '{Kind.TOOL_FAIL}' THEN {_TOOL_ERROR_MESSAGE} END,
+        'finish', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_END}' THEN {_str(_at(_PART, 'reason'))} END,
+        'tokens_input', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_END}' THEN {_int(_at(_TOKENS, 'input'))} END,
+        'tokens_output', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_END}' THEN {_int(_at(_TOKENS, 'output'))} END,
+        'tokens_reasoning', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_END}'
+                                 THEN {_int(_at(_TOKENS, 'reasoning'))} END,
+        'tokens_cache_read', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_END}'
+                                  THEN {_int(_at(_TOKENS, 'cache', 'read'))} END,
+        'tokens_cache_write', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_END}'
+                                   THEN {_int(_at(_TOKENS, 'cache', 'write'))} END,
+        'cost', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_END}' THEN {_number(_at(_PART, 'cost'))} END,
+        'text', lt.text,
+        'agent', CASE WHEN {_MU} THEN {_str(_at(_INFO, 'agent'))} END,
+        'model_id', CASE WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'modelID'))}
+                                               ELSE {_str(_at(_INFO, 'model', 'modelID'))} END) END,
+        'provider_id', CASE WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'providerID'))}
+                                                  ELSE {_str(_at(_INFO, 'model', 'providerID'))} END) END,
+        'output_text', CASE WHEN {_SAID} AND lf.fresh = '{Kind.TOOL_SUCCESS}' THEN {_str(_at(_STATE, 'output'))} END,
+        'duration_ms', CASE WHEN {_SAID} AND lf.fresh IN ('{Kind.TOOL_SUCCESS}', '{Kind.TOOL_FAIL}')
+                             AND {_int(_at(_SPAN, 'start'))} IS NOT NULL AND {_int(_at(_SPAN, 'end'))} IS NOT NULL
+                            THEN to_jsonb(({_SPAN}->>'end')::numeric - ({_SPAN}->>'start')::numeric) END,
+        'child_session_id', CASE WHEN e.kind IN ('{Kind.TOOL_START}', '{Kind.TOOL_SUCCESS}', '{Kind.TOOL_FAIL}',
+                                                 '{Kind.LEGACY_PART_UPDATED}')
+                                 THEN {_CHILD}
+                            END,
+        'title', CASE WHEN {_SESSION} THEN {_str(_at(_INFO, 'title'))} END,
+        'parent_id', CASE WHEN {_SESSION} THEN {_str(_at(_INFO, 'parentID'))} END,
+        'revert', CASE WHEN {_SESSION} AND jsonb_typeof({_REVERT}) = 'object'
+                       THEN jsonb_build_object('message_id', {_str(_at(_REVERT, 'messageID'))},
+                                               'part_id', {_str(_at(_REVERT, 'partID'))}) END))
+    || CASE WHEN {_SAID} AND {_TOOL} AND jsonb_typeof({_STATE}->'input') IS DISTINCT FROM 'null'
+                 AND {_STATE} ? 'input'
+            THEN jsonb_build_object('input', {_STATE}->'input') ELSE '{{}}'::jsonb END"""
+
+# data without the part's text when fields.text carries it (LegacyChatEvent.data_without_text).
+DATA = f"""CASE WHEN lt.text IS NOT NULL AND jsonb_typeof({_PART}) = 'object' AND {_PART}->>'text' = lt.text
+                 AND jsonb_typeof({_PART}->'text') = 'string'
+            THEN jsonb_set({_D}, '{{part}}', {_PART} - 'text') ELSE {_D} END"""
+
+FRAME = f"""json_build_object(
+           'type', 'event', 'session', e.session_id, 'seq', e.seq, 'event_id', e.event_id, 'event_type', e.type,
+           'kind', e.kind, 'fields', {FIELDS}, 'data', {DATA})::text"""
