@@ -20,36 +20,42 @@ from bridge.events import Kind
 from bridge.events.error_envelope import ERROR_FALLBACK_MAX
 from bridge.events.legacy_state import PLAIN_PART_TYPES
 
-_D = "(e.payload->'data')"
-_INFO = f"({_D}->'info')"
-_PART = f"({_D}->'part')"
-_STATE = f"({_PART}->'state')"
+# Paths into the payload, read with `#>` (one walk, no copy of what lies between): "data,part,state".
+_D, _INFO, _PART = "data", "data,info", "data,part"
+_STATE = "data,part,state"
 
 
-def _at(base: str, *keys: str) -> str:
-    """`base->'k1'->'k2'…` (NULL where a step is no object)."""
-    return "(" + base + "".join(f"->'{k}'" for k in keys) + ")"
+def _at(path: str, *keys: str) -> str:
+    return ",".join((path, *keys))
 
 
-def _text(path: str) -> str:
-    """A jsonb string's text (`#>> '{}'`)."""
-    return f"({path} #>> '{{}}')"
+def _j(path: str) -> str:
+    """The jsonb at `path` (NULL where a step is no object)."""
+    return f"(e.payload #> '{{{path}}}')"
+
+
+def _t(path: str) -> str:
+    """The text at `path` (a string's text, a number's digits)."""
+    return f"(e.payload #>> '{{{path}}}')"
+
+
+def _is(path: str, jsonb_type: str) -> str:
+    return f"(jsonb_typeof({_j(path)}) = '{jsonb_type}')"
 
 
 def _str(path: str) -> str:
     """`as_str`: the string at `path`, else NULL."""
-    return f"(CASE WHEN jsonb_typeof({path}) = 'string' THEN {_text(path)} END)"
+    return f"(CASE WHEN {_is(path, 'string')} THEN {_t(path)} END)"
 
 
 def _int(path: str) -> str:
     """`as_int`: the integer at `path` (jsonb, exactly as stored), else NULL; a float is no integer."""
-    return f"(CASE WHEN jsonb_typeof({path}) = 'number' AND {_text(path)} ~ '^-?[0-9]+$' THEN {path} END)"
+    return f"(CASE WHEN {_is(path, 'number')} AND {_t(path)} ~ '^-?[0-9]+$' THEN {_j(path)} END)"
 
 
 def _number(path: str) -> str:
     """`as_number`: a number a double holds, as a double, else NULL."""
-    return (f"(CASE WHEN jsonb_typeof({path}) = 'number' AND abs(({path})::numeric) < 1e308 "
-            f"THEN ({path})::float8 END)")
+    return f"(CASE WHEN {_is(path, 'number')} AND abs({_t(path)}::numeric) < 1e308 THEN {_t(path)}::float8 END)"
 
 
 _ROOM = ERROR_FALLBACK_MAX - len("Error ()")
@@ -62,40 +68,43 @@ def _error(obj: str) -> tuple[str, str]:
                 f" WHEN length({etype}) <= {_ROOM} THEN 'Error (' || {etype} || ')'"
                 f" ELSE 'Error (' || left({etype}, {_ROOM - 1}) || '…)' END")
     message = f"coalesce({_str(_at(obj, 'data', 'message'))}, {_str(_at(obj, 'message'))}, {fallback})"
-    return f"(CASE WHEN jsonb_typeof({obj}) = 'object' THEN {etype} END)", \
-        f"(CASE WHEN jsonb_typeof({obj}) = 'object' THEN {message} ELSE 'Error' END)"
+    return f"(CASE WHEN {_is(obj, 'object')} THEN {etype} END)", \
+        f"(CASE WHEN {_is(obj, 'object')} THEN {message} ELSE 'Error' END)"
 
 
 _RESENDS = (Kind.LEGACY_MESSAGE_UPDATED, Kind.LEGACY_PART_UPDATED)
 _PLAIN = ", ".join(f"'{t}'" for t in sorted(PLAIN_PART_TYPES))
-_ASSISTANT = f"({_INFO}->'role' = '\"assistant\"'::jsonb)"
-_PROMPT = f"(e.kind = '{Kind.PROMPT_ADMITTED}' AND jsonb_typeof({_PART}->'messageID') = 'string')"
-_TIME_END = _int(f"{_PART}->'time'->'end'")
+_ASSISTANT = f"({_t(_at(_INFO, 'role'))} = 'assistant' AND {_is(_at(_INFO, 'role'), 'string')})"
+_PROMPT = f"(e.kind = '{Kind.PROMPT_ADMITTED}' AND {_is(_at(_PART, 'messageID'), 'string')})"
+_PART_TYPE = f"(CASE WHEN {_is(_at(_PART, 'type'), 'string')} THEN {_t(_at(_PART, 'type'))} END)"
 
 # The kind `normalize_legacy` gives the payload seen first (`legacy_row_event`: a fresh state that knows the
 # prompt's message when the stored kind says so); NULL: framed in Python.
 FRESH = f"""CASE
-    WHEN jsonb_typeof({_D}) IS DISTINCT FROM 'object' OR jsonb_typeof(e.payload->'id') IS DISTINCT FROM 'string'
+    WHEN jsonb_typeof(e.payload->'data') IS DISTINCT FROM 'object'
+         OR jsonb_typeof(e.payload->'id') IS DISTINCT FROM 'string'
          OR coalesce((e.payload->>'type') NOT LIKE e.type || '.%', true) THEN NULL
     WHEN e.type = 'message.updated' THEN CASE
-        WHEN NOT {_ASSISTANT} OR jsonb_typeof({_INFO}->'id') IS DISTINCT FROM 'string'
+        WHEN NOT coalesce({_ASSISTANT}, false) OR NOT coalesce({_is(_at(_INFO, 'id'), 'string')}, false)
              THEN '{Kind.LEGACY_MESSAGE_UPDATED}'
-        WHEN jsonb_typeof({_INFO}->'error') = 'object' THEN '{Kind.STEP_FAIL}'
+        WHEN {_is(_at(_INFO, 'error'), 'object')} THEN '{Kind.STEP_FAIL}'
         ELSE '{Kind.STEP_START}' END
     WHEN e.type = 'session.updated' THEN '{Kind.SESSION_UPDATED}'
-    WHEN e.type <> 'message.part.updated' OR jsonb_typeof({_PART}) IS DISTINCT FROM 'object'
-         OR jsonb_typeof({_PART}->'id') IS DISTINCT FROM 'string' OR {_PART}->'synthetic' = 'true'::jsonb THEN NULL
-    WHEN {_PART}->'type' IN ('"text"', '"reasoning"') THEN CASE
-        WHEN {_PROMPT} THEN '{Kind.PROMPT_ADMITTED}'
-        WHEN {_TIME_END} IS NOT NULL THEN (CASE WHEN {_PART}->'type' = '"text"' THEN '{Kind.TEXT_END}'
-                                               ELSE '{Kind.REASONING_END}' END)
-        ELSE (CASE WHEN {_PART}->'type' = '"text"' THEN '{Kind.TEXT_START}' ELSE '{Kind.REASONING_START}' END) END
-    WHEN {_PART}->'type' = '"tool"' THEN CASE {_STATE}->'status'
-        WHEN '"pending"' THEN '{Kind.TOOL_INPUT_START}' WHEN '"running"' THEN '{Kind.TOOL_START}'
-        WHEN '"completed"' THEN '{Kind.TOOL_SUCCESS}' WHEN '"error"' THEN '{Kind.TOOL_FAIL}'
-        ELSE '{Kind.LEGACY_PART_UPDATED}' END
-    WHEN {_PART}->'type' = '"step-finish"' THEN '{Kind.STEP_END}'
-    WHEN {_PART}->>'type' IN ({_PLAIN}) THEN '{Kind.LEGACY_PART_UPDATED}'
+    WHEN e.type <> 'message.part.updated' OR NOT coalesce({_is(_at(_PART, 'id'), 'string')}, false)
+         OR {_j(_at(_PART, 'synthetic'))} = 'true'::jsonb THEN NULL
+    ELSE CASE {_PART_TYPE}
+        WHEN 'text' THEN CASE WHEN {_PROMPT} THEN '{Kind.PROMPT_ADMITTED}'
+                              WHEN {_int(_at(_PART, 'time', 'end'))} IS NOT NULL THEN '{Kind.TEXT_END}'
+                              ELSE '{Kind.TEXT_START}' END
+        WHEN 'reasoning' THEN CASE WHEN {_PROMPT} THEN '{Kind.PROMPT_ADMITTED}'
+                                   WHEN {_int(_at(_PART, 'time', 'end'))} IS NOT NULL THEN '{Kind.REASONING_END}'
+                                   ELSE '{Kind.REASONING_START}' END
+        WHEN 'tool' THEN CASE {_j(_at(_STATE, 'status'))}
+            WHEN '"pending"' THEN '{Kind.TOOL_INPUT_START}' WHEN '"running"' THEN '{Kind.TOOL_START}'
+            WHEN '"completed"' THEN '{Kind.TOOL_SUCCESS}' WHEN '"error"' THEN '{Kind.TOOL_FAIL}'
+            ELSE '{Kind.LEGACY_PART_UPDATED}' END
+        WHEN 'step-finish' THEN '{Kind.STEP_END}'
+        ELSE CASE WHEN {_PART_TYPE} IN ({_PLAIN}) THEN '{Kind.LEGACY_PART_UPDATED}' END END
 END"""
 
 # Framed here: the stored kind is the payload's milestone, or a re-send of it.
@@ -105,21 +114,25 @@ _SAID = "(e.kind = lf.fresh)"
 
 _MU = "e.type = 'message.updated'"
 _SU = "e.type = 'session.updated'"
+_IS_TOOL = "lf.fresh IN ('tool:input-start', 'tool:start', 'tool:success', 'tool:fail', 'legacy:part-updated') " \
+    f"AND {_PART_TYPE} = 'tool'"
 _SESSION = f"e.kind = '{Kind.SESSION_UPDATED}'"
 _REVERT = _at(_INFO, "revert")
-_STEP_ERR = _error(f"{_INFO}->'error'")
-_TOOL_ERR = _error(f"{_STATE}->'error'")
-_TOOL_ERROR_MESSAGE = f"CASE WHEN jsonb_typeof({_STATE}->'error') = 'string' THEN {_text(_at(_STATE, 'error'))} " \
+_STEP_ERR = _error(_at(_INFO, "error"))
+_TOOL_ERR = _error(_at(_STATE, "error"))
+_TOOL_ERROR_MESSAGE = f"CASE WHEN {_is(_at(_STATE, 'error'), 'string')} THEN {_t(_at(_STATE, 'error'))} " \
                       f"ELSE {_TOOL_ERR[1]} END"
 _TOKENS = _at(_PART, "tokens")
-_CHILD = _str(_at(f"(CASE WHEN {_MU} THEN {_D} ELSE {_PART} END)", "state", "metadata", "sessionId"))
+_CHILD = f"CASE WHEN {_MU} THEN {_str(_at(_D, 'state', 'metadata', 'sessionId'))} " \
+    f"ELSE {_str(_at(_STATE, 'metadata', 'sessionId'))} END"
 
 # fields.text: a prompt's or a text end's text.
 TEXT = f"""CASE WHEN {_SAID} AND lf.fresh IN ('{Kind.PROMPT_ADMITTED}', '{Kind.TEXT_END}', '{Kind.REASONING_END}')
     THEN {_str(_at(_PART, 'text'))} END"""
 
 _TOOL = f"lf.fresh IN ('{Kind.TOOL_START}', '{Kind.TOOL_SUCCESS}', '{Kind.TOOL_FAIL}')"
-_SPAN = f"({_STATE}->'time')"
+_SPAN = _at(_STATE, "time")
+_STEP_END = f"{_SAID} AND lf.fresh = '{Kind.STEP_END}'"
 
 FIELDS = f"""jsonb_strip_nulls(jsonb_build_object(
         'timestamp_ms', CASE WHEN {_MU} THEN coalesce({_int(_at(_INFO, 'time', 'completed'))},
@@ -132,22 +145,19 @@ FIELDS = f"""jsonb_strip_nulls(jsonb_build_object(
         'assistant_message_id', CASE WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'id'))} END)
                                      WHEN NOT {_PROMPT} THEN {_str(_at(_PART, 'messageID'))} END,
         'part_id', CASE WHEN e.type = 'message.part.updated' THEN {_str(_at(_PART, 'id'))} END,
-        'call_id', CASE WHEN {_PART}->'type' = '"tool"' THEN {_str(_at(_PART, 'callID'))} END,
-        'tool_name', CASE WHEN {_PART}->'type' = '"tool"' THEN {_str(_at(_PART, 'tool'))} END,
+        'call_id', CASE WHEN {_IS_TOOL} THEN {_str(_at(_PART, 'callID'))} END,
+        'tool_name', CASE WHEN {_IS_TOOL} THEN {_str(_at(_PART, 'tool'))} END,
         'error_type', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_FAIL}' THEN {_STEP_ERR[0]}
                            WHEN {_SAID} AND lf.fresh = '{Kind.TOOL_FAIL}' THEN {_TOOL_ERR[0]} END,
         'error_message', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_FAIL}' THEN {_STEP_ERR[1]}
                               WHEN {_SAID} AND lf.fresh = '{Kind.TOOL_FAIL}' THEN {_TOOL_ERROR_MESSAGE} END,
-        'finish', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_END}' THEN {_str(_at(_PART, 'reason'))} END,
-        'tokens_input', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_END}' THEN {_int(_at(_TOKENS, 'input'))} END,
-        'tokens_output', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_END}' THEN {_int(_at(_TOKENS, 'output'))} END,
-        'tokens_reasoning', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_END}'
-                                 THEN {_int(_at(_TOKENS, 'reasoning'))} END,
-        'tokens_cache_read', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_END}'
-                                  THEN {_int(_at(_TOKENS, 'cache', 'read'))} END,
-        'tokens_cache_write', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_END}'
-                                   THEN {_int(_at(_TOKENS, 'cache', 'write'))} END,
-        'cost', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_END}' THEN {_number(_at(_PART, 'cost'))} END,
+        'finish', CASE WHEN {_STEP_END} THEN {_str(_at(_PART, 'reason'))} END,
+        'tokens_input', CASE WHEN {_STEP_END} THEN {_int(_at(_TOKENS, 'input'))} END,
+        'tokens_output', CASE WHEN {_STEP_END} THEN {_int(_at(_TOKENS, 'output'))} END,
+        'tokens_reasoning', CASE WHEN {_STEP_END} THEN {_int(_at(_TOKENS, 'reasoning'))} END,
+        'tokens_cache_read', CASE WHEN {_STEP_END} THEN {_int(_at(_TOKENS, 'cache', 'read'))} END,
+        'tokens_cache_write', CASE WHEN {_STEP_END} THEN {_int(_at(_TOKENS, 'cache', 'write'))} END,
+        'cost', CASE WHEN {_STEP_END} THEN {_number(_at(_PART, 'cost'))} END,
         'text', lt.text,
         'agent', CASE WHEN {_MU} THEN {_str(_at(_INFO, 'agent'))} END,
         'model_id', CASE WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'modelID'))}
@@ -157,24 +167,21 @@ FIELDS = f"""jsonb_strip_nulls(jsonb_build_object(
         'output_text', CASE WHEN {_SAID} AND lf.fresh = '{Kind.TOOL_SUCCESS}' THEN {_str(_at(_STATE, 'output'))} END,
         'duration_ms', CASE WHEN {_SAID} AND lf.fresh IN ('{Kind.TOOL_SUCCESS}', '{Kind.TOOL_FAIL}')
                              AND {_int(_at(_SPAN, 'start'))} IS NOT NULL AND {_int(_at(_SPAN, 'end'))} IS NOT NULL
-                            THEN to_jsonb(({_SPAN}->>'end')::numeric - ({_SPAN}->>'start')::numeric) END,
+                            THEN to_jsonb({_t(_at(_SPAN, 'end'))}::numeric - {_t(_at(_SPAN, 'start'))}::numeric) END,
         'child_session_id', CASE WHEN e.kind IN ('{Kind.TOOL_START}', '{Kind.TOOL_SUCCESS}', '{Kind.TOOL_FAIL}',
-                                                 '{Kind.LEGACY_PART_UPDATED}')
-                                 THEN {_CHILD}
-                            END,
+                                                 '{Kind.LEGACY_PART_UPDATED}') THEN {_CHILD} END,
         'title', CASE WHEN {_SESSION} THEN {_str(_at(_INFO, 'title'))} END,
         'parent_id', CASE WHEN {_SESSION} THEN {_str(_at(_INFO, 'parentID'))} END,
-        'revert', CASE WHEN {_SESSION} AND jsonb_typeof({_REVERT}) = 'object'
+        'revert', CASE WHEN {_SESSION} AND {_is(_REVERT, 'object')}
                        THEN jsonb_build_object('message_id', {_str(_at(_REVERT, 'messageID'))},
                                                'part_id', {_str(_at(_REVERT, 'partID'))}) END))
-    || CASE WHEN {_SAID} AND {_TOOL} AND jsonb_typeof({_STATE}->'input') IS DISTINCT FROM 'null'
-                 AND {_STATE} ? 'input'
-            THEN jsonb_build_object('input', {_STATE}->'input') ELSE '{{}}'::jsonb END"""
+    || CASE WHEN {_SAID} AND {_TOOL} AND {_j(_at(_STATE, 'input'))} IS NOT NULL
+                 AND NOT {_is(_at(_STATE, 'input'), 'null')}
+            THEN jsonb_build_object('input', {_j(_at(_STATE, 'input'))}) ELSE '{{}}'::jsonb END"""
 
 # data without the part's text when fields.text carries it (LegacyChatEvent.data_without_text).
-DATA = f"""CASE WHEN lt.text IS NOT NULL AND jsonb_typeof({_PART}) = 'object' AND {_PART}->>'text' = lt.text
-                 AND jsonb_typeof({_PART}->'text') = 'string'
-            THEN jsonb_set({_D}, '{{part}}', {_PART} - 'text') ELSE {_D} END"""
+DATA = f"""CASE WHEN lt.text IS NOT NULL AND {_is(_at(_PART, 'text'), 'string')} AND {_t(_at(_PART, 'text'))} = lt.text
+            THEN jsonb_set(e.payload->'data', '{{part}}', {_j(_PART)} - 'text') ELSE e.payload->'data' END"""
 
 FRAME = f"""json_build_object(
            'type', 'event', 'session', e.session_id, 'seq', e.seq, 'event_id', e.event_id, 'event_type', e.type,
