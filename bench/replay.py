@@ -25,6 +25,7 @@ import platform
 import re
 import sys
 import tempfile
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,44 @@ LEGACY_TEMPLATE = Path("fixtures/opencode-1.18.33/x9-sync-history/04-sync-histor
 LEGACY_ITEMS = 38  # the legacy tool turn; the items after it are a v2 turn
 _IDS = re.compile(r'"((?:evt|msg|prt|call)_[A-Za-z0-9_]+)"')
 V2, LEGACY = "ses_replayv2", "ses_replaylegacy"
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _pg_cpu_s(db_url: str) -> float | None:
+    """CPU seconds of the embedded PostgreSQL: its postmaster and every backend (the socket in `host=`)."""
+    if "host=/" not in db_url:
+        return None
+    postmaster = int((Path(db_url.split("host=")[1].split("&")[0]) / "postmaster.pid").read_text().split()[0])
+    total = _cpu_s(postmaster)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            if int(text.rsplit(")", 1)[1].split()[1]) == postmaster:
+                total += _cpu_s(int(stat.parent.name))
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+async def _socket(url: str, db_url: str, server_pid: int, sid: str, n: int) -> dict[str, float]:
+    """One replay to one client over the socket: ev/s, and CPU µs per event of the fan-out process, of
+    PostgreSQL and of this (the client's) process."""
+    srv0, pg0, me0 = _cpu_s(server_pid), _pg_cpu_s(db_url), time.process_time()
+    ev_s = await replay_socket(url, n, sid)
+    out = {"ev_s": round(ev_s), "server_cpu_us": round((_cpu_s(server_pid) - srv0) / n * 1e6, 1),
+           "client_cpu_us": round((time.process_time() - me0) / n * 1e6, 1)}
+    pg1 = _pg_cpu_s(db_url)
+    if pg0 is not None and pg1 is not None:
+        out["postgres_cpu_us"] = round((pg1 - pg0) / n * 1e6, 1)
+    return out
 
 
 def legacy_events(sid: str, n: int) -> list[ChatEvent]:
@@ -85,7 +124,8 @@ async def run(db_url: str, n: int, rounds: int) -> dict[str, Any]:
                     r = await replay(engine, UPSTREAM, sid, n, python=python)
                     res.setdefault(f"{path}_ev_s", []).append(round(r["events_per_s"]))
                     res.setdefault(f"{path}_cpu_us", []).append(round(r["cpu_us_per_event"], 1))
-                res.setdefault("socket_ev_s", []).append(round(await replay_socket(url, n, sid)))
+                for key, value in (await _socket(url, db_url, server.pid, sid, n)).items():
+                    res.setdefault(f"socket_{key}", []).append(value)
     finally:
         server.terminate()
         await server.wait()

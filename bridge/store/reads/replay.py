@@ -99,7 +99,7 @@ CROSS JOIN LATERAL (SELECT {_LEGACY} AS legacy) r
 CROSS JOIN LATERAL (SELECT coalesce(CAST(:kinds AS jsonb) ->> e.type, 'unknown') AS kind) k
 CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {legacy.FRESH} END AS fresh OFFSET 0) lf
 CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {legacy.TEXT} END AS text OFFSET 0) lt
-CROSS JOIN LATERAL (SELECT {_JOINED} AS joined) o
+CROSS JOIN LATERAL (SELECT CASE WHEN k.kind = 'tool:success' AND NOT r.legacy THEN {_JOINED} END AS joined) o
 CROSS JOIN LATERAL (SELECT {_TEXT} AS text, {_INPUT} AS input, {_OUTPUT_TEXT} AS output_text) x
 CROSS JOIN LATERAL (SELECT CASE
     WHEN r.legacy THEN CASE WHEN {legacy.BY_SQL} THEN {legacy.FRAME} END
@@ -118,10 +118,18 @@ LIMIT :limit
 _KINDS = json.dumps({str(t): str(k) for t, k in TYPE_KINDS.items()})
 
 
+# The statement is long: planning it again for every page (PostgreSQL's custom plans, which `auto` keeps
+# choosing here) costs more than reading a short page. Its plan does not depend on the values (an index
+# range of one session), so each connection plans it once (asyncpg keeps it prepared), for this
+# transaction only (BENCHMARKS.md, "Replay of real sessions").
+GENERIC_PLAN = text("SET LOCAL plan_cache_mode = force_generic_plan")
+
+
 async def frames_after(engine: AsyncEngine, upstream: str, session_id: str, after: int,
                        limit: int) -> list[StoredFrame]:
     """The stored events with seq > after, in seq order, at most `limit`, as `StoredFrame`s."""
     async with engine.connect() as conn:
+        await conn.execute(GENERIC_PLAN)
         rows = await conn.execute(FRAMES_AFTER, {"u": upstream, "s": session_id, "after": after, "limit": limit,
                                                  "kinds": _KINDS, "python_kinds": _PYTHON_KINDS})
         return [(int(r[0]), r[1], r[2], r[3]) for r in rows]
