@@ -96,17 +96,17 @@ FRAMES_AFTER = text(f"""
 SELECT e.seq, f.frame, CASE WHEN f.frame IS NULL THEN e.payload END AS payload, e.kind
 FROM chat_session_events e
 CROSS JOIN LATERAL (SELECT {_LEGACY} AS legacy) r
-CROSS JOIN LATERAL (SELECT coalesce(CAST(:kinds AS jsonb) ->> e.type, 'unknown') AS kind) k
+CROSS JOIN LATERAL (SELECT coalesce((SELECT CAST(:kinds AS jsonb)) ->> e.type, 'unknown') AS kind) k
 CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {legacy.FRESH} END AS fresh OFFSET 0) lf
 CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {legacy.TEXT} END AS text OFFSET 0) lt
 CROSS JOIN LATERAL (SELECT CASE WHEN k.kind = 'tool:success' AND NOT r.legacy THEN {_JOINED} END AS joined) o
 CROSS JOIN LATERAL (SELECT {_TEXT} AS text, {_INPUT} AS input, {_OUTPUT_TEXT} AS output_text) x
 CROSS JOIN LATERAL (SELECT CASE
     WHEN r.legacy THEN CASE WHEN {legacy.BY_SQL} THEN {legacy.FRAME} END
-    WHEN NOT CAST(:python_kinds AS jsonb) ? k.kind THEN json_build_object(
+    WHEN NOT (SELECT CAST(:python_kinds AS jsonb)) ? k.kind THEN json_build_object(
            'type', 'event', 'session', e.session_id, 'seq', e.seq, 'event_id', e.event_id, 'event_type', e.type,
            'kind', k.kind, 'fields', {_FIELDS}, 'data', {_DATA})::text
-    END AS frame) f
+    END AS frame OFFSET 0) f
 WHERE e.upstream = :u AND e.session_id = :s AND e.seq > :after
 ORDER BY e.seq
 LIMIT :limit
