@@ -12,7 +12,9 @@ unless BRIDGE_DATABASE_URL is set), two sessions of `--events` stored events eac
 Then, per session and alternately (`--rounds` times): the replay as the store path reads it (pages of
 frames, `FanoutStore.frames_after` + `replay_frames`: PostgreSQL builds what it can), the same with every
 row framed in Python (`events_after` + `event_frames`: what a legacy row cost before), and the whole replay
-to one client over `/v1/ws` (subscribe → `caught_up`, through bench.storm_server's fan-out process).
+to one client over `/v1/ws` (subscribe → `caught_up`, through bench.storm_server's fan-out process), with
+the CPU per event of the fan-out process, PostgreSQL and the client. `--base DIR` adds, alternately, the same
+socket replay through a fan-out process running an older `bridge/` (before / after in one run and database).
 """
 
 from __future__ import annotations
@@ -107,16 +109,26 @@ async def populate(store: EventStore, n: int) -> None:
             await store.write_batch(sid, epoch, events[i:i + 1000], datetime.now(UTC))
 
 
-async def run(db_url: str, n: int, rounds: int) -> dict[str, Any]:
+async def _server(db_url: str, base: str | None) -> tuple[asyncio.subprocess.Process, str]:
+    """bench.storm_server's fan-out process, on this tree's `bridge/` or on the one in `base`."""
+    env = dict(os.environ)
+    if base is not None:  # `bridge` from base (the working directory comes first), `bench` from this tree
+        env["PYTHONPATH"] = os.pathsep.join([str(Path.cwd()), env.get("PYTHONPATH", "")])
+    server = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.storm_server", "--database-url", db_url,
+                                                  stdout=asyncio.subprocess.PIPE, cwd=base, env=env)
+    assert server.stdout is not None
+    return server, f"http://127.0.0.1:{json.loads(await server.stdout.readline())['port']}"
+
+
+async def run(db_url: str, n: int, rounds: int, base: str | None) -> dict[str, Any]:
     engine = make_engine(db_url)
     await upgrade_to_head(engine)
     await populate(EventStore(engine, UPSTREAM), n)
-    out: dict[str, Any] = {"events": n}
-    server = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.storm_server", "--database-url", db_url,
-                                                  stdout=asyncio.subprocess.PIPE)
+    out: dict[str, Any] = {"events": n, "base": base}
+    servers = [("socket", *await _server(db_url, None))]
+    if base is not None:
+        servers.append(("base_socket", *await _server(db_url, base)))
     try:
-        assert server.stdout is not None
-        url = f"http://127.0.0.1:{json.loads(await server.stdout.readline())['port']}"
         for _ in range(rounds):  # alternated: the first read of a session also warms PostgreSQL's cache
             for name, sid in (("v2", V2), ("legacy", LEGACY)):
                 res = out.setdefault(name, {})
@@ -124,11 +136,13 @@ async def run(db_url: str, n: int, rounds: int) -> dict[str, Any]:
                     r = await replay(engine, UPSTREAM, sid, n, python=python)
                     res.setdefault(f"{path}_ev_s", []).append(round(r["events_per_s"]))
                     res.setdefault(f"{path}_cpu_us", []).append(round(r["cpu_us_per_event"], 1))
-                for key, value in (await _socket(url, db_url, server.pid, sid, n)).items():
-                    res.setdefault(f"socket_{key}", []).append(value)
+                for label, server, url in servers:
+                    for key, value in (await _socket(url, db_url, server.pid, sid, n)).items():
+                        res.setdefault(f"{label}_{key}", []).append(value)
     finally:
-        server.terminate()
-        await server.wait()
+        for _label, server, _url in servers:
+            server.terminate()
+            await server.wait()
         await engine.dispose()
     return out
 
@@ -137,6 +151,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=20_000)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--base", help="also replay over the socket through the fan-out of the `bridge/` package in "
+                    "this directory (e.g. `git archive <commit> bridge | tar -x -C DIR`), alternately: before/after")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
     configure_logging("console", "warning")
@@ -148,7 +164,7 @@ def main() -> None:
         pg = start_embedded(Path(tempfile.mkdtemp(prefix="bridge-replay-")))
         url = pg.url
     try:
-        res = asyncio.run(run(url, a.events, a.rounds))
+        res = asyncio.run(run(url, a.events, a.rounds, a.base))
     finally:
         if pg is not None:
             pg.stop()

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.events import TYPE_KINDS, Kind
 from bridge.events.content import CONTENT_KINDS
 from bridge.store.reads import replay_legacy as legacy
+from bridge.store.reads import sql_json
 
 # (seq, frame text | None, payload | None, kind column): a frame for a v2 row, the payload for a legacy one.
 StoredFrame = tuple[int, str | None, Any, str | None]
@@ -80,17 +81,26 @@ _TIMESTAMP = """CASE WHEN jsonb_typeof(e.payload->'data'->'timestamp') = 'number
                        AND (e.payload->'data'->>'timestamp') ~ '^-?[0-9]+$'
                   THEN e.payload->'data'->'timestamp' END"""
 
-_FIELDS = f"""jsonb_strip_nulls(jsonb_build_object(
-        'timestamp_ms', {_TIMESTAMP},
-        'message_id', e.message_id, 'assistant_message_id', e.assistant_message_id, 'part_id', e.part_id,
-        'call_id', e.call_id, 'tool_name', e.tool_name, 'error_type', e.error_type,
-        'error_message', e.error_message, 'finish', e.finish,
-        'tokens_input', e.tokens_input, 'tokens_output', e.tokens_output, 'tokens_reasoning', e.tokens_reasoning,
-        'tokens_cache_read', e.tokens_cache_read, 'tokens_cache_write', e.tokens_cache_write,
-        'cost', e.cost, 'text', x.text, 'delivery', e.delivery, 'agent', e.agent, 'model_id', e.model_id,
-        'provider_id', e.provider_id, 'child_session_id', {_CHILD}))
-    || CASE WHEN x.input IS NULL THEN '{{}}'::jsonb ELSE jsonb_build_object('input', x.input) END
-    || CASE WHEN x.output_text IS NULL THEN '{{}}'::jsonb ELSE jsonb_build_object('output_text', x.output_text) END"""
+_FIELDS = sql_json.obj([
+    ("timestamp_ms", sql_json.jsonb(_TIMESTAMP)),
+    *((c, sql_json.value(f"e.{c}")) for c in ("message_id", "assistant_message_id", "part_id", "call_id", "tool_name",
+                                              "error_type", "error_message", "finish", "tokens_input",
+                                              "tokens_output", "tokens_reasoning", "tokens_cache_read",
+                                              "tokens_cache_write", "cost")),
+    ("text", sql_json.value("x.text")),
+    *((c, sql_json.value(f"e.{c}")) for c in ("delivery", "agent", "model_id", "provider_id")),
+    ("child_session_id", sql_json.value(_CHILD)),
+    ("input", sql_json.jsonb("x.input")),
+    ("output_text", sql_json.value("x.output_text")),
+])
+
+# The `event` frame (bridge.fanout.protocol.event_message), printed by PostgreSQL.
+def frame(kind: str, fields: str, data: str) -> str:
+    return sql_json.obj([("type", "'\"event\"'"), ("session", sql_json.value("e.session_id")),
+                         ("seq", "e.seq::text"), ("event_id", sql_json.value("e.event_id")),
+                         ("event_type", sql_json.value("e.type")), ("kind", sql_json.value(kind)),
+                         ("fields", fields), ("data", sql_json.jsonb(data))])
+
 
 FRAMES_AFTER = text(f"""
 SELECT e.seq, f.frame, CASE WHEN f.frame IS NULL THEN e.payload END AS payload, e.kind
@@ -102,10 +112,8 @@ CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {legacy.TEXT} END AS text OFF
 CROSS JOIN LATERAL (SELECT CASE WHEN k.kind = 'tool:success' AND NOT r.legacy THEN {_JOINED} END AS joined) o
 CROSS JOIN LATERAL (SELECT {_TEXT} AS text, {_INPUT} AS input, {_OUTPUT_TEXT} AS output_text) x
 CROSS JOIN LATERAL (SELECT CASE
-    WHEN r.legacy THEN CASE WHEN {legacy.BY_SQL} THEN {legacy.FRAME} END
-    WHEN NOT (SELECT CAST(:python_kinds AS jsonb)) ? k.kind THEN json_build_object(
-           'type', 'event', 'session', e.session_id, 'seq', e.seq, 'event_id', e.event_id, 'event_type', e.type,
-           'kind', k.kind, 'fields', {_FIELDS}, 'data', {_DATA})::text
+    WHEN r.legacy THEN CASE WHEN {legacy.BY_SQL} THEN {frame("e.kind", legacy.FIELDS, legacy.DATA)} END
+    WHEN NOT (SELECT CAST(:python_kinds AS jsonb)) ? k.kind THEN {frame("k.kind", _FIELDS, _DATA)}
     END AS frame OFFSET 0) f
 WHERE e.upstream = :u AND e.session_id = :s AND e.seq > :after
 ORDER BY e.seq

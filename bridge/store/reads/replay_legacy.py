@@ -19,6 +19,7 @@ from __future__ import annotations
 from bridge.events import Kind
 from bridge.events.error_envelope import ERROR_FALLBACK_MAX
 from bridge.events.legacy_state import PLAIN_PART_TYPES
+from bridge.store.reads import sql_json
 
 # Paths into the payload, read with `#>` (one walk, no copy of what lies between): "data,part,state".
 _D, _INFO, _PART = "data", "data,info", "data,part"
@@ -134,55 +135,66 @@ _TOOL = f"lf.fresh IN ('{Kind.TOOL_START}', '{Kind.TOOL_SUCCESS}', '{Kind.TOOL_F
 _SPAN = _at(_STATE, "time")
 _STEP_END = f"{_SAID} AND lf.fresh = '{Kind.STEP_END}'"
 
-FIELDS = f"""jsonb_strip_nulls(jsonb_build_object(
-        'timestamp_ms', CASE WHEN {_MU} THEN coalesce({_int(_at(_INFO, 'time', 'completed'))},
-                                                     {_int(_at(_INFO, 'time', 'created'))})
-                        WHEN {_SU} THEN {_int(_at(_INFO, 'time', 'updated'))}
-                        ELSE {_int(_at(_D, 'time'))} END,
-        'message_id', CASE WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'parentID'))}
-                                                 ELSE {_str(_at(_INFO, 'id'))} END)
-                           WHEN {_PROMPT} THEN {_str(_at(_PART, 'messageID'))} END,
-        'assistant_message_id', CASE WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'id'))} END)
-                                     WHEN NOT {_PROMPT} THEN {_str(_at(_PART, 'messageID'))} END,
-        'part_id', CASE WHEN e.type = 'message.part.updated' THEN {_str(_at(_PART, 'id'))} END,
-        'call_id', CASE WHEN {_IS_TOOL} THEN {_str(_at(_PART, 'callID'))} END,
-        'tool_name', CASE WHEN {_IS_TOOL} THEN {_str(_at(_PART, 'tool'))} END,
-        'error_type', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_FAIL}' THEN {_STEP_ERR[0]}
-                           WHEN {_SAID} AND lf.fresh = '{Kind.TOOL_FAIL}' THEN {_TOOL_ERR[0]} END,
-        'error_message', CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_FAIL}' THEN {_STEP_ERR[1]}
-                              WHEN {_SAID} AND lf.fresh = '{Kind.TOOL_FAIL}' THEN {_TOOL_ERROR_MESSAGE} END,
-        'finish', CASE WHEN {_STEP_END} THEN {_str(_at(_PART, 'reason'))} END,
-        'tokens_input', CASE WHEN {_STEP_END} THEN {_int(_at(_TOKENS, 'input'))} END,
-        'tokens_output', CASE WHEN {_STEP_END} THEN {_int(_at(_TOKENS, 'output'))} END,
-        'tokens_reasoning', CASE WHEN {_STEP_END} THEN {_int(_at(_TOKENS, 'reasoning'))} END,
-        'tokens_cache_read', CASE WHEN {_STEP_END} THEN {_int(_at(_TOKENS, 'cache', 'read'))} END,
-        'tokens_cache_write', CASE WHEN {_STEP_END} THEN {_int(_at(_TOKENS, 'cache', 'write'))} END,
-        'cost', CASE WHEN {_STEP_END} THEN {_number(_at(_PART, 'cost'))} END,
-        'text', lt.text,
-        'agent', CASE WHEN {_MU} THEN {_str(_at(_INFO, 'agent'))} END,
-        'model_id', CASE WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'modelID'))}
-                                               ELSE {_str(_at(_INFO, 'model', 'modelID'))} END) END,
-        'provider_id', CASE WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'providerID'))}
-                                                  ELSE {_str(_at(_INFO, 'model', 'providerID'))} END) END,
-        'output_text', CASE WHEN {_SAID} AND lf.fresh = '{Kind.TOOL_SUCCESS}' THEN {_str(_at(_STATE, 'output'))} END,
-        'duration_ms', CASE WHEN {_SAID} AND lf.fresh IN ('{Kind.TOOL_SUCCESS}', '{Kind.TOOL_FAIL}')
-                             AND {_int(_at(_SPAN, 'start'))} IS NOT NULL AND {_int(_at(_SPAN, 'end'))} IS NOT NULL
-                            THEN to_jsonb({_t(_at(_SPAN, 'end'))}::numeric - {_t(_at(_SPAN, 'start'))}::numeric) END,
-        'child_session_id', CASE WHEN e.kind IN ('{Kind.TOOL_START}', '{Kind.TOOL_SUCCESS}', '{Kind.TOOL_FAIL}',
-                                                 '{Kind.LEGACY_PART_UPDATED}') THEN {_CHILD} END,
-        'title', CASE WHEN {_SESSION} THEN {_str(_at(_INFO, 'title'))} END,
-        'parent_id', CASE WHEN {_SESSION} THEN {_str(_at(_INFO, 'parentID'))} END,
-        'revert', CASE WHEN {_SESSION} AND {_is(_REVERT, 'object')}
-                       THEN jsonb_build_object('message_id', {_str(_at(_REVERT, 'messageID'))},
-                                               'part_id', {_str(_at(_REVERT, 'partID'))}) END))
-    || CASE WHEN {_SAID} AND {_TOOL} AND {_j(_at(_STATE, 'input'))} IS NOT NULL
-                 AND NOT {_is(_at(_STATE, 'input'), 'null')}
-            THEN jsonb_build_object('input', {_j(_at(_STATE, 'input'))}) ELSE '{{}}'::jsonb END"""
+_STEP_END_SAID = f"{_SAID} AND lf.fresh = '{Kind.STEP_END}'"
+
+
+def _when(cond: str, expr: str) -> str:
+    return f"CASE WHEN {cond} THEN {expr} END"
+
+
+def _assistant_or(assistant: str, other: str) -> str:
+    return f"CASE WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {assistant} ELSE {other} END) END"
+
+
+_REVERT_OBJ = sql_json.obj([("message_id", sql_json.value(_str(_at(_REVERT, "messageID")))),
+                            ("part_id", sql_json.value(_str(_at(_REVERT, "partID"))))])
+_DURATION = f"{_t(_at(_SPAN, 'end'))}::numeric - {_t(_at(_SPAN, 'start'))}::numeric"
+
+FIELDS = sql_json.obj([
+    ("timestamp_ms", sql_json.jsonb(f"""CASE WHEN {_MU} THEN coalesce({_int(_at(_INFO, 'time', 'completed'))},
+                                                             {_int(_at(_INFO, 'time', 'created'))})
+                                        WHEN {_SU} THEN {_int(_at(_INFO, 'time', 'updated'))}
+                                        ELSE {_int(_at(_D, 'time'))} END""")),
+    ("message_id", sql_json.value(f"""CASE WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'parentID'))}
+                                                            ELSE {_str(_at(_INFO, 'id'))} END)
+                                      WHEN {_PROMPT} THEN {_str(_at(_PART, 'messageID'))} END""")),
+    ("assistant_message_id", sql_json.value(f"""CASE
+        WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'id'))} END)
+        WHEN NOT {_PROMPT} THEN {_str(_at(_PART, 'messageID'))} END""")),
+    ("part_id", sql_json.value(_when("e.type = 'message.part.updated'", _str(_at(_PART, "id"))))),
+    ("call_id", sql_json.value(_when(_IS_TOOL, _str(_at(_PART, "callID"))))),
+    ("tool_name", sql_json.value(_when(_IS_TOOL, _str(_at(_PART, "tool"))))),
+    ("error_type", sql_json.value(f"""CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_FAIL}' THEN {_STEP_ERR[0]}
+                                      WHEN {_SAID} AND lf.fresh = '{Kind.TOOL_FAIL}' THEN {_TOOL_ERR[0]} END""")),
+    ("error_message", sql_json.value(f"""CASE
+        WHEN {_SAID} AND lf.fresh = '{Kind.STEP_FAIL}' THEN {_STEP_ERR[1]}
+        WHEN {_SAID} AND lf.fresh = '{Kind.TOOL_FAIL}' THEN {_TOOL_ERROR_MESSAGE} END""")),
+    ("finish", sql_json.value(_when(_STEP_END_SAID, _str(_at(_PART, "reason"))))),
+    ("tokens_input", sql_json.jsonb(_when(_STEP_END_SAID, _int(_at(_TOKENS, "input"))))),
+    ("tokens_output", sql_json.jsonb(_when(_STEP_END_SAID, _int(_at(_TOKENS, "output"))))),
+    ("tokens_reasoning", sql_json.jsonb(_when(_STEP_END_SAID, _int(_at(_TOKENS, "reasoning"))))),
+    ("tokens_cache_read", sql_json.jsonb(_when(_STEP_END_SAID, _int(_at(_TOKENS, "cache", "read"))))),
+    ("tokens_cache_write", sql_json.jsonb(_when(_STEP_END_SAID, _int(_at(_TOKENS, "cache", "write"))))),
+    ("cost", sql_json.value(_when(_STEP_END_SAID, _number(_at(_PART, "cost"))))),
+    ("text", sql_json.value("lt.text")),
+    ("agent", sql_json.value(_when(_MU, _str(_at(_INFO, "agent"))))),
+    ("model_id", sql_json.value(_assistant_or(_str(_at(_INFO, "modelID")), _str(_at(_INFO, "model", "modelID"))))),
+    ("provider_id", sql_json.value(_assistant_or(_str(_at(_INFO, "providerID")),
+                                                 _str(_at(_INFO, "model", "providerID"))))),
+    ("output_text", sql_json.value(_when(f"{_SAID} AND lf.fresh = '{Kind.TOOL_SUCCESS}'",
+                                         _str(_at(_STATE, "output"))))),
+    ("duration_ms", sql_json.value(_when(f"{_SAID} AND lf.fresh IN ('{Kind.TOOL_SUCCESS}', '{Kind.TOOL_FAIL}') "
+                                         f"AND {_int(_at(_SPAN, 'start'))} IS NOT NULL "
+                                         f"AND {_int(_at(_SPAN, 'end'))} IS NOT NULL", _DURATION))),
+    ("child_session_id", sql_json.value(_when(f"e.kind IN ('{Kind.TOOL_START}', '{Kind.TOOL_SUCCESS}', "
+                                              f"'{Kind.TOOL_FAIL}', '{Kind.LEGACY_PART_UPDATED}')", _CHILD))),
+    ("title", sql_json.value(_when(_SESSION, _str(_at(_INFO, "title"))))),
+    ("parent_id", sql_json.value(_when(_SESSION, _str(_at(_INFO, "parentID"))))),
+    ("revert", _when(f"{_SESSION} AND {_is(_REVERT, 'object')}", _REVERT_OBJ)),
+    ("input", sql_json.jsonb(_when(f"{_SAID} AND {_TOOL} AND NOT {_is(_at(_STATE, 'input'), 'null')}",
+                                   _j(_at(_STATE, "input"))))),
+])
 
 # data without the part's text when fields.text carries it (LegacyChatEvent.data_without_text).
 DATA = f"""CASE WHEN lt.text IS NOT NULL AND {_is(_at(_PART, 'text'), 'string')} AND {_t(_at(_PART, 'text'))} = lt.text
             THEN jsonb_set(e.payload->'data', '{{part}}', {_j(_PART)} - 'text') ELSE e.payload->'data' END"""
-
-FRAME = f"""json_build_object(
-           'type', 'event', 'session', e.session_id, 'seq', e.seq, 'event_id', e.event_id, 'event_type', e.type,
-           'kind', e.kind, 'fields', {FIELDS}, 'data', {DATA})::text"""
