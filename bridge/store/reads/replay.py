@@ -110,7 +110,7 @@ CROSS JOIN LATERAL (SELECT coalesce((SELECT CAST(:kinds AS jsonb)) ->> e.type, '
 CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {legacy.FRESH} END AS fresh OFFSET 0) lf
 CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {legacy.TEXT} END AS text OFFSET 0) lt
 CROSS JOIN LATERAL (SELECT CASE WHEN k.kind = 'tool:success' AND NOT r.legacy THEN {_JOINED} END AS joined) o
-CROSS JOIN LATERAL (SELECT {_TEXT} AS text, {_INPUT} AS input, {_OUTPUT_TEXT} AS output_text) x
+CROSS JOIN LATERAL (SELECT {_TEXT} AS text, {_INPUT} AS input, {_OUTPUT_TEXT} AS output_text OFFSET 0) x
 CROSS JOIN LATERAL (SELECT CASE
     WHEN r.legacy THEN CASE WHEN {legacy.BY_SQL} THEN {frame("e.kind", legacy.FIELDS, legacy.DATA)} END
     WHEN NOT (SELECT CAST(:python_kinds AS jsonb)) ? k.kind THEN {frame("k.kind", _FIELDS, _DATA)}
