@@ -6,8 +6,11 @@ normalizing the envelope again and encoding the frame: three passes over every e
 PostgreSQL builds the frame text in one pass instead, from what the writer already normalized — the
 columns — plus what has no column, read from the payload (`timestamp_ms`, `text`, a tool's `input` and
 `output_text`, the upstream `data`), and the kind of the type under today's table; the bridge forwards
-the text. A legacy row (docs/legacy.md) comes back as its payload and stored kind, for Python to frame.
-`tests/integration/test_replay_frames.py` pins that both give `event_message` for every captured event.
+the text. The common legacy rows (docs/legacy.md) are framed from their payload and stored kind
+(bridge.store.reads.replay_legacy); the other rows come back as their payload and stored kind, for Python to
+frame. The frame is printed as text (bridge.store.reads.sql_json); docs/websocket.md "Replay of a long
+session" says why here and not at write time. `tests/integration/test_replay_frames.py` and
+`test_replay_legacy_frames.py` pin that both give `event_message` for every captured event.
 """
 
 from __future__ import annotations
