@@ -75,7 +75,7 @@ def _error(obj: str) -> tuple[str, str]:
 
 _RESENDS = (Kind.LEGACY_MESSAGE_UPDATED, Kind.LEGACY_PART_UPDATED)
 _PLAIN = ", ".join(f"'{t}'" for t in sorted(PLAIN_PART_TYPES))
-_ASSISTANT = f"({_t(_at(_INFO, 'role'))} = 'assistant' AND {_is(_at(_INFO, 'role'), 'string')})"
+_ASSISTANT = f"({_j(_at(_INFO, 'role'))} = '\"assistant\"'::jsonb)"
 _PROMPT = f"(e.kind = '{Kind.PROMPT_ADMITTED}' AND {_is(_at(_PART, 'messageID'), 'string')})"
 _PART_TYPE = f"(CASE WHEN {_is(_at(_PART, 'type'), 'string')} THEN {_t(_at(_PART, 'type'))} END)"
 
@@ -115,8 +115,7 @@ _SAID = "(e.kind = lf.fresh)"
 
 _MU = "e.type = 'message.updated'"
 _SU = "e.type = 'session.updated'"
-_IS_TOOL = "lf.fresh IN ('tool:input-start', 'tool:start', 'tool:success', 'tool:fail', 'legacy:part-updated') " \
-    f"AND {_PART_TYPE} = 'tool'"
+_IS_TOOL = f"{_j(_at(_PART, 'type'))} = '\"tool\"'::jsonb"
 _SESSION = f"e.kind = '{Kind.SESSION_UPDATED}'"
 _REVERT = _at(_INFO, "revert")
 _STEP_ERR = _error(_at(_INFO, "error"))
