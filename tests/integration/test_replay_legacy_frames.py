@@ -124,6 +124,10 @@ ODD: list[tuple[str, dict[str, Any], str | None]] = [
                                   "time": {"updated": 77}}}, None),
     ("session.updated", {"info": {"revert": {}, "time": {"updated": "later"}}}, None),
     ("session.updated", {"info": ["not", "an", "object"]}, None),
+    # Re-sends of another type (hand-edited kinds): a child session read from `data`, as content_fields does.
+    ("session.updated", {"info": {"title": "T2"}, "state": {"metadata": {"sessionId": "ses_c3"}}},
+     Kind.LEGACY_PART_UPDATED),
+    (*_msg({"id": "msg_u2", "role": "user"}), Kind.LEGACY_PART_UPDATED),
 ]
 # Framed in Python (no SQL for these shapes): an unknown part type, a part without an id, a stored kind
 # that is neither the payload's milestone nor a re-send.

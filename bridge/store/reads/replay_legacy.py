@@ -114,85 +114,94 @@ BY_SQL = f"(lf.fresh IS NOT NULL AND (e.kind = lf.fresh OR e.kind IN ('{_RESENDS
 _SAID = "(e.kind = lf.fresh)"
 
 _MU = "e.type = 'message.updated'"
-_SU = "e.type = 'session.updated'"
 _IS_TOOL = f"{_j(_at(_PART, 'type'))} = '\"tool\"'::jsonb"
-_SESSION = f"e.kind = '{Kind.SESSION_UPDATED}'"
 _REVERT = _at(_INFO, "revert")
 _STEP_ERR = _error(_at(_INFO, "error"))
 _TOOL_ERR = _error(_at(_STATE, "error"))
 _TOOL_ERROR_MESSAGE = f"CASE WHEN {_is(_at(_STATE, 'error'), 'string')} THEN {_t(_at(_STATE, 'error'))} " \
                       f"ELSE {_TOOL_ERR[1]} END"
 _TOKENS = _at(_PART, "tokens")
-_CHILD = f"CASE WHEN {_MU} THEN {_str(_at(_D, 'state', 'metadata', 'sessionId'))} " \
-    f"ELSE {_str(_at(_STATE, 'metadata', 'sessionId'))} END"
+_SPAN = _at(_STATE, "time")
+# content_fields: a tool's child session, read from the part (or, for another type, from `data`).
+_CHILD_KINDS = "e.kind IN (" + ", ".join(f"'{k}'" for k in (Kind.TOOL_START, Kind.TOOL_SUCCESS, Kind.TOOL_FAIL,
+                                                              Kind.LEGACY_PART_UPDATED)) + ")"
 
 # fields.text: a prompt's or a text end's text.
 TEXT = f"""CASE WHEN {_SAID} AND lf.fresh IN ('{Kind.PROMPT_ADMITTED}', '{Kind.TEXT_END}', '{Kind.REASONING_END}')
     THEN {_str(_at(_PART, 'text'))} END"""
-
-_TOOL = f"lf.fresh IN ('{Kind.TOOL_START}', '{Kind.TOOL_SUCCESS}', '{Kind.TOOL_FAIL}')"
-_SPAN = _at(_STATE, "time")
-_STEP_END = f"{_SAID} AND lf.fresh = '{Kind.STEP_END}'"
-
-_STEP_END_SAID = f"{_SAID} AND lf.fresh = '{Kind.STEP_END}'"
 
 
 def _when(cond: str, expr: str) -> str:
     return f"CASE WHEN {cond} THEN {expr} END"
 
 
-def _assistant_or(assistant: str, other: str) -> str:
-    return f"CASE WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {assistant} ELSE {other} END) END"
+def _said(*kinds: Kind) -> str:
+    """The stored kind is this milestone (a re-send says none of it)."""
+    return f"{_SAID} AND lf.fresh IN ({', '.join(repr(str(k)) for k in kinds)})"
 
 
-_REVERT_OBJ = sql_json.obj([("message_id", sql_json.value(_str(_at(_REVERT, "messageID")))),
-                            ("part_id", sql_json.value(_str(_at(_REVERT, "partID"))))])
-_DURATION = f"{_t(_at(_SPAN, 'end'))}::numeric - {_t(_at(_SPAN, 'start'))}::numeric"
+def _data_child() -> tuple[str, str]:
+    return "child_session_id", sql_json.value(_when(_CHILD_KINDS, _str(_at(_D, "state", "metadata", "sessionId"))))
 
-FIELDS = sql_json.obj([
-    ("timestamp_ms", sql_json.jsonb(f"""CASE WHEN {_MU} THEN coalesce({_int(_at(_INFO, 'time', 'completed'))},
-                                                             {_int(_at(_INFO, 'time', 'created'))})
-                                        WHEN {_SU} THEN {_int(_at(_INFO, 'time', 'updated'))}
-                                        ELSE {_int(_at(_D, 'time'))} END""")),
-    ("message_id", sql_json.value(f"""CASE WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'parentID'))}
-                                                            ELSE {_str(_at(_INFO, 'id'))} END)
-                                      WHEN {_PROMPT} THEN {_str(_at(_PART, 'messageID'))} END""")),
-    ("assistant_message_id", sql_json.value(f"""CASE
-        WHEN {_MU} THEN (CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'id'))} END)
-        WHEN NOT {_PROMPT} THEN {_str(_at(_PART, 'messageID'))} END""")),
-    ("part_id", sql_json.value(_when("e.type = 'message.part.updated'", _str(_at(_PART, "id"))))),
-    ("call_id", sql_json.value(_when(_IS_TOOL, _str(_at(_PART, "callID"))))),
-    ("tool_name", sql_json.value(_when(_IS_TOOL, _str(_at(_PART, "tool"))))),
-    ("error_type", sql_json.value(f"""CASE WHEN {_SAID} AND lf.fresh = '{Kind.STEP_FAIL}' THEN {_STEP_ERR[0]}
-                                      WHEN {_SAID} AND lf.fresh = '{Kind.TOOL_FAIL}' THEN {_TOOL_ERR[0]} END""")),
-    ("error_message", sql_json.value(f"""CASE
-        WHEN {_SAID} AND lf.fresh = '{Kind.STEP_FAIL}' THEN {_STEP_ERR[1]}
-        WHEN {_SAID} AND lf.fresh = '{Kind.TOOL_FAIL}' THEN {_TOOL_ERROR_MESSAGE} END""")),
-    ("finish", sql_json.value(_when(_STEP_END_SAID, _str(_at(_PART, "reason"))))),
-    ("tokens_input", sql_json.jsonb(_when(_STEP_END_SAID, _int(_at(_TOKENS, "input"))))),
-    ("tokens_output", sql_json.jsonb(_when(_STEP_END_SAID, _int(_at(_TOKENS, "output"))))),
-    ("tokens_reasoning", sql_json.jsonb(_when(_STEP_END_SAID, _int(_at(_TOKENS, "reasoning"))))),
-    ("tokens_cache_read", sql_json.jsonb(_when(_STEP_END_SAID, _int(_at(_TOKENS, "cache", "read"))))),
-    ("tokens_cache_write", sql_json.jsonb(_when(_STEP_END_SAID, _int(_at(_TOKENS, "cache", "write"))))),
-    ("cost", sql_json.value(_when(_STEP_END_SAID, _number(_at(_PART, "cost"))))),
-    ("text", sql_json.value("lt.text")),
-    ("agent", sql_json.value(_when(_MU, _str(_at(_INFO, "agent"))))),
-    ("model_id", sql_json.value(_assistant_or(_str(_at(_INFO, "modelID")), _str(_at(_INFO, "model", "modelID"))))),
-    ("provider_id", sql_json.value(_assistant_or(_str(_at(_INFO, "providerID")),
-                                                 _str(_at(_INFO, "model", "providerID"))))),
-    ("output_text", sql_json.value(_when(f"{_SAID} AND lf.fresh = '{Kind.TOOL_SUCCESS}'",
-                                         _str(_at(_STATE, "output"))))),
-    ("duration_ms", sql_json.value(_when(f"{_SAID} AND lf.fresh IN ('{Kind.TOOL_SUCCESS}', '{Kind.TOOL_FAIL}') "
-                                         f"AND {_int(_at(_SPAN, 'start'))} IS NOT NULL "
-                                         f"AND {_int(_at(_SPAN, 'end'))} IS NOT NULL", _DURATION))),
-    ("child_session_id", sql_json.value(_when(f"e.kind IN ('{Kind.TOOL_START}', '{Kind.TOOL_SUCCESS}', "
-                                              f"'{Kind.TOOL_FAIL}', '{Kind.LEGACY_PART_UPDATED}')", _CHILD))),
+
+# The fields per type, as `bridge.events.legacy` reads them (docs/legacy.md, "Kind table").
+_MESSAGE = sql_json.obj([
+    ("timestamp_ms", sql_json.jsonb(f"coalesce({_int(_at(_INFO, 'time', 'completed'))}, "
+                                    f"{_int(_at(_INFO, 'time', 'created'))})")),
+    ("message_id", sql_json.value(f"CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'parentID'))} "
+                                  f"ELSE {_str(_at(_INFO, 'id'))} END")),
+    ("assistant_message_id", sql_json.value(_when(_ASSISTANT, _str(_at(_INFO, "id"))))),
+    ("error_type", sql_json.value(_when(_said(Kind.STEP_FAIL), _STEP_ERR[0]))),
+    ("error_message", sql_json.value(_when(_said(Kind.STEP_FAIL), _STEP_ERR[1]))),
+    ("agent", sql_json.value(_str(_at(_INFO, "agent")))),
+    ("model_id", sql_json.value(f"CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'modelID'))} "
+                                f"ELSE {_str(_at(_INFO, 'model', 'modelID'))} END")),
+    ("provider_id", sql_json.value(f"CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'providerID'))} "
+                                   f"ELSE {_str(_at(_INFO, 'model', 'providerID'))} END")),
+    _data_child(),
+])
+
+_SESSION = f"e.kind = '{Kind.SESSION_UPDATED}'"
+_SESSION_FIELDS = sql_json.obj([
+    ("timestamp_ms", sql_json.jsonb(_int(_at(_INFO, "time", "updated")))),
+    _data_child(),
     ("title", sql_json.value(_when(_SESSION, _str(_at(_INFO, "title"))))),
     ("parent_id", sql_json.value(_when(_SESSION, _str(_at(_INFO, "parentID"))))),
-    ("revert", _when(f"{_SESSION} AND {_is(_REVERT, 'object')}", _REVERT_OBJ)),
-    ("input", sql_json.jsonb(_when(f"{_SAID} AND {_TOOL} AND NOT {_is(_at(_STATE, 'input'), 'null')}",
-                                   _j(_at(_STATE, "input"))))),
+    ("revert", _when(f"{_SESSION} AND {_is(_REVERT, 'object')}",
+                     sql_json.obj([("message_id", sql_json.value(_str(_at(_REVERT, "messageID")))),
+                                   ("part_id", sql_json.value(_str(_at(_REVERT, "partID"))))]))),
 ])
+
+_STEP_END = _said(Kind.STEP_END)
+_PART_FIELDS = sql_json.obj([
+    ("timestamp_ms", sql_json.jsonb(_int(_at(_D, "time")))),
+    ("message_id", sql_json.value(_when(_PROMPT, _str(_at(_PART, "messageID"))))),
+    ("assistant_message_id", sql_json.value(_when(f"NOT {_PROMPT}", _str(_at(_PART, "messageID"))))),
+    ("part_id", sql_json.value(_str(_at(_PART, "id")))),
+    ("call_id", sql_json.value(_when(_IS_TOOL, _str(_at(_PART, "callID"))))),
+    ("tool_name", sql_json.value(_when(_IS_TOOL, _str(_at(_PART, "tool"))))),
+    ("error_type", sql_json.value(_when(_said(Kind.TOOL_FAIL), _TOOL_ERR[0]))),
+    ("error_message", sql_json.value(_when(_said(Kind.TOOL_FAIL), _TOOL_ERROR_MESSAGE))),
+    ("finish", sql_json.value(_when(_STEP_END, _str(_at(_PART, "reason"))))),
+    ("tokens_input", sql_json.jsonb(_when(_STEP_END, _int(_at(_TOKENS, "input"))))),
+    ("tokens_output", sql_json.jsonb(_when(_STEP_END, _int(_at(_TOKENS, "output"))))),
+    ("tokens_reasoning", sql_json.jsonb(_when(_STEP_END, _int(_at(_TOKENS, "reasoning"))))),
+    ("tokens_cache_read", sql_json.jsonb(_when(_STEP_END, _int(_at(_TOKENS, "cache", "read"))))),
+    ("tokens_cache_write", sql_json.jsonb(_when(_STEP_END, _int(_at(_TOKENS, "cache", "write"))))),
+    ("cost", sql_json.value(_when(_STEP_END, _number(_at(_PART, "cost"))))),
+    ("text", sql_json.value("lt.text")),
+    ("output_text", sql_json.value(_when(_said(Kind.TOOL_SUCCESS), _str(_at(_STATE, "output"))))),
+    ("duration_ms", sql_json.value(_when(f"{_said(Kind.TOOL_SUCCESS, Kind.TOOL_FAIL)} "
+                                         f"AND {_int(_at(_SPAN, 'start'))} IS NOT NULL "
+                                         f"AND {_int(_at(_SPAN, 'end'))} IS NOT NULL",
+                                         f"{_t(_at(_SPAN, 'end'))}::numeric - {_t(_at(_SPAN, 'start'))}::numeric"))),
+    ("child_session_id", sql_json.value(_when(_CHILD_KINDS, _str(_at(_STATE, "metadata", "sessionId"))))),
+    ("input", sql_json.jsonb(_when(f"{_said(Kind.TOOL_START, Kind.TOOL_SUCCESS, Kind.TOOL_FAIL)} "
+                                   f"AND NOT {_is(_at(_STATE, 'input'), 'null')}", _j(_at(_STATE, "input"))))),
+])
+
+FIELDS = f"""CASE e.type WHEN 'message.updated' THEN {_MESSAGE} WHEN 'session.updated' THEN {_SESSION_FIELDS}
+    ELSE {_PART_FIELDS} END"""
 
 # data without the part's text when fields.text carries it (LegacyChatEvent.data_without_text).
 DATA = f"""CASE WHEN lt.text IS NOT NULL AND {_is(_at(_PART, 'text'), 'string')} AND {_t(_at(_PART, 'text'))} = lt.text
