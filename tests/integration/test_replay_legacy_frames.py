@@ -6,11 +6,15 @@ rows PostgreSQL framed, so a shape falling back to Python unnoticed fails here."
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import pool
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bridge.events import ChatEvent, Kind
 from bridge.events.kinds import PART_KINDS
@@ -19,8 +23,10 @@ from bridge.events.legacy_state import LegacyTurnState
 from bridge.events.stored import is_legacy_payload
 from bridge.events.syncframes import parse_sync_item
 from bridge.fanout import protocol as p
+from bridge.store.db import to_async_url
 from bridge.store.reads import FanoutStore
 from bridge.store.writes import EventStore
+from tests.conftest import run_sync
 from tests.support.chat_events import RECEIVED_AT
 from tests.support.legacy_rows import STORES, legacy_session, x9_sync_log
 
@@ -57,7 +63,7 @@ async def test_captured_legacy_rows_are_framed_by_postgresql(
     for ev in events:
         if ev.seq in by_sql:
             assert by_sql[ev.seq] is not _content_part(ev), (scenario, ev.seq, ev.kind)
-    kinds = {e.kind for e in events if by_sql.get(e.seq)}
+    kinds = {e.kind for e in events if e.seq is not None and by_sql.get(e.seq)}
     assert {Kind.LEGACY_MESSAGE_UPDATED, Kind.STEP_START, Kind.PROMPT_ADMITTED, Kind.SESSION_UPDATED} <= kinds
 
 
@@ -138,8 +144,66 @@ async def test_odd_legacy_rows_replay_as_the_python_frame(store: EventStore, eng
     state, events = LegacyTurnState(), []
     for i, (type_, data, kind) in enumerate(ODD):
         ev = normalize_legacy(parse_sync_item(_item(i + 1, type_, data)), state)
-        events.append(ev if kind is None else replace(ev, kind=kind))
+        events.append(ev if kind is None else replace(ev, kind=cast(Kind, kind)))
     by_sql = await framed(engine, store, "ses_legacy_odd", events)
     part_ids = {e.seq: e.data["part"].get("id") for e in events if isinstance(e.data.get("part"), dict)}
     assert {part_ids.get(seq, "-") for seq, sql in by_sql.items() if not sql} == IN_PYTHON
     assert sum(not sql for sql in by_sql.values()) == len(IN_PYTHON)
+
+
+# Generated legacy rows: the shapes the mapping reads, with every leaf of every type, and stored kinds that
+# are the milestone, a re-send or anything else (framed in Python then): PostgreSQL's frame is Python's.
+_leaf = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**64), max_value=2**64),
+                  st.floats(allow_nan=False, allow_infinity=False),
+                  st.text(max_size=5).filter(lambda t: "\x00" not in t),
+                  st.sampled_from(["assistant", "user", "text", "tool", "completed", "error", "running", "pending"]))
+_any = st.recursive(_leaf, lambda kids: st.one_of(st.lists(kids, max_size=3),
+                                                  st.dictionaries(st.sampled_from(["id", "text", "name"]), kids,
+                                                                  max_size=2)), max_leaves=4)
+
+
+def _maybe(keys: dict[str, Any]) -> Any:
+    return st.fixed_dictionaries({}, optional={k: v for k, v in keys.items()})
+
+
+_time = _maybe({"created": _any, "completed": _any, "updated": _any, "start": _any, "end": _any})
+_error = st.one_of(_any, _maybe({"name": _any, "type": _any, "message": _any, "data": _maybe({"message": _any})}))
+_info = _maybe({"id": st.one_of(st.sampled_from(["msg_u", "msg_a"]), _any), "role": st.one_of(
+    st.sampled_from(["user", "assistant"]), _any), "parentID": _any, "agent": _any, "modelID": _any,
+    "providerID": _any, "model": _maybe({"modelID": _any, "providerID": _any}), "time": _time, "error": _error,
+    "title": _any, "revert": st.one_of(_any, _maybe({"messageID": _any, "partID": _any}))})
+_part = _maybe({"id": st.one_of(st.sampled_from(["prt_1", "prt_2"]), _any),
+                "messageID": st.one_of(st.sampled_from(["msg_u", "msg_a"]), _any),
+                "type": st.one_of(st.sampled_from(["text", "reasoning", "tool", "step-finish", "step-start",
+                                                   "snapshot", "patch", "weird"]), _any),
+                "text": _any, "synthetic": _any, "time": _time, "callID": _any, "tool": _any, "reason": _any,
+                "cost": _any, "tokens": _maybe({"input": _any, "output": _any, "cache": _maybe({"read": _any})}),
+                "state": _maybe({"status": st.one_of(st.sampled_from(["pending", "running", "completed", "error"]),
+                                                     _any), "input": _any, "output": _any, "error": _error,
+                                 "time": _time, "metadata": _maybe({"sessionId": _any})})})
+_row = st.one_of(
+    st.tuples(st.just("message.updated"), _maybe({"info": _info})),
+    st.tuples(st.just("message.part.updated"), _maybe({"part": _part, "time": _any})),
+    st.tuples(st.just("session.updated"), _maybe({"info": _info, "state": _any})),
+)
+_KINDS = [None, None, None, Kind.LEGACY_PART_UPDATED, Kind.LEGACY_MESSAGE_UPDATED, Kind.PROMPT_ADMITTED,
+          Kind.TEXT_END, Kind.TOOL_SUCCESS, Kind.STEP_END, Kind.SESSION_UPDATED, "not-a-kind"]
+
+
+async def _generated(database_url: str, rows: list[tuple[str, dict[str, Any], str | None]]) -> None:
+    engine = create_async_engine(to_async_url(database_url), poolclass=pool.NullPool)
+    try:
+        store = EventStore(engine, f"gen-{uuid.uuid4().hex[:8]}")
+        state, events = LegacyTurnState(), []
+        for i, (type_, data, kind) in enumerate(rows):
+            ev = normalize_legacy(parse_sync_item(_item(i + 1, type_, data)), state)
+            events.append(ev if kind is None else replace(ev, kind=cast(Kind, kind)))
+        await framed(engine, store, "ses_legacy_odd", events)
+    finally:
+        await engine.dispose()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(_row, st.sampled_from(_KINDS)), min_size=1, max_size=30))
+def test_generated_legacy_rows_replay_as_the_python_frame(database_url: str, rows: list[Any]) -> None:
+    run_sync(_generated(database_url, [(t, d, k) for (t, d), k in rows]))
