@@ -26,7 +26,7 @@ from bridge.events.content import CONTENT_KINDS
 from bridge.store.reads import replay_legacy as legacy
 from bridge.store.reads import sql_json
 
-# (seq, frame text | None, payload | None, kind column): a frame for a v2 row, the payload for a legacy one.
+# (seq, frame text | None, payload | None, kind column): the frame PostgreSQL built, else the payload for Python.
 StoredFrame = tuple[int, str | None, Any, str | None]
 
 _LEGACY = "(e.payload ? 'aggregate_id' AND NOT e.payload ? 'durable')"
