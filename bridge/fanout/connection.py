@@ -288,7 +288,8 @@ class Connection:
         queue = self.client.queue
         read_any = False
         for seq, frame in page.frames:
-            await queue.wait_room()
+            if not queue.has_room:  # no await per frame while there is room: a replay is frames back to back
+                await queue.wait_room()
             if queue.closed or self.client.subscriptions.get(sub.session_id) is not sub:
                 return None
             if seq > sub.sent_seq:
