@@ -40,6 +40,7 @@ from bridge.store.notices import CommandNotice
 from bridge.store.reads import FanoutStore
 from bridge.store.session_errors import SessionErrorStore
 from bridge.upstream.client import UpstreamClient
+from bridge.upstream.requests import UpstreamRequests
 
 CONFIRM_TIMEOUT_S = 5.0
 # A "no" is remembered this long (at most this many ids): a client repeating a subscribe to an unknown
@@ -139,6 +140,8 @@ class FanoutHooks:
     # The `command` op (docs/commands.md): the command door (bridge.http.commands.CommandsContext.run)
     commands: Callable[..., Awaitable[Outcome]] | None = None
     widen: Callable[[Claims, str], Awaitable[Claims]] | None = None  # a parent's token grants its subagents'
+    # The pending requests' list routes of the serve's generation (2.x: docs/upstream.md §24); None: 1.x's.
+    requests: UpstreamRequests | None = None
 
 
 class FanoutPart:
@@ -160,7 +163,8 @@ class FanoutPart:
             self.relay.on_request.append(on_request)
         self.resync = None if client is None else RequestResync(
             self.hub, self.store, self.relay, client, warm=hooks.warm_sessions,
-            state=StateResync(self.relay.state, self.hub, client, self.relay.pending.directories))
+            state=StateResync(self.relay.state, self.hub, client, self.relay.pending.directories),
+            requests=hooks.requests)
         self.listener = CommitListener(database_url, settings.upstream_name, self.feed.committed, self.feed.wake_all,
                                        on_status=self.feed.status, on_reconnected=hooks.on_database_back,
                                        on_command=self._command_notice)
