@@ -152,7 +152,8 @@ class FanoutPart:
                  client: UpstreamClient | None = None, revoked: Callable[[str], bool] = never_revoked,
                  reads: ReadEngines = ReadEngines(), hooks: FanoutHooks = FanoutHooks()) -> None:
         sessions, on_request = hooks.sessions, hooks.on_request
-        self.hub = Hub(on_subscribers=None if sessions is None else sessions.set_subscriber_count)
+        self.hub = Hub(on_subscribers=None if sessions is None else sessions.set_subscriber_count,
+                       wake=lambda sid: self.feed.wake(sid))
         self.store = FanoutStore(engine, settings.upstream_name, reads.read, reads.standby)
         self.feed = DurableFeed(self.hub, self.store)
         # session-level errors recorded for the audit (docs/audit.md "Session errors")
