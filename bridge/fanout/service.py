@@ -158,10 +158,10 @@ class FanoutPart:
         self.feed = DurableFeed(self.hub, self.store)
         # session-level errors recorded for the audit (docs/audit.md "Session errors")
         self.relay = LiveRelay(self.hub, self.store,
-                               errors=SessionErrorStore(engine, settings.upstream_name, reads.read))
+                               errors=SessionErrorStore(engine, settings.upstream_name, reads.read),
+                               # the sessions part's status machines (`waiting`, docs/lifecycle.md)
+                               on_request=() if on_request is None else (on_request,))
         # Without a client (unit tests) pending permissions are not re-synced after a live reconnect.
-        if on_request is not None:  # the sessions part's status machines (`waiting`, docs/lifecycle.md)
-            self.relay.on_request.append(on_request)
         self.resync = None if client is None else RequestResync(
             self.hub, self.store, self.relay, client, warm=hooks.warm_sessions,
             state=StateResync(self.relay.state, self.hub, client, self.relay.pending.directories),
