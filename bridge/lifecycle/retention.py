@@ -35,7 +35,8 @@ from bridge.store.reads import AuditReader
 _log = structlog.get_logger("bridge.lifecycle")
 
 _COUNT_EVENTS = text("SELECT count(*) FROM chat_session_events WHERE upstream = :upstream "
-                     "AND session_id = ANY(:ids)")
+                     "AND session_id = ANY(:ids) AND session_day = ANY(ARRAY(SELECT d.session_day FROM "
+                     "chat_sessions d WHERE d.upstream = :upstream AND d.session_id = ANY(:ids)))")
 
 
 @dataclass

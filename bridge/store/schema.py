@@ -82,9 +82,6 @@ def session_day_of(upstream: str, session_id: str) -> Any:
     return select(chat_sessions.c.session_day).where(session_key(upstream, session_id)).scalar_subquery()
 
 
-# The same for text statements: `{u}`/`{s}` are the statement's parameters for upstream and session.
-SESSION_DAY_SQL = "(SELECT sd.session_day FROM chat_sessions sd WHERE sd.upstream = {u} AND sd.session_id = {s})"
-
 
 chat_session_events = Table(
     "chat_session_events",

@@ -32,6 +32,10 @@ SESSION_TABLES: dict[str, str] = {
     "chat_commands": "(session_id = ANY(:ids) OR target_session = ANY(:ids)) AND command <> 'erase'",
     "chat_sessions": "session_id = ANY(:ids)",
 }
+# The delete of the events reads only the sessions' partitions: their days, from the rows of chat_sessions
+# (deleted last). The WHERE clauses above stay what names a session's rows (the tests count with them).
+_PRUNED = {"chat_session_events": " AND session_day = ANY(ARRAY(SELECT d.session_day FROM chat_sessions d "
+                                  "WHERE d.upstream = :upstream AND d.session_id = ANY(:ids)))"}
 # the column that names the session in each table's counts
 _COUNTED_BY = {"chat_commands": "coalesce(nullif(target_session, ''), session_id)"}
 
@@ -56,6 +60,7 @@ async def remove_sessions(conn: AsyncConnection, upstream: str, ids: Sequence[st
         return counts
     for table, where in SESSION_TABLES.items():
         by = _COUNTED_BY.get(table, "session_id")
+        where += _PRUNED.get(table, "")
         stmt = text(f"WITH gone AS (DELETE FROM {table} WHERE upstream = :upstream AND {where} "
                     f"RETURNING {by} AS sid) SELECT sid, count(*) AS n FROM gone GROUP BY sid"
                     ).bindparams(_ids(ids), upstream=upstream)

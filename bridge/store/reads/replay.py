@@ -104,6 +104,7 @@ CROSS JOIN LATERAL (SELECT coalesce(CAST(:kinds AS jsonb) ->> e.type, 'unknown')
 CROSS JOIN LATERAL (SELECT {_JOINED} AS joined) o
 CROSS JOIN LATERAL (SELECT {_TEXT} AS text, {_INPUT} AS input, {_OUTPUT_TEXT} AS output_text) x
 WHERE e.upstream = :u AND e.session_id = :s AND e.seq > :after
+  AND e.session_day = (SELECT sd.session_day FROM chat_sessions sd WHERE sd.upstream = :u AND sd.session_id = :s)
 ORDER BY e.seq
 LIMIT :limit
 """).bindparams(bindparam("u"), bindparam("s"), bindparam("after"), bindparam("limit"), bindparam("kinds"),
