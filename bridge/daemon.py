@@ -56,6 +56,7 @@ from bridge.sessions.discovery import Discovery
 from bridge.sessions.supervisor import FollowerSupervisor
 from bridge.store.chat_sessions import LeaseStore
 from bridge.store.db import make_engine, make_read_engine, upgrade_to_head
+from bridge.store.partitions import PartitionKeeper
 from bridge.store.reads import AuditReader
 from bridge.store.revoked import revoked_jtis
 from bridge.store.writes import EventStore
@@ -146,6 +147,8 @@ class Daemon:
                 _disposing(make_read_engine(s.read_database_url.value, pool_size=s.read_pool_size,
                                             statement_timeout_s=s.read_statement_timeout_s)))
             await upgrade_to_head(engine)
+            partitions = PartitionKeeper(engine)  # today's and the next days' (docs/lifecycle.md, "Partitions")
+            await partitions.ensure()
             client = await stack.enter_async_context(
                 UpstreamClient(s.upstream_url, s.upstream_username, s.upstream_password.value,
                                sync_batch={"items_per_s": s.sync_items_per_s}))
@@ -187,6 +190,7 @@ class Daemon:
             if s.auth_disabled:
                 print_local_token(s, secret)
             await stack.enter_async_context(_background("revocation", revocations.run))
+            await stack.enter_async_context(_background("partitions", partitions.run))
             # The warm heap frozen as it grows, collected whole now and then (bridge.perf.runtime).
             collected = metrics.GC_FULL_COLLECT_SECONDS.observe
             churn = sessions.registry.churn  # stopped followers so far, warm now: a full collection under churn

@@ -162,6 +162,13 @@ def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
     return True
 
 
+def session_events(upstream: str, session_id: str) -> Any:
+    """The rows of one session in `chat_session_events`, as a WHERE clause naming its partition too."""
+    e = chat_session_events.c
+    return and_(e.upstream == upstream, e.session_id == session_id,
+                e.session_day == session_day_of(upstream, session_id))
+
+
 chat_event_rejects = Table(
     "chat_event_rejects",
     metadata,

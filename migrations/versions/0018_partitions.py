@@ -82,7 +82,8 @@ def upgrade() -> None:
     views = _views()
     _drop_views(views)
     op.execute("ALTER TABLE chat_session_events RENAME TO chat_session_events_legacy")
-    op.execute(f"ALTER TABLE chat_session_events_legacy ADD COLUMN session_day date NOT NULL DEFAULT DATE '{LEGACY_DAY}'")
+    op.execute("ALTER TABLE chat_session_events_legacy "
+               f"ADD COLUMN session_day date NOT NULL DEFAULT DATE '{LEGACY_DAY}'")
     op.execute("ALTER TABLE chat_session_events_legacy ALTER COLUMN session_day DROP DEFAULT")
     # Superseded by the keys below (built at the ATTACH): the same uniqueness within the legacy day. The whole
     # migration holds the table's ACCESS EXCLUSIVE lock: no write sees it without a key.

@@ -26,6 +26,7 @@ from bridge.store.schema import (
     chat_session_events,
     chat_sessions,
     session_day_of,
+    session_events,
 )
 
 S = chat_sessions.c
@@ -41,8 +42,7 @@ def select_seed_rows(upstream: str, session_id: str, kinds: Sequence[str]) -> Se
     rebuilt from when a follower starts (bridge.events.legacy.SEED_KINDS)."""
     return (
         select(E.event_id, E.kind, E.part_id, E.message_id, E.assistant_message_id)
-        .where(E.upstream == upstream, E.session_id == session_id, E.session_day == session_day_of(upstream, session_id),
-               E.kind.in_(list(kinds)))
+        .where(session_events(upstream, session_id), E.kind.in_(list(kinds)))
         .order_by(E.seq)
     )
 
@@ -96,7 +96,7 @@ def select_chain_rows(upstream: str, session_id: str) -> Select[Any]:
     """What the verifier relinks: the payload as PostgreSQL prints it (`payload::text`), and the stored link."""
     return (
         select(E.seq, E.event_id, cast(E.payload, Text).label("payload_text"), E.chain_hash)
-        .where(E.upstream == upstream, E.session_id == session_id, E.session_day == session_day_of(upstream, session_id))
+        .where(session_events(upstream, session_id))
         .order_by(E.seq)
     )
 
