@@ -78,6 +78,17 @@ async def create_day(conn: AsyncConnection, day: date) -> bool:
     return True
 
 
+async def detach_and_drop(engine: AsyncEngine, name: str) -> None:
+    """Detach a partition and drop it. Not `DETACH … CONCURRENTLY`: PostgreSQL refuses it while the table
+    has a default partition. The plain DETACH holds the table's lock for a catalog change only (no scan: a
+    detached range needs no check); `lock_timeout` bounds how long writers can queue behind it."""
+    async with engine.begin() as conn:
+        await conn.execute(text(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"))
+        await conn.execute(text(f"ALTER TABLE {PARENT} DETACH PARTITION {name}"))
+    async with engine.begin() as conn:
+        await conn.execute(text(f"DROP TABLE {name}"))
+
+
 async def default_rows(conn: AsyncConnection) -> int:
     return int((await conn.execute(text(f"SELECT count(*) FROM {DEFAULT}"))).scalar_one())
 
