@@ -1,7 +1,7 @@
 """Day partitions of `chat_session_events` (docs/lifecycle.md, "Partitions"), kept by the bridge itself.
 
 The table is `PARTITION BY RANGE (session_day)` (migration 0018): one partition a day,
-`chat_session_events_pYYYYMMDD`, the legacy partition (every row stored before 0018, day `0001-01-01`) and
+`chat_session_events_pYYYYMMDD`, the legacy partition (every row stored before 0018, day `1970-01-01`) and
 the default partition, where a row whose day has no partition goes. Every process makes today's partition
 and the next `AHEAD` days' at start and then every `INTERVAL_S`: a new session's day is today (UTC), so its
 partition is there before its first event. Creating a partition takes a short lock on the table: bounded
@@ -25,7 +25,7 @@ from bridge import metrics
 PARENT = "chat_session_events"
 LEGACY = "chat_session_events_legacy"
 DEFAULT = "chat_session_events_default"
-LEGACY_DAY = date(1, 1, 1)
+LEGACY_DAY = date(1970, 1, 1)  # before any session; not date.min, which asyncpg sends as -infinity
 AHEAD = 2  # days after today made ahead
 INTERVAL_S = 3600.0
 LOCK_TIMEOUT = "2s"
@@ -76,6 +76,21 @@ async def create_day(conn: AsyncConnection, day: date) -> bool:
     await conn.execute(text(f"CREATE TABLE {partition_name(day)} PARTITION OF {PARENT} "
                             f"FOR VALUES FROM ('{day.isoformat()}') TO ('{nxt.isoformat()}')"))
     return True
+
+
+async def dated_partitions(conn: AsyncConnection) -> dict[date, str]:
+    """The day partitions and the legacy one (its day `LEGACY_DAY`): what retention may drop whole."""
+    out = await day_partitions(conn)
+    if (await conn.execute(text("SELECT to_regclass(:n)"), {"n": LEGACY})).scalar() is not None:
+        out[LEGACY_DAY] = LEGACY
+    return out
+
+
+async def detach_and_drop_in(conn: AsyncConnection, name: str) -> None:
+    """DETACH and DROP in the caller's transaction (which has set `lock_timeout`): the table's lock is held
+    from here to the commit, so this comes last."""
+    await conn.execute(text(f"ALTER TABLE {PARENT} DETACH PARTITION {name}"))
+    await conn.execute(text(f"DROP TABLE {name}"))
 
 
 async def detach_and_drop(engine: AsyncEngine, name: str) -> None:

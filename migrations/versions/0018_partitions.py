@@ -1,10 +1,10 @@
 """Partitions of `chat_session_events` by `session_day` (docs/lifecycle.md, "Partitions").
 
-- `chat_sessions.session_day date`: the UTC day the row is created (rows already there: `0001-01-01`, the
+- `chat_sessions.session_day date`: the UTC day the row is created (rows already there: `1970-01-01`, the
   legacy day); every event row of the session carries it.
 - `chat_session_events` becomes a table `PARTITION BY RANGE (session_day)`; the table as it was becomes its
-  partition `chat_session_events_legacy` (every day before `0001-01-02`): no row is copied here. Its rows
-  get `session_day = 0001-01-01` as a default (no rewrite); the two unique keys now hold `session_day`, and
+  partition `chat_session_events_legacy` (every day before `1970-01-02`): no row is copied here. Its rows
+  get `session_day = 1970-01-01` as a default (no rewrite); the two unique keys now hold `session_day`, and
   `(upstream, event_id)` becomes `(upstream, session_id, event_id, session_day)` — their indexes are the
   only thing built (on a large table: the time of two index builds, BENCHMARKS.md). The other indexes of
   the old table are taken over as they are. `opencode-bridge partition-migrate` later moves the legacy
@@ -33,7 +33,7 @@ down_revision: str | None = "0017"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-LEGACY_DAY = "0001-01-01"
+LEGACY_DAY = "1970-01-01"  # not year 1: asyncpg maps date.min to -infinity
 COLUMNS_WITHOUT_KEY = """
     upstream text NOT NULL, session_id text NOT NULL, seq bigint NOT NULL, event_id text NOT NULL,
     type text NOT NULL, kind text NOT NULL, schema_version integer, event_time timestamptz,

@@ -53,13 +53,17 @@ async def lock_sessions(conn: AsyncConnection, upstream: str, ids: Sequence[str]
     return [str(r.session_id) for r in await conn.execute(stmt)]
 
 
-async def remove_sessions(conn: AsyncConnection, upstream: str, ids: Sequence[str]) -> RowCounts:
-    """Delete every row of these sessions; the rows each session lost, by table (tables with none left out)."""
+async def remove_sessions(conn: AsyncConnection, upstream: str, ids: Sequence[str],
+                          skip: Sequence[str] = ()) -> RowCounts:
+    """Delete every row of these sessions; the rows each session lost, by table (tables with none left out).
+    `skip`: tables left alone (retention drops a whole day's partition of events instead)."""
     counts: RowCounts = {sid: {} for sid in ids}
     if not ids:
         return counts
     days = [r[0] for r in await conn.execute(text(_DAYS).bindparams(_ids(ids), upstream=upstream))]
     for table, where in SESSION_TABLES.items():
+        if table in skip:
+            continue
         by = _COUNTED_BY.get(table, "session_id")
         pruned = _PRUNED.get(table)
         stmt = text(f"WITH gone AS (DELETE FROM {table} WHERE upstream = :upstream AND {where}{pruned or ''} "
