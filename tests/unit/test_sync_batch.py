@@ -12,7 +12,7 @@ import pytest
 from bridge.backoff import Backoff
 from bridge.errors import BodyTooLarge, InvalidRequest, UpstreamError, UpstreamUnavailable
 from bridge.upstream.sync_answer import SyncAnswer, whole_answer
-from bridge.upstream.sync_batch import SyncBatcher
+from bridge.upstream.sync_batch import BatchSettings, SyncBatcher
 from bridge.upstream.sync_plan import SYNC_CUTOFF_MAX
 from tests.support.metric_values import Since
 from tests.support.waiting import wait_until
@@ -49,9 +49,9 @@ class Serve:
 
     def batcher(self, slots: int = 1, **kw: Any) -> SyncBatcher:
         sem = asyncio.Semaphore(slots)
-        return SyncBatcher(self.post, lambda: self.known, lambda seen: self.known.update(seen), sem.acquire,
-                           sem.release, window_s=0.001, gather_max_s=0.01,
-                           backoff=Backoff(0.001, 0.002), items_per_s=0, **kw)
+        return SyncBatcher(self.post, lambda: self.known, lambda seen: self.known.update(seen), sem,
+                           BatchSettings(window_s=0.001, gather_max_s=0.01, items_per_s=0, **kw),
+                           Backoff(0.001, 0.002))
 
 
 def seqs(items: list[Any]) -> list[int]:

@@ -15,7 +15,7 @@ from sqlalchemy import Insert, Select, Update, and_, false, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.store.chat_sessions import status as st
+import bridge.store.chat_sessions.status as st
 from bridge.store.chat_sessions.status_batch import StatusWrite, lock_sessions, set_statuses_if_owner, set_titles
 from bridge.store.codecs import SessionRow, row_dict, session_row
 from bridge.store.notices import notify_status

@@ -20,11 +20,12 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+import bridge.store.notices as notices
+import bridge.store.writes.rejects as q
 from bridge.errors import CursorBehind, LeaseLost
 from bridge.events import ChatEvent
 from bridge.lease import nobody_dead
 from bridge.log import get_logger
-from bridge.store import notices
 from bridge.store.chat_sessions import claims, leases, reader
 from bridge.store.chat_sessions import status as st
 from bridge.store.chat_sessions.claim_plan import ClaimAsk
@@ -32,7 +33,6 @@ from bridge.store.chat_sessions.claims import Claim, ClaimOutcome
 from bridge.store.codecs import SessionRow, opt_text, row_dict, session_row
 from bridge.store.payload import exact_json_text, storable_text
 from bridge.store.reads import queries as reads
-from bridge.store.writes import rejects as q
 from bridge.store.writes.committer import GroupCommitter
 from bridge.store.writes.duplicates import REASON_CONFLICTING_DUPLICATE, REASON_LOSSY_PAYLOAD
 from bridge.store.writes.rows import prepare_event
