@@ -38,7 +38,8 @@ from bridge.perf.turnstile import Turnstile
 from bridge.store.db import make_engine, upgrade_to_head
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
-from bridge.upstream.durable import DurableFollower, FollowerSettings
+from bridge.upstream.durable import DurableFollower
+from bridge.upstream.follower_settings import FollowerSettings
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 

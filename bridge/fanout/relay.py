@@ -23,13 +23,13 @@ from bridge.fanout.frames import live_question_message, live_state_message
 from bridge.fanout.hub import Hub
 from bridge.fanout.live_state import LiveSessionState
 from bridge.fanout.protocol import permission_message
-from bridge.store.commands_pending import PendingStore
+from bridge.store.ports import PendingRequestsPort
 from bridge.store.reads import FanoutStore
 from bridge.store.session_errors import SessionErrorStore
 
 
 class LiveRelay:
-    def __init__(self, hub: Hub, store: FanoutStore, pending: PendingStore | None = None,
+    def __init__(self, hub: Hub, store: FanoutStore, pending: PendingRequestsPort | None = None,
                  state: LiveSessionState | None = None, errors: SessionErrorStore | None = None) -> None:
         self._hub = hub
         # the latest todo list / diff summary of each session (bridge.fanout.live_state)

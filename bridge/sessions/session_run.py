@@ -25,11 +25,13 @@ from bridge.sessions.claim_batch import ClaimBatcher
 from bridge.sessions.parking import is_transient
 from bridge.sessions.status_machine import Status
 from bridge.sessions.warm_table import WarmSession, WarmTable
-from bridge.store.chat_sessions import Claim, LeaseStore, TurnState
+from bridge.store.chat_sessions import Claim, TurnState
+from bridge.store.ports import SessionStatusPort
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
-from bridge.upstream.durable import DurableFollower, FollowerHooks, FollowerSettings
+from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.follower_settings import FollowerHooks, FollowerSettings
 from bridge.upstream.port_follower import PortFollower
 from bridge.upstream.stall_policy import StallGovernor
 from bridge.upstream.store_sink import StoreSink
@@ -64,7 +66,7 @@ class RunnerParts:
     """What the runner of a process's warm sessions works with (bridge.sessions.registry builds it)."""
 
     store: EventStore
-    leases: LeaseStore
+    leases: SessionStatusPort
     client: UpstreamClient
     activity: ActivityTracker
     holder_dead: Callable[[str], bool]

@@ -19,7 +19,8 @@ from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, MAX_TEX
 from bridge.commands.ratelimit import RateLimiter
 from bridge.errors import UpstreamUnavailable
 from bridge.http.commands import CommandsContext, add_command_routes
-from tests.support.commands_twin import DIR, OTHER, SID, Clock, UpstreamCommandsTwin
+from tests.support.commands_twin import DIR, OTHER, SID, UpstreamCommandsTwin
+from tests.support.serve_model import Clock
 
 from .test_audit_openapi import SPEC, conforms
 
@@ -34,7 +35,7 @@ def twin() -> UpstreamCommandsTwin:
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(1000.0)
 
 
 @pytest.fixture
@@ -143,7 +144,7 @@ async def test_rate_limit_per_token_refills_with_the_clock(http: TestClient[Any,
     r = await http.post(path, json={"command_id": "a9"}, headers=alice)
     assert (r.status, (await r.json())["error"]["code"], r.headers["Retry-After"]) == (429, "rate_limited", "1")
     assert (await http.post(path, json={"command_id": "b0"}, headers=bob)).status == 200  # its own bucket
-    clock.t += 1.0
+    clock.now += 1.0
     assert (await http.post(path, json={"command_id": "a10"}, headers=alice)).status == 200
     assert (await http.post(path, json={"command_id": "a11"}, headers=alice)).status == 429
 

@@ -19,8 +19,9 @@ from bridge.fanout import protocol as p
 from bridge.store.reads import FanoutStore
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
-from bridge.upstream.durable import DurableFollower, FollowerSettings
+from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.follower_settings import FollowerSettings
 from bridge.upstream.gen2.driver import Gen2Driver
 from bridge.upstream.http_base import UpstreamHttp
 from bridge.upstream.port_follower import PortFollower, PortSettings

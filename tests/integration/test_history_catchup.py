@@ -23,8 +23,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bridge.events import ChatEvent
 from bridge.store.writes import EventStore
 from bridge.upstream.client import ClientLimits, UpstreamClient
-from bridge.upstream.durable import DurableFollower, FollowerSettings
+from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.follower_settings import FollowerSettings
 from bridge.upstream.store_sink import StoreSink
 from bridge.upstream.sync_batch import BatchSettings
 from tests.support.fake_upstream import FakeUpstream

@@ -25,7 +25,8 @@ from bridge.store.chat_sessions import tree
 from bridge.store.session_errors import SessionErrorStore
 from bridge.store.writes.event_store import EventStore
 from tests.support.chat_events import chat_event
-from tests.support.commands_twin import SID, Clock, UpstreamCommandsTwin
+from tests.support.commands_twin import SID, UpstreamCommandsTwin
+from tests.support.serve_model import Clock
 
 from .test_audit_openapi import SPEC, conforms
 from .test_commands_http import SECRET, UPSTREAM, auth
@@ -43,7 +44,7 @@ class StateTwin(UpstreamCommandsTwin):
 
 @pytest.fixture
 async def served(engine: AsyncEngine) -> AsyncIterator[tuple[TestClient[Any, Any], StateTwin, LiveSessionState]]:
-    twin, clock, kept = StateTwin(), Clock(), LiveSessionState()
+    twin, clock, kept = StateTwin(), Clock(1000.0), LiveSessionState()
 
     async def widen(claims: Claims, sid: str) -> Claims:
         return await tree.widen(claims, engine, UPSTREAM, sid)

@@ -1,5 +1,5 @@
 """A real warm-session registry (bridge.sessions.registry, its runner and its table) over the lease store's
-in-memory twin (bridge.store.chat_sessions.memory) and the driver port's in-memory twin
+in-memory twin (bridge.store.memory) and the driver port's in-memory twin
 (bridge.upstream.driver_twin): warming a session claims a real lease in the twin, and its follower is a
 real `PortFollower` reading the session's (empty) log until it is stopped. The clock is a variable. The
 keeper's and the sweep's unit tests run on it (tests/unit/test_keeper.py, tests/unit/test_sweep.py)."""
@@ -19,8 +19,8 @@ from bridge.sessions.parking import FailureStreak
 from bridge.sessions.registry import WarmRegistry
 from bridge.sessions.session_run import RunnerParts
 from bridge.store.chat_sessions import LeaseStore
-from bridge.store.chat_sessions.memory import MemoryLeaseStore
 from bridge.store.codecs import SessionRow
+from bridge.store.memory import MemoryLeaseStore
 from bridge.store.writes import EventStore
 from bridge.upstream.driver_twin import MemoryDriver
 from bridge.upstream.port_follower import PortFollower, PortHooks, PortSettings

@@ -10,8 +10,9 @@ import pytest
 
 from bridge import metrics
 from bridge.events import SEQ_MAX
-from bridge.upstream.durable import DurableFollower, FollowerHooks, FollowerSettings
+from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.follower_settings import FollowerHooks, FollowerSettings
 from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope, sse, sync_item
 from tests.support.tasks import in_background
 from tests.support.waiting import wait_until

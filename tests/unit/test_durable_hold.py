@@ -9,8 +9,9 @@ from typing import Any
 
 from bridge.events import Envelope
 from bridge.events.syncframes import parse_sync_item
-from bridge.upstream.durable import DurableFollower, FollowerHooks, FollowerSettings
+from bridge.upstream.durable import DurableFollower
 from bridge.upstream.early_twins import EarlyTwins
+from bridge.upstream.follower_settings import FollowerHooks, FollowerSettings
 from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope, sse, sync_item
 from tests.support.tasks import in_background
 from tests.support.waiting import wait_until

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from bridge import metrics
-from bridge.upstream.durable import DurableFollower, FollowerSettings
+from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.follower_settings import FollowerSettings
 from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope
 
 SID = "ses_A"

@@ -64,4 +64,4 @@ async def test_hand_off_expires_our_leases_at_once_and_keeps_them_ours() -> None
         await keeper(leases, registry, clock).hand_off()
         row = leases.rows["ses_A"]
         assert row.lease_owner == ME and row.lease_expires_at is not None
-        assert row.lease_expires_at <= leases._clock()
+        assert row.lease_expires_at <= leases.tables.clock()

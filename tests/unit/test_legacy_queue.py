@@ -13,8 +13,9 @@ from bridge.command_service.prompt_router import PromptRouter
 from bridge.commands.legacy_delivery import DONE, DROPPED, FAILED, QUEUED, SENDING
 from bridge.errors import SessionNotFound
 from bridge.store.commands_pending import CommandKey
-from tests.support.commands_twin import OTHER, SID, Clock, UpstreamCommandsTwin
+from tests.support.commands_twin import OTHER, SID, UpstreamCommandsTwin
 from tests.support.door_twins import DoorStoreTwin, PromptQueueTwin, Row
+from tests.support.serve_model import Clock
 
 
 class _Serve(UpstreamCommandsTwin):
@@ -52,7 +53,7 @@ class _Sessions:
 
 
 def _sender(owned: set[str] | None = None) -> tuple[QueueSender, PromptQueueTwin, _Serve, _Sessions]:
-    clock, serve = Clock(), _Serve()
+    clock, serve = Clock(1000.0), _Serve()
     queue = PromptQueueTwin(DoorStoreTwin(), clock)
     sessions = _Sessions({SID} if owned is None else owned)
     router = PromptRouter(queue, serve, "legacy", clock=clock)  # type: ignore[arg-type]

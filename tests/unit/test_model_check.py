@@ -7,7 +7,8 @@ import pytest
 
 from bridge.command_service.model_check import MODELS_TTL_S, ModelCheck
 from bridge.commands.model import CommandError
-from tests.support.commands_twin import DIR, Clock, UpstreamCommandsTwin
+from tests.support.commands_twin import DIR, UpstreamCommandsTwin
+from tests.support.serve_model import Clock
 
 
 class _Counting(UpstreamCommandsTwin):
@@ -21,7 +22,7 @@ class _Counting(UpstreamCommandsTwin):
 
 
 async def test_the_sessions_model_or_else_the_locations_default_must_be_connected() -> None:
-    twin, clock = _Counting(), Clock()
+    twin, clock = _Counting(), Clock(1000.0)
     check = ModelCheck(twin, clock)  # type: ignore[arg-type]
     await check.check({}, DIR)  # the default, mock/mock-1, is connected
     await check.check({"model": {"providerID": "mock", "id": "mock-1"}}, DIR)
@@ -31,13 +32,13 @@ async def test_the_sessions_model_or_else_the_locations_default_must_be_connecte
 
 
 async def test_the_locations_models_are_kept_for_a_while() -> None:
-    twin, clock = _Counting(), Clock()
+    twin, clock = _Counting(), Clock(1000.0)
     check = ModelCheck(twin, clock)  # type: ignore[arg-type]
     await check.check({}, DIR)
     twin.connected = set()  # the operator removed the credential
     await check.check({}, DIR)  # still the kept answer
     assert twin.asked == 1
-    clock.t += MODELS_TTL_S
+    clock.now += MODELS_TTL_S
     with pytest.raises(CommandError):
         await check.check({}, DIR)
     assert twin.asked == 2

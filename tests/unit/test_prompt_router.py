@@ -14,8 +14,9 @@ from bridge.commands.affinity import BASIS_HISTORY, BASIS_NEW, TurnHistory
 from bridge.commands.legacy_delivery import DONE, FAILED, PENDING, QUEUED
 from bridge.commands.model import CommandError, parse_command
 from bridge.store.commands_pending import CommandKey
-from tests.support.commands_twin import DIR, SID, Clock, UpstreamCommandsTwin
+from tests.support.commands_twin import DIR, SID, UpstreamCommandsTwin
 from tests.support.door_twins import DoorStoreTwin, PromptQueueTwin, Row
+from tests.support.serve_model import Clock
 
 MID = "msg_0a1b2c3d4e5fAAAAAAAAAAAAAA"
 
@@ -35,7 +36,7 @@ class _Serve(UpstreamCommandsTwin):
 
 
 def _router(setting: str = "auto") -> tuple[PromptRouter, PromptQueueTwin, _Serve, Clock]:
-    clock, serve = Clock(), _Serve()
+    clock, serve = Clock(1000.0), _Serve()
     queue = PromptQueueTwin(DoorStoreTwin(), clock)
     return PromptRouter(queue, serve, setting, clock=clock), queue, serve, clock  # type: ignore[arg-type]
 
@@ -56,7 +57,7 @@ async def test_the_runtime_follows_the_sessions_turns_else_the_serves_own_client
     assert (choice.runtime, choice.basis) == ("legacy", BASIS_NEW)  # a 1.x serve's own clients are legacy
     await router.choose(SID)
     assert serve.versions == 1  # the version is kept
-    clock.t += VERSION_TTL_S
+    clock.now += VERSION_TTL_S
     await router.choose(SID)
     assert serve.versions == 2
     queue.history[SID] = TurnHistory(latest="v2", seen=frozenset({"v2"}))

@@ -51,7 +51,8 @@ async def test_bad_ids_deleted_sessions_and_a_registry_not_accepting_are_never_w
 
 async def test_a_peer_refusal_cools_down_unless_the_reason_insists() -> None:
     leases, clock = Leases(), Clock()
-    leases.put("ses_A", lease_owner="peer:2:b", lease_epoch=4, lease_expires_at=leases._clock().replace(year=2027))
+    leases.put("ses_A", lease_owner="peer:2:b", lease_epoch=4,
+               lease_expires_at=leases.tables.clock().replace(year=2027))
     async with warm_registry(leases, clock) as (registry, _):
         assert registry.warm("ses_A", reason="listed")
         await gone(registry, "ses_A")  # held elsewhere: the task ends, the refusal is remembered

@@ -15,8 +15,9 @@ from bridge.commands.ratelimit import RateLimiter
 from bridge.errors import InvalidRequest, UpstreamUnavailable
 from bridge.store.codecs import SessionRow
 from bridge.store.commands_pending import CommandKey
-from tests.support.commands_twin import DIR, OTHER, SID, Clock, UpstreamCommandsTwin
+from tests.support.commands_twin import DIR, OTHER, SID, UpstreamCommandsTwin
 from tests.support.door_twins import UPSTREAM, DoorStoreTwin, PendingTwin, PromptQueueTwin, claims
+from tests.support.serve_model import Clock
 
 
 class _Serve(UpstreamCommandsTwin):
@@ -34,7 +35,7 @@ class _Serve(UpstreamCommandsTwin):
 
 class Door:
     def __init__(self, runtime: str = "v2", burst: int = 100) -> None:
-        self.clock, self.serve, self.store = Clock(), _Serve(), DoorStoreTwin()
+        self.clock, self.serve, self.store = Clock(1000.0), _Serve(), DoorStoreTwin()
         self.queue = PromptQueueTwin(self.store, self.clock)
         self.pending = PendingTwin()
         self.service = CommandService(

@@ -39,7 +39,7 @@ async def test_a_warm_session_is_owned_followed_and_its_leases_handed_off_on_the
         assert "known_to_sync" in footprint and "rows" not in footprint
     assert not sup.running and sup.warm_sessions() == []
     row = leases.rows["ses_A"]
-    assert row.lease_owner == ME and row.lease_expires_at is not None and row.lease_expires_at <= leases._clock()
+    assert row.lease_owner == ME and row.lease_expires_at is not None and row.lease_expires_at <= leases.tables.clock()
 
 
 async def test_release_stops_following_and_gives_the_lease_back() -> None:

@@ -13,7 +13,8 @@ from bridge import metrics
 from bridge.errors import BodyTooLarge, InvalidSessionId
 from bridge.events.syncframes import parse_sync_item
 from bridge.upstream.client import FROM_START
-from bridge.upstream.durable import DurableFollower, FollowerHooks, FollowerSettings
+from bridge.upstream.durable import DurableFollower
+from bridge.upstream.follower_settings import FollowerHooks, FollowerSettings
 from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope, sse, sync_item
 from tests.support.tasks import in_background
 from tests.support.waiting import wait_until
