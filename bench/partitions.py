@@ -1,16 +1,20 @@
-"""Time partitions of `chat_session_events`, measured before they are built (docs/lifecycle.md,
-"Partitions (designed, not built)"): what the copy into a partitioned table costs, what retention by
-`DROP` of a day costs next to the `DELETE` of bench.retention, and what the planner does with the bridge's
-per-session queries when they do not name the partition key.
+"""The migration to partitions and retention by partition, at size (docs/lifecycle.md, "Partitions";
+BENCHMARKS.md, "Partitions").
 
-    python -m bench.partitions --sessions 20000 --events 100        # 2 M rows over 60 session days
+    python -m bench.partitions --sessions 20000 --events 100        # 2 M rows, session days over 60 days
 
-An embedded PostgreSQL filled as bench.retention fills it; then, beside `chat_session_events`, a twin
-`chat_session_events_p` with a `session_day date` column (the day of the session's first event, from
-`chat_sessions.first_event_at`), `PARTITION BY RANGE (session_day)`, one partition a day and a default,
-primary key `(upstream, session_id, seq, session_day)` and today's secondary indexes. Printed: the copy's
-seconds and WAL, the `DETACH … ; DROP TABLE` of the 30 oldest days (seconds, WAL, rows gone), and for a
-session's `seq > n` read the number of partitions the plan touches with and without `session_day`.
+An embedded PostgreSQL at migration 0017 (today's table before partitions), filled as bench.retention fills
+it (sessions created 0 to 59 days ago, session i: i mod 60). Then, each measured in seconds and WAL bytes:
+
+1. migration 0018 (`upgrade_to_head`): the old table becomes the legacy partition; its two unique keys are
+   built again with `session_day` (the bridge is stopped for this step);
+2. `opencode-bridge partition-migrate`'s code (`migrate_to_partitions`) moves every session to its day
+   partition while a probe writer commits 20-event batches into new sessions (bench.retention's probe):
+   its batch commit latency before and during;
+3. retention at 30 days in the same database: one session of each of 15 old days is made warm, so those
+   days keep their partition and their other sessions leave by `DELETE`; the other old days are dropped
+   whole (`DETACH`, `DROP`). Each path's seconds, WAL and events, with the probe running, each after a
+   `VACUUM ANALYZE` and a `CHECKPOINT` (WAL is the whole server's: autovacuum after the move would count).
 """
 
 from __future__ import annotations
@@ -23,95 +27,90 @@ import platform
 import shutil
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bench.retention import UPSTREAM, _lsn, fill
+from bench.retention import UPSTREAM, _lsn, _summary, fill, probe
+from bridge.lifecycle.retention import RetentionReport, _drop_days, run_retention
 from bridge.log import configure_logging
-from bridge.store.db import make_engine, upgrade_to_head
+from bridge.store.db import downgrade_to, make_engine, upgrade_to_head
+from bridge.store.partition_moves import migrate_to_partitions
+from bridge.store.partitions import ensure_partitions
+from bridge.store.reads import AuditReader
+from bridge.store.writes import EventStore
 
-DAYS = 60
-
-
-def _ddl(today: str) -> list[str]:
-    out = [
-        "CREATE TABLE chat_session_events_p (LIKE chat_session_events INCLUDING DEFAULTS, session_day date NOT NULL)"
-        " PARTITION BY RANGE (session_day)",
-        "ALTER TABLE chat_session_events_p ADD PRIMARY KEY (upstream, session_id, seq, session_day)",
-        "CREATE INDEX ON chat_session_events_p (upstream, session_id, event_time)",
-        "CREATE INDEX ON chat_session_events_p (event_time)",
-        "CREATE INDEX ON chat_session_events_p (kind)",
-        "CREATE TABLE chat_session_events_p_default PARTITION OF chat_session_events_p DEFAULT",
-    ]
-    for d in range(DAYS + 1):
-        out.append(f"CREATE TABLE chat_session_events_p_{d:03d} PARTITION OF chat_session_events_p FOR VALUES "
-                   f"FROM (DATE '{today}' - {d}) TO (DATE '{today}' - {d} + 1)")
-    return out
+RETENTION_DAYS = 30
+# Days 31..45: one session each held warm (a live lease), so these days cannot leave whole.
+_WARM = text("""
+UPDATE chat_sessions SET lease_owner = 'bench', lease_expires_at = now() + interval '1 hour'
+WHERE upstream = :u AND session_id IN (SELECT 'ses_r' || lpad(i::text, 9, '0') FROM generate_series(31, 45) i)
+""")
 
 
-_COPY = """
-INSERT INTO chat_session_events_p
-SELECT e.*, CAST(s.first_event_at AT TIME ZONE 'UTC' AS date)
-FROM chat_session_events e JOIN chat_sessions s USING (upstream, session_id)
-"""
+async def _measured(engine: AsyncEngine, work: Any) -> tuple[Any, float, int, list[float]]:
+    """`await work()` with a probe writer running: (its result, seconds, WAL bytes, probe latencies)."""
+    store, stop = EventStore(engine, "bench-probe"), asyncio.Event()
+    task = asyncio.create_task(probe(store, stop, f"w{time.monotonic_ns()}"))
+    before, t0 = await _lsn(engine), time.monotonic()
+    result = await work()
+    seconds, wal = time.monotonic() - t0, await _lsn(engine) - before
+    stop.set()
+    return result, seconds, wal, await task
 
 
-async def _partitions_in_plan(conn: AsyncConnection, sql: str, params: dict[str, Any]) -> int:
-    plan = (await conn.execute(text("EXPLAIN (FORMAT JSON) " + sql), params)).scalar_one()
-    found: set[str] = set()
-
-    def walk(node: dict[str, Any]) -> None:
-        if "Relation Name" in node:
-            found.add(str(node["Relation Name"]))
-        for child in node.get("Plans", []):
-            walk(child)
-
-    walk(plan[0]["Plan"])
-    return len({r for r in found if r.startswith("chat_session_events_p")})
+async def _settle(engine: AsyncEngine) -> None:
+    """VACUUM ANALYZE and a CHECKPOINT: what follows starts from the same state (first change of a page
+    after a checkpoint logs the whole page, for both retention paths alike)."""
+    async with engine.connect() as conn:
+        await conn.execute(text("COMMIT"))
+        await conn.execute(text("VACUUM ANALYZE chat_session_events"))
+        await conn.execute(text("VACUUM ANALYZE chat_sessions"))
+        await conn.execute(text("CHECKPOINT"))
 
 
-async def run(url: str, sessions: int, events: int) -> dict[str, Any]:
-    await upgrade_to_head(make_engine(url, pool_size=1))
-    engine = make_engine(url, pool_size=2)
+async def run(url: str, sessions: int, events: int, probe_s: float) -> dict[str, Any]:
+    engine = make_engine(url, pool_size=4)
     try:
-        fill_s = await fill(engine, sessions, events)
-        async with engine.connect() as conn:
-            today = str((await conn.execute(text("SELECT CAST(now() AT TIME ZONE 'UTC' AS date)"))).scalar_one())
-        async with engine.begin() as conn:
-            for stmt in _ddl(today):
-                await conn.execute(text(stmt))
+        await upgrade_to_head(engine)
+        await downgrade_to(engine, "0017")
+        fill_s = await fill(engine, sessions, events, partitioned=False)
         before, t0 = await _lsn(engine), time.monotonic()
+        await upgrade_to_head(engine)
+        upgrade_s, upgrade_wal = time.monotonic() - t0, await _lsn(engine) - before
+        await ensure_partitions(engine)
+        _, _, _, baseline = await _measured(engine, lambda: asyncio.sleep(probe_s))  # a fixed window
+        moved, move_s, move_wal, move_probe = await _measured(
+            engine, lambda: migrate_to_partitions(engine, UPSTREAM, page=50))
         async with engine.begin() as conn:
-            copied = (await conn.execute(text(_COPY))).rowcount
-        copy_s, copy_wal = time.monotonic() - t0, await _lsn(engine) - before
-        async with engine.connect() as conn:
-            await conn.execute(text("COMMIT"))
-            await conn.execute(text("VACUUM ANALYZE chat_session_events_p"))
-            sid = "ses_r" + "1".zfill(9)
-            q = "SELECT seq FROM chat_session_events_p WHERE upstream = :u AND session_id = :s AND seq > 10"
-            day = "SELECT CAST(first_event_at AT TIME ZONE 'UTC' AS date) FROM chat_sessions WHERE session_id = :s"
-            d = (await conn.execute(text(day), {"s": sid})).scalar_one()
-            without = await _partitions_in_plan(conn, q, {"u": UPSTREAM, "s": sid})
-            with_day = await _partitions_in_plan(conn, q + " AND session_day = :d", {"u": UPSTREAM, "s": sid, "d": d})
-        old = [f"chat_session_events_p_{n:03d}" for n in range(31, DAYS + 1)]
-        async with engine.connect() as conn:
-            rows_old = 0
-            for name in old:
-                rows_old += int((await conn.execute(text(f"SELECT count(*) FROM {name}"))).scalar_one())
-        before, t0 = await _lsn(engine), time.monotonic()
-        for name in old:
-            async with engine.begin() as conn:
-                await conn.execute(text(f"ALTER TABLE chat_session_events_p DETACH PARTITION {name}"))
-                await conn.execute(text(f"DROP TABLE {name}"))
-        drop_s, drop_wal = time.monotonic() - t0, await _lsn(engine) - before
-        return {"rows": sessions * events, "fill_s": round(fill_s, 1), "copy_rows": copied,
-                "copy_s": round(copy_s, 1), "copy_rows_per_s": round(copied / max(copy_s, 1e-9)),
-                "copy_wal_bytes": copy_wal, "drop_days": len(old), "drop_rows": rows_old,
-                "drop_s": round(drop_s, 2), "drop_wal_bytes": drop_wal,
-                "partitions_read_without_session_day": without, "partitions_read_with_session_day": with_day}
+            await conn.execute(_WARM, {"u": UPSTREAM})
+        await _settle(engine)  # the move's own aftermath (autovacuum) kept out of the two paths' WAL
+        cutoff = datetime.now(UTC) - timedelta(days=RETENTION_DAYS)
+        reader = AuditReader(engine, UPSTREAM)
+        dropped = RetentionReport(cutoff, False)
+        _, drop_s, drop_wal, drop_probe = await _measured(
+            engine, lambda: _drop_days(engine, reader, UPSTREAM, cutoff, None, dropped))
+        await _settle(engine)
+        deleted, delete_s, delete_wal, delete_probe = await _measured(
+            engine, lambda: run_retention(engine, reader, UPSTREAM, cutoff))
+        drop_events, delete_events = dropped.rows["chat_session_events"], deleted.rows["chat_session_events"]
+        return {
+            "rows": sessions * events, "fill_s": round(fill_s, 1),
+            "migration_0018_s": round(upgrade_s, 1), "migration_0018_wal_bytes": upgrade_wal,
+            "partition_migrate": {**moved.fields(), "rows_per_s": round(moved.rows / max(move_s, 1e-9)),
+                                  "wal_bytes": move_wal, "wal_bytes_per_row": round(move_wal / max(moved.rows, 1))},
+            "retention_drop": {"days": len(dropped.days_dropped), "sessions": dropped.sessions,
+                               "events": drop_events, "s": round(drop_s, 2), "wal_bytes": drop_wal,
+                               "wal_bytes_per_event": round(drop_wal / max(drop_events, 1), 2)},
+            "retention_delete": {"sessions": deleted.sessions, "events": delete_events, "s": round(delete_s, 2),
+                                 "wal_bytes": delete_wal,
+                                 "wal_bytes_per_event": round(delete_wal / max(delete_events, 1), 2)},
+            "probe_before": _summary(baseline), "probe_during_migrate": _summary(move_probe),
+            "probe_during_drop": _summary(drop_probe), "probe_during_delete": _summary(delete_probe),
+        }
     finally:
         await engine.dispose()
 
@@ -120,6 +119,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sessions", type=int, default=20_000)
     ap.add_argument("--events", type=int, default=100)
+    ap.add_argument("--probe-s", type=float, default=10.0)
+    ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
     configure_logging("console", "warning")
     from bridge.store.embedded import start_embedded
@@ -127,12 +128,14 @@ def main() -> None:
     data = Path(tempfile.mkdtemp(prefix="bridge-bench-"))
     pg = start_embedded(data)
     try:
-        res = asyncio.run(run(pg.url, a.sessions, a.events))
+        res = asyncio.run(run(pg.url, a.sessions, a.events, a.probe_s))
     finally:
         pg.stop()
         shutil.rmtree(data, ignore_errors=True)
     res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print(json.dumps(res, indent=2))
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=2) + "\n")
 
 
 if __name__ == "__main__":

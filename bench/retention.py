@@ -37,35 +37,42 @@ from bridge.events import normalize, parse_frame
 from bridge.lifecycle.retention import run_retention
 from bridge.log import configure_logging
 from bridge.store.db import make_engine, upgrade_to_head
+from bridge.store.partitions import ensure_partitions
 from bridge.store.reads import AuditReader
 from bridge.store.writes import EventStore
 
 UPSTREAM = "bench-retention"
 
 _FILL_SESSIONS = """
-INSERT INTO chat_sessions (upstream, session_id, cursor_seq, first_event_at, last_event_at)
+INSERT INTO chat_sessions (upstream, session_id, cursor_seq, first_event_at, last_event_at, created_at)
 SELECT :u, 'ses_r' || lpad(i::text, 9, '0'), CAST(:events AS bigint), now() - make_interval(days => i % 60, hours => 1),
-       now() - make_interval(days => i % 60)
+       now() - make_interval(days => i % 60), now() - make_interval(days => i % 60, hours => 1)
 FROM generate_series(CAST(:lo AS int), CAST(:hi AS int)) i
 """
+# `{day}`: the partition key column and its value (today's, the sessions' default day), or nothing on a
+# table from before partitions (bench.partitions fills one to migrate it).
 _FILL_EVENTS = """
-INSERT INTO chat_session_events (upstream, session_id, seq, event_id, type, kind, event_time, received_at, payload)
+INSERT INTO chat_session_events (upstream, session_id, seq, event_id, type, kind, event_time, received_at,
+                                 payload{day_col})
 SELECT :u, 'ses_r' || lpad(i::text, 9, '0'), s, 'evt_r' || i || '_' || s, 'session.next.text.ended', 'text',
        now() - make_interval(days => i % 60), now() - make_interval(days => i % 60),
        jsonb_build_object('id', 'evt_r' || i || '_' || s, 'type', 'session.next.text.ended',
-                          'data', jsonb_build_object('sessionID', 'ses_r' || i, 'text', repeat('lorem ipsum ', 75)))
+                          'data', jsonb_build_object('sessionID', 'ses_r' || i,
+                                                     'text', repeat('lorem ipsum ', 75))){day}
 FROM generate_series(CAST(:lo AS int), CAST(:hi AS int)) i, generate_series(1, CAST(:events AS int)) s
 """
 
 
-async def fill(engine: AsyncEngine, sessions: int, events: int) -> float:
+async def fill(engine: AsyncEngine, sessions: int, events: int, *, partitioned: bool = True) -> float:
     started = time.monotonic()
+    day = (", ", ", ((now() AT TIME ZONE 'UTC'))::date") if partitioned else ("", "")
+    fill_events = _FILL_EVENTS.format(day_col=day[0] + "session_day" if partitioned else "", day=day[1])
     step = max(1, 200_000 // events)
     for lo in range(1, sessions + 1, step):
         hi = min(sessions, lo + step - 1)
         async with engine.begin() as conn:
             await conn.execute(text(_FILL_SESSIONS), {"u": UPSTREAM, "lo": lo, "hi": hi, "events": events})
-            await conn.execute(text(_FILL_EVENTS), {"u": UPSTREAM, "lo": lo, "hi": hi, "events": events})
+            await conn.execute(text(fill_events), {"u": UPSTREAM, "lo": lo, "hi": hi, "events": events})
     async with engine.connect() as conn:
         await conn.execute(text("COMMIT"))
         await conn.execute(text("VACUUM ANALYZE chat_session_events"))
@@ -107,6 +114,7 @@ async def run(url: str, sessions: int, events: int, days: int, probe_s: float, b
     await upgrade_to_head(make_engine(url, pool_size=1))
     engine = make_engine(url, pool_size=4)
     try:
+        await ensure_partitions(engine)
         fill_s = await fill(engine, sessions, events)
         store = EventStore(engine, "bench-probe")
         stop = asyncio.Event()

@@ -1,5 +1,5 @@
 """`opencode-bridge` command line: run | migrate | map | token | doctor | sessions | events | transcript |
-export | verify | erase | archive | retention."""
+export | verify | erase | archive | retention | partition-migrate."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     add_audit_parsers(sub)  # sessions | events | transcript | export | verify (docs/audit.md)
     from bridge.lifecycle.cli import add_parsers as add_lifecycle_parsers
 
-    add_lifecycle_parsers(sub)  # erase | archive | retention (docs/lifecycle.md)
+    add_lifecycle_parsers(sub)  # erase | archive | retention | partition-migrate (docs/lifecycle.md)
     return p
 
 

@@ -58,6 +58,7 @@ from bridge.sessions.session_run import FollowerFactory
 from bridge.sessions.supervisor import FollowerSupervisor, SessionHooks
 from bridge.store.chat_sessions import LeaseStore
 from bridge.store.db import Engines, process_engines, upgrade_to_head
+from bridge.store.partitions import PartitionKeeper
 from bridge.store.reads import AuditReader
 from bridge.store.revoked import revoked_jtis
 from bridge.store.writes import EventStore
@@ -145,6 +146,9 @@ class Daemon:
                 self.database_url, s.read_database_url.value, read_pool_size=s.read_pool_size,
                 read_statement_timeout_s=s.read_statement_timeout_s))
             await upgrade_to_head(db.main)
+            partitions = PartitionKeeper(db.main)  # today's and the next days' (docs/lifecycle.md, "Partitions")
+            await partitions.ensure()
+            await stack.enter_async_context(_background("partitions", partitions.run))
             client = await stack.enter_async_context(
                 UpstreamClient(s.upstream_url, s.upstream_username, s.upstream_password.value,
                                limits=ClientLimits(sync_batch=BatchSettings(items_per_s=s.sync_items_per_s))))

@@ -301,3 +301,16 @@ SESSIONS_ERASED = Counter(
     "bridge_sessions_erased_total", "Sessions erased from the mirror (each subagent session counts), by way",
     ["via"], registry=REGISTRY,
 )
+# Partitions of chat_session_events (docs/lifecycle.md, "Partitions"): made ahead by every bridge.
+PARTITIONS_CREATED = Counter(
+    "bridge_partitions_created_total", "Day partitions of chat_session_events created by this process",
+    registry=REGISTRY,
+)
+PARTITION_DEFAULT_ROWS = Gauge(
+    "bridge_partition_default_rows", "Event rows in the default partition (a day without its partition): "
+    "should be 0", registry=REGISTRY,
+)
+PARTITION_ERRORS = Counter(
+    "bridge_partition_errors_total", "Partition upkeep that failed (retried at the next round), by step",
+    ["step"], registry=REGISTRY,
+)

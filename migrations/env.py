@@ -17,7 +17,7 @@ from sqlalchemy import Connection, pool
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bridge.store.db import to_async_url
-from bridge.store.schema import metadata
+from bridge.store.schema import include_name, metadata
 
 config = context.config
 target_metadata = metadata
@@ -31,7 +31,7 @@ def _url() -> str:
 
 
 def _configure(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=target_metadata)
+    context.configure(connection=connection, target_metadata=target_metadata, include_name=include_name)
 
 
 def _run_on(connection: Connection) -> None:

@@ -1,4 +1,5 @@
-"""`opencode-bridge erase | archive | retention` (docs/lifecycle.md; runbook: docs/operations.md "Retention").
+"""`opencode-bridge erase | archive | retention | partition-migrate` (docs/lifecycle.md; runbook:
+docs/operations.md "Retention").
 
 Each talks to the database directly (migrations applied first) and never needs the daemon: an erasure
 reaches every running process through PostgreSQL (the tombstone, the `erased` status notice)."""
@@ -24,9 +25,10 @@ from bridge.lifecycle.archive import archive_session
 from bridge.lifecycle.retention import RetentionReport, run_retention
 from bridge.store.db import make_engine, migrate_database
 from bridge.store.lifecycle import erase_session, retire_candidates
+from bridge.store.partition_moves import migrate_to_partitions
 from bridge.store.reads import AuditReader
 
-COMMANDS = ("erase", "archive", "retention")
+COMMANDS = ("erase", "archive", "retention", "partition-migrate")
 _log = structlog.get_logger("bridge.lifecycle")
 
 
@@ -46,6 +48,9 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--metrics-file", type=Path, default=None, metavar="PATH",
                    help="write the run's metrics there (Prometheus text format, for node_exporter's textfile "
                         "collector)")
+    m = sub.add_parser("partition-migrate", help="move the sessions stored before partitions into their day "
+                                                 "partitions, online (docs/lifecycle.md, \"Partitions\")")
+    m.add_argument("--page", type=_positive, default=50, help="sessions moved per transaction")
 
 
 def _positive(raw: str) -> int:
@@ -88,6 +93,11 @@ async def _run(args: argparse.Namespace, settings: Settings, url: str, days: int
     try:
         if args.command == "erase":
             return await _erase(args, settings, engine, out)
+        if args.command == "partition-migrate":
+            moved = await migrate_to_partitions(engine, settings.upstream_name, page=args.page)
+            _log.info("partition_migrate", **moved.fields())
+            out.write(json.dumps({"partition_migrate": moved.fields()}) + "\n")
+            return 0
         reader = AuditReader(engine, settings.upstream_name)
         if args.command == "archive":
             return await _archive(args, settings, engine, reader, out)

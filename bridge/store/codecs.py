@@ -5,7 +5,7 @@ entry and its keyset cursor), and text made storable for the rows the store writ
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from bridge.store.payload import storable_text
@@ -33,6 +33,7 @@ class SessionRow:
     lease_expires_at: datetime | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    session_day: date | None = None  # the partition of its events (docs/lifecycle.md, "Partitions")
     # Computed by the query, not stored: the lease expired by the database clock (adoption, bridge.lease);
     # events stored of the session (the audit API's session object).
     lease_expired: bool = False

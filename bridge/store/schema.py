@@ -18,6 +18,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Date,
     Double,
     Index,
     Integer,
@@ -29,6 +30,7 @@ from sqlalchemy import (
     and_,
     false,
     func,
+    select,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP
@@ -63,12 +65,22 @@ chat_sessions = Table(
     Column("lease_expires_at", TIMESTAMPTZ, nullable=True),
     Column("created_at", TIMESTAMPTZ, nullable=False, server_default=func.now()),
     Column("updated_at", TIMESTAMPTZ, nullable=False, server_default=func.now()),
+    # The partition of its events (docs/lifecycle.md, "Partitions"): the UTC day the row was created, never
+    # changed while the session has events (`partition-migrate` moves a session out of the legacy partition).
+    Column("session_day", Date, nullable=False, server_default=text("((now() AT TIME ZONE 'UTC'))::date")),
     PrimaryKeyConstraint("upstream", "session_id", name="pk_chat_sessions"),
 )
 
 def session_key(upstream: str, session_id: str) -> Any:
     """The primary key of one `chat_sessions` row, as a WHERE clause (every statement on one session)."""
     return and_(chat_sessions.c.upstream == upstream, chat_sessions.c.session_id == session_id)
+
+
+def session_day_of(upstream: str, session_id: str) -> Any:
+    """The session's `session_day`, read from its `chat_sessions` row: one uncorrelated subquery, which
+    PostgreSQL evaluates once and prunes `chat_session_events` to that one partition with."""
+    return select(chat_sessions.c.session_day).where(session_key(upstream, session_id)).scalar_subquery()
+
 
 
 chat_session_events = Table(
@@ -106,9 +118,13 @@ chat_session_events = Table(
     Column("payload_lossy", Boolean, nullable=False, server_default=false()),
     # Tamper evidence (docs/audit.md, bridge.store.hash_chain): link of the per-session hash chain, set in write_batch.
     Column("chain_hash", Text, nullable=True),
-    PrimaryKeyConstraint("upstream", "session_id", "seq", name="pk_chat_session_events"),
-    # The same event has the same id on every upstream stream (docs/upstream.md §2): a dedupe key.
-    UniqueConstraint("upstream", "event_id", name="uq_chat_session_events_upstream_event_id"),
+    # The partition key (docs/lifecycle.md, "Partitions"): the session's `chat_sessions.session_day`, so a
+    # session is whole in one partition. Both unique keys hold it; it is a function of the session.
+    Column("session_day", Date, nullable=False),
+    PrimaryKeyConstraint("upstream", "session_id", "seq", "session_day", name="pk_chat_session_events"),
+    # The same event has the same id on every upstream stream (docs/upstream.md §2), and is stored only in
+    # the session its aggregate names (bridge.upstream.admit): a dedupe key per session.
+    UniqueConstraint("upstream", "session_id", "event_id", "session_day", name="uq_chat_session_events_event_id"),
     Index("ix_chat_session_events_session_time", "upstream", "session_id", "event_time"),
     Index(
         "ix_chat_session_events_tool_time",
@@ -127,7 +143,31 @@ chat_session_events = Table(
         "seq",
         postgresql_where=text("call_id IS NOT NULL"),
     ),
+    postgresql_partition_by="RANGE (session_day)",
 )
+
+
+def is_partition_name(name: str | None) -> bool:
+    """A partition of `chat_session_events` (`…_legacy`, `…_default`, `…_pYYYYMMDD`): created by the bridge,
+    not declared here (alembic's comparison leaves them out: `migrations/env.py`)."""
+    return name is not None and name.startswith("chat_session_events_")
+
+
+def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
+    """alembic's `include_name` hook: everything but the partitions and their indexes."""
+    if type_ == "table":
+        return not is_partition_name(name)
+    if type_ in ("index", "unique_constraint"):
+        return not is_partition_name(parent_names.get("table_name"))
+    return True
+
+
+def session_events(upstream: str, session_id: str) -> Any:
+    """The rows of one session in `chat_session_events`, as a WHERE clause naming its partition too."""
+    e = chat_session_events.c
+    return and_(e.upstream == upstream, e.session_id == session_id,
+                e.session_day == session_day_of(upstream, session_id))
+
 
 chat_event_rejects = Table(
     "chat_event_rejects",

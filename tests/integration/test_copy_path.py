@@ -87,23 +87,24 @@ async def test_a_clash_with_a_stored_row_rolls_back_the_copy_and_takes_the_inser
     assert verify_chain(await AuditReader(engine, store.upstream).chain_rows(sid)).ok
 
 
-async def test_two_sessions_of_one_group_clashing_on_an_event_id_keep_the_first_and_reject_the_second(
+async def test_an_event_id_is_unique_per_session_so_two_sessions_holding_one_both_keep_it(
     store: EventStore, engine: AsyncEngine
 ) -> None:
+    """The decision of docs/lifecycle.md ("Partitions"): the event-id key is per session (it must hold the
+    partition key). An event is stored only in the session its aggregate names (bridge.upstream.admit
+    rejects it elsewhere as `wrong_session`: tests/unit/test_ingest.py), so one event cannot reach two
+    sessions; two sessions carrying one id are two events, and both are kept, each chain whole."""
     a, b = "ses_copyidA", "ses_copyidB"
     epochs = {sid: (await store.claim(sid, "owner-1"))[0] for sid in (a, b)}
-    stolen = chat_event(1, session_id=b, id_=event_id(1, a))  # b's seq 1 carries a's event id
+    same = chat_event(1, session_id=b, id_=event_id(1, a))  # b's seq 1 carries a's event id
     writes = [store.prepare(a, epochs[a], batch(1, 2, session_id=a), RECEIVED_AT),
-              store.prepare(b, epochs[b], [stolen, *batch(2, session_id=b)], RECEIVED_AT)]
-    copied = rows_sent("copy")
+              store.prepare(b, epochs[b], [same, *batch(2, session_id=b)], RECEIVED_AT)]
 
     results = await store.commit(writes)
 
-    assert rows_sent("copy") == copied  # COPY refused the group: everything went by INSERT
     assert results == [BatchResult(inserted=2, duplicates=0, rejected=0, cursor_seq=2),
-                       BatchResult(inserted=1, duplicates=0, rejected=1, cursor_seq=2)]
-    assert [s for s, _ in await stored_ids(store, a)] == [1, 2]
-    assert [s for s, _ in await stored_ids(store, b)] == [2]
+                       BatchResult(inserted=2, duplicates=0, rejected=0, cursor_seq=2)]
+    assert await stored_ids(store, b) == [(1, event_id(1, a)), (2, event_id(2, b))]
     reader = AuditReader(engine, store.upstream)
     assert verify_chain(await reader.chain_rows(a)).ok and verify_chain(await reader.chain_rows(b)).ok
 
@@ -130,16 +131,17 @@ async def test_a_link_computed_over_a_text_postgresql_prints_otherwise_is_caught
 async def test_a_connection_lost_during_the_copy_fails_the_group_as_a_lost_connection(
     store: EventStore, engine: AsyncEngine
 ) -> None:
-    """The COPY waits on another transaction holding the same event id; the writer's backend is terminated
+    """The COPY waits on another transaction holding the same row key; the writer's backend is terminated
     while it waits: the group fails with the invalidated DBAPIError every caller knows, nothing stored."""
     sid = "ses_copykilled"
     epoch, _ = await store.claim(sid, "owner-1")
     async with engine.connect() as blocker:
         await blocker.begin()
         await blocker.execute(text(
-            "INSERT INTO chat_session_events (upstream, session_id, seq, event_id, type, kind, received_at, payload)"
-            " VALUES (:u, 'ses_copyblocker', 1, :e, 't', 'text', now(), '{}')"),
-            {"u": store.upstream, "e": event_id(1, sid)})
+            "INSERT INTO chat_session_events (upstream, session_id, seq, event_id, type, kind, received_at, payload,"
+            " session_day) SELECT :u, :s, 1, 'evt_blocker', 't', 'text', now(), '{}', session_day"
+            " FROM chat_sessions WHERE upstream = :u AND session_id = :s"),
+            {"u": store.upstream, "s": sid})
         task = asyncio.create_task(store.write_batch(sid, epoch, batch(1, 2, session_id=sid), RECEIVED_AT))
 
         async def waiting_writer() -> int | None:

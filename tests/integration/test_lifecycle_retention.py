@@ -9,7 +9,8 @@ import argparse
 import asyncio
 import gzip
 import io
-from datetime import UTC, datetime, timedelta
+import json
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from bridge.audit import cli as audit_cli
 from bridge.cli import _parser
 from bridge.config import Settings
 from bridge.lifecycle import cli as lifecycle_cli
+from bridge.store import partitions
 from bridge.store.chat_sessions import LeaseStore
 from bridge.store.commands_pending.pending import upsert_permission_asked
 from bridge.store.hash_chain import verify_chain
@@ -36,9 +38,15 @@ OLD, OLD_WARM, OLD_PENDING, OLD_QUEUED, RECENT = (
 AGE_DAYS = {OLD: 40, OLD_WARM: 41, OLD_PENDING: 42, OLD_QUEUED: 43, RECENT: 2}
 
 
-async def _session(store: EventStore, engine: AsyncEngine, sid: str, days_ago: int, *, release: bool = True) -> None:
-    """Three events stamped `days_ago` days back (their own `timestamp`), and a row in every side table."""
+async def _session(store: EventStore, engine: AsyncEngine, sid: str, days_ago: int, *, release: bool = True,
+                   day: date | None = None) -> None:
+    """Three events stamped `days_ago` days back (their own `timestamp`), and a row in every side table;
+    `day`: the session's partition day, set through the data before its first event."""
     epoch, _ = await store.claim(sid, "owner", "/srv/p", lease_ttl_s=3600)
+    if day is not None:
+        async with engine.begin() as conn:
+            await conn.execute(text("UPDATE chat_sessions SET session_day = :d WHERE upstream = :u AND session_id = :s")
+                               .bindparams(d=day, u=UPSTREAM, s=sid))
     ms = int((NOW - timedelta(days=days_ago)).timestamp() * 1000)
     events = [chat_event(s, session_id=sid, data={"timestamp": ms + s}) for s in (1, 2, 3)]
     await store.write_batch(sid, epoch, events, NOW - timedelta(days=days_ago))
@@ -159,3 +167,44 @@ async def test_retention_unset_keeps_everything(engine: AsyncEngine, database_ur
     assert await asyncio.to_thread(lifecycle_cli.run, args, Settings(upstream_name=UPSTREAM), database_url, out) == 0
     assert "unset" in out.getvalue()
     assert (await _rows(engine, OLD))["chat_session_events"] == 3
+
+
+async def test_a_day_whose_sessions_all_leave_is_dropped_whole_and_a_day_with_one_in_use_is_not(
+    engine: AsyncEngine, database_url: str, tmp_path: Path
+) -> None:
+    """Retention by partition (docs/lifecycle.md): day A's two old sessions leave with their partition
+    (DETACH, DROP: no DELETE of their events), day B keeps its partition for its warm session while its old
+    one leaves by DELETE, today's recent session stays; every table is emptied of what left; chains of
+    what stays verify."""
+    today = partitions.utc_today()
+    day_a, day_b = today - timedelta(days=45), today - timedelta(days=44)
+    await partitions.ensure_partitions(engine)
+    for day in (day_a, day_b):
+        async with engine.begin() as conn:
+            await partitions.create_day(conn, day)
+    store = EventStore(engine, UPSTREAM)
+    plan = {"ses_day_a1": (day_a, 40, True), "ses_day_a2": (day_a, 41, True), "ses_day_b_old": (day_b, 40, True),
+            "ses_day_b_warm": (day_b, 42, False), RECENT: (None, 2, True)}
+    for sid, (day, age, release) in plan.items():
+        await _session(store, engine, sid, age, release=release, day=day)
+    kept_before = {sid: await _rows(engine, sid) for sid in ("ses_day_b_warm", RECENT)}
+
+    code, said = await asyncio.to_thread(_cli, database_url, "retention", "--archive-to", str(tmp_path))
+    assert code == 0, said
+    report = json.loads(said)
+    # day A, and the legacy partition: empty, no session of its day (a fresh database's)
+    assert report["retention"]["sessions"] == 3 and report["retention"]["days_dropped"] == 2, said
+    assert report["rows"]["chat_session_events"] == 9 and report["retention"]["archived"] == 3, said
+    async with engine.connect() as conn:
+        names = {day_a: partitions.partition_name(day_a), day_b: partitions.partition_name(day_b),
+                 partitions.LEGACY_DAY: partitions.LEGACY}
+        exists = {d: (await conn.execute(text("SELECT to_regclass(:n)"), {"n": n})).scalar() is not None
+                  for d, n in names.items()}
+    assert exists == {day_a: False, day_b: True, partitions.LEGACY_DAY: False}
+    for sid in ("ses_day_a1", "ses_day_a2", "ses_day_b_old"):
+        assert await _rows(engine, sid) == dict.fromkeys(SESSION_TABLES, 0), sid
+        assert _verify_file(tmp_path / f"{sid}.jsonl.gz")[0] == 0
+    assert {sid: await _rows(engine, sid) for sid in kept_before} == kept_before
+    reader = AuditReader(engine, UPSTREAM)
+    assert {sid: verify_chain(await reader.chain_rows(sid)).ok for sid in await reader.session_ids()} == \
+        dict.fromkeys(sorted(kept_before), True)

@@ -21,14 +21,14 @@ from bridge.store.db import (
     schema_is_at_head,
     upgrade_to_head,
 )
-from bridge.store.schema import metadata
+from bridge.store.schema import include_name, metadata
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _diff(connection: Connection) -> list[Any]:
     context = MigrationContext.configure(
-        connection, opts={"compare_type": True, "compare_server_default": True}
+        connection, opts={"compare_type": True, "compare_server_default": True, "include_name": include_name}
     )
     return list(compare_metadata(context, metadata))
 

@@ -24,7 +24,7 @@ ROW_COLUMNS = tuple(c for c in chat_sessions.c if c.name != "upstream")
 # Events stored of the session (the audit API's session object): a count over the primary-key index.
 EVENT_COUNT = (
     select(func.count()).select_from(chat_session_events)
-    .where(E.upstream == S.upstream, E.session_id == S.session_id)
+    .where(E.upstream == S.upstream, E.session_id == S.session_id, E.session_day == S.session_day)
     .correlate(chat_sessions).scalar_subquery().label("event_count")
 )
 

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Insert, Select, Update, false, func, or_, select, true
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from bridge.store.schema import chat_session_events, chat_session_gaps, chat_sessions, session_key
+from bridge.store.schema import chat_session_events, chat_session_gaps, chat_sessions, session_events, session_key
 
 S = chat_sessions.c
 E = chat_session_events.c
@@ -82,7 +82,7 @@ def select_turn_tail(upstream: str, session_id: str, limit: int) -> Select[Any]:
     """The kinds of the latest stored events, newest first: where a new owner picks the status machine up."""
     return (
         select(E.seq, E.kind)
-        .where(E.upstream == upstream, E.session_id == session_id)
+        .where(session_events(upstream, session_id))
         .order_by(E.seq.desc())
         .limit(limit)
     )

@@ -17,7 +17,7 @@ from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.auth import Claims
-from bridge.store.schema import chat_session_events, chat_sessions
+from bridge.store.schema import chat_session_events, chat_sessions, session_day_of
 
 MAX_DEPTH = 16  # subagents of subagents …: far more than opencode nests
 
@@ -30,7 +30,8 @@ PARENT_ID = E.payload[("data", "info", "parentID")].astext
 # answer and `subscribed`, docs/websocket.md): one primary-key lookup of the row's seq 0.
 PARENT_COLUMN = (
     select(PARENT_ID)
-    .where(E.upstream == chat_sessions.c.upstream, E.session_id == chat_sessions.c.session_id, E.seq == 0,
+    .where(E.upstream == chat_sessions.c.upstream, E.session_id == chat_sessions.c.session_id,
+           E.session_day == chat_sessions.c.session_day, E.seq == 0,
            E.kind == "session:created")
     .correlate(chat_sessions).scalar_subquery().label("parent_id")
 )
@@ -38,7 +39,8 @@ PARENT_COLUMN = (
 
 def select_parent(upstream: str, session_id: str) -> Select[Any]:
     return select(PARENT_ID.label("parent_id")).where(
-        E.upstream == upstream, E.session_id == session_id, E.seq == 0, E.kind == "session:created")
+        E.upstream == upstream, E.session_id == session_id, E.session_day == session_day_of(upstream, session_id),
+        E.seq == 0, E.kind == "session:created")
 
 
 def select_children(upstream: str, session_id: str) -> Select[Any]:

@@ -22,6 +22,7 @@ from bridge.store.schema import (
     chat_permission_requests,
     chat_session_events,
     chat_sessions,
+    session_day_of,
 )
 
 C = chat_commands.c
@@ -72,7 +73,8 @@ class CommandStore:
         none: the mirror never saw one, or has not re-read it from the sync log yet."""
         digest = derived[-DIGEST_CHARS:]
         q = (select(E.message_id)
-             .where(and_(E.upstream == self.upstream, E.session_id == session_id, E.message_id.like("msg\\_%"),
+             .where(and_(E.upstream == self.upstream, E.session_id == session_id,
+                         E.session_day == session_day_of(self.upstream, session_id), E.message_id.like("msg\\_%"),
                          func.right(E.message_id, DIGEST_CHARS) == digest, E.message_id != derived))
              .order_by(E.seq).limit(1))
         async with self._engine.connect() as conn:

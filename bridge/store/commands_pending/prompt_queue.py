@@ -15,7 +15,7 @@ from bridge.commands.legacy_delivery import DROPPED, QUEUED, SENDING, ClaimActio
 from bridge.store.commands_pending.command_store import CommandKey
 from bridge.store.notices import notify_command
 from bridge.store.ports.prompt_queue import PromptRow as PromptRow  # re-exported: the record is the port's
-from bridge.store.schema import chat_commands, chat_session_events, chat_sessions, session_key
+from bridge.store.schema import chat_commands, chat_session_events, chat_sessions, session_day_of, session_key
 
 C = chat_commands.c
 E = chat_session_events.c
@@ -50,7 +50,8 @@ class PromptQueueStore:
 
     async def turn_history(self, session_id: str) -> TurnHistory:
         """The runtime of the session's latest stored turn and every runtime its turns ran in."""
-        where = and_(E.upstream == self.upstream, E.session_id == session_id, E.kind.in_(_TURN_KINDS))
+        where = and_(E.upstream == self.upstream, E.session_id == session_id,
+                     E.session_day == session_day_of(self.upstream, session_id), E.kind.in_(_TURN_KINDS))
         is_v2 = E.type.like("session.next.%")
         async with self._engine.connect() as conn:
             latest = (await conn.execute(select(E.type).where(where).order_by(E.seq.desc()).limit(1))).scalar()

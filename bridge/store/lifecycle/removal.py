@@ -32,6 +32,10 @@ SESSION_TABLES: dict[str, str] = {
     "chat_commands": "(session_id = ANY(:ids) OR target_session = ANY(:ids)) AND command <> 'erase'",
     "chat_sessions": "session_id = ANY(:ids)",
 }
+# The delete of the events reads only the sessions' partitions: their days, from the rows of chat_sessions
+# (deleted last). The WHERE clauses above stay what names a session's rows (the tests count with them).
+_PRUNED = {"chat_session_events": " AND session_day = ANY(CAST(:days AS date[]))"}
+_DAYS = "SELECT DISTINCT session_day FROM chat_sessions WHERE upstream = :upstream AND session_id = ANY(:ids)"
 # the column that names the session in each table's counts
 _COUNTED_BY = {"chat_commands": "coalesce(nullif(target_session, ''), session_id)"}
 
@@ -49,16 +53,24 @@ async def lock_sessions(conn: AsyncConnection, upstream: str, ids: Sequence[str]
     return [str(r.session_id) for r in await conn.execute(stmt)]
 
 
-async def remove_sessions(conn: AsyncConnection, upstream: str, ids: Sequence[str]) -> RowCounts:
-    """Delete every row of these sessions; the rows each session lost, by table (tables with none left out)."""
+async def remove_sessions(conn: AsyncConnection, upstream: str, ids: Sequence[str],
+                          skip: Sequence[str] = ()) -> RowCounts:
+    """Delete every row of these sessions; the rows each session lost, by table (tables with none left out).
+    `skip`: tables left alone (retention drops a whole day's partition of events instead)."""
     counts: RowCounts = {sid: {} for sid in ids}
     if not ids:
         return counts
+    days = [r[0] for r in await conn.execute(text(_DAYS).bindparams(_ids(ids), upstream=upstream))]
     for table, where in SESSION_TABLES.items():
+        if table in skip:
+            continue
         by = _COUNTED_BY.get(table, "session_id")
-        stmt = text(f"WITH gone AS (DELETE FROM {table} WHERE upstream = :upstream AND {where} "
+        pruned = _PRUNED.get(table)
+        stmt = text(f"WITH gone AS (DELETE FROM {table} WHERE upstream = :upstream AND {where}{pruned or ''} "
                     f"RETURNING {by} AS sid) SELECT sid, count(*) AS n FROM gone GROUP BY sid"
                     ).bindparams(_ids(ids), upstream=upstream)
+        if pruned:
+            stmt = stmt.bindparams(days=days)
         for r in await conn.execute(stmt):
             if r.sid in counts:
                 counts[str(r.sid)][table] = int(r.n)

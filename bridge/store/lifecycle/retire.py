@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 
 from sqlalchemy import Text, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -49,6 +49,17 @@ ORDER BY s.session_id
 FOR UPDATE SKIP LOCKED
 """)
 
+# A whole day (docs/lifecycle.md, "Retention by partition"): every session of the day, of any upstream,
+# locked (SKIP LOCKED: a busy one is not waited for) with whether the rule lets it go.
+_LOCK_DAY = text(f"""
+SELECT s.session_id, ({_RULE}) AS ok
+FROM chat_sessions s
+WHERE s.session_day = :day
+ORDER BY s.upstream, s.session_id
+FOR UPDATE OF s SKIP LOCKED
+""")
+_DAY_SESSIONS = text("SELECT count(*) FROM chat_sessions WHERE session_day = :day")
+
 _IDS = ARRAY(Text)
 
 
@@ -75,3 +86,13 @@ async def lock_retirable(conn: AsyncConnection, upstream: str, cutoff: datetime,
     rows = await conn.execute(_LOCK.bindparams(bindparam("ids", list(read), type_=_IDS), upstream=upstream,
                                                cutoff=cutoff))
     return [str(r.session_id) for r in rows if read.get(str(r.session_id)) == int(r.cursor_seq)]
+
+
+async def lock_day(conn: AsyncConnection, upstream: str, cutoff: datetime, day: date) -> list[str] | None:
+    """Every session of `day` locked, if each is of `upstream` and may leave (the rule above): their ids;
+    None if one may not, is another upstream's or is busy (its row locked) — the day then stays."""
+    rows = (await conn.execute(_LOCK_DAY.bindparams(upstream=upstream, cutoff=cutoff, day=day))).all()
+    total = int((await conn.execute(_DAY_SESSIONS.bindparams(day=day))).scalar_one())
+    if len(rows) != total or not all(r.ok for r in rows):
+        return None
+    return [str(r.session_id) for r in rows]

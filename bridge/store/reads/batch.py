@@ -25,13 +25,15 @@ from bridge.store.schema import chat_permission_requests, chat_sessions
 S = chat_sessions.c
 P = chat_permission_requests.c
 _PER_SESSION = "WHERE e.upstream = :u AND e.session_id = :s AND e.seq > :after"
-assert _PER_SESSION in FRAMES_AFTER.text
+_DAY_OF_SESSION = "sd.session_id = :s)"  # the session's partition (docs/lifecycle.md, "Partitions")
+assert _PER_SESSION in FRAMES_AFTER.text and _DAY_OF_SESSION in FRAMES_AFTER.text
 
 FRAMES_AFTER_MANY = text(
     "SELECT w.i, f.* FROM unnest(CAST(:sids AS text[]), CAST(:afters AS bigint[]))"
     " WITH ORDINALITY AS w(sid, after, i)\n"
     "CROSS JOIN LATERAL (" + FRAMES_AFTER.text.replace(
-        _PER_SESSION, "WHERE e.upstream = :u AND e.session_id = w.sid AND e.seq > w.after") + ") f"
+        _PER_SESSION, "WHERE e.upstream = :u AND e.session_id = w.sid AND e.seq > w.after").replace(
+        _DAY_OF_SESSION, "sd.session_id = w.sid)") + ") f"
 ).bindparams(bindparam("u"), bindparam("sids"), bindparam("afters"), bindparam("limit"), bindparam("kinds"),
             bindparam("python_kinds"))
 

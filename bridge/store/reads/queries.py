@@ -25,6 +25,8 @@ from bridge.store.schema import (
     chat_permission_requests,
     chat_session_events,
     chat_sessions,
+    session_day_of,
+    session_events,
 )
 
 S = chat_sessions.c
@@ -40,7 +42,7 @@ def select_seed_rows(upstream: str, session_id: str, kinds: Sequence[str]) -> Se
     rebuilt from when a follower starts (bridge.events.legacy.SEED_KINDS)."""
     return (
         select(E.event_id, E.kind, E.part_id, E.message_id, E.assistant_message_id)
-        .where(E.upstream == upstream, E.session_id == session_id, E.kind.in_(list(kinds)))
+        .where(session_events(upstream, session_id), E.kind.in_(list(kinds)))
         .order_by(E.seq)
     )
 
@@ -50,7 +52,9 @@ def select_seed_rows(upstream: str, session_id: str, kinds: Sequence[str]) -> Se
 
 def events_page(stmt: Select[Any], upstream: str, session_id: str, after: int, limit: int) -> Select[Any]:
     """`stmt` limited to the session's events with seq > after, in seq order, at most `limit`."""
-    return stmt.where(E.upstream == upstream, E.session_id == session_id, E.seq > after).order_by(E.seq).limit(limit)
+    return (stmt.where(E.upstream == upstream, E.session_id == session_id,
+                       E.session_day == session_day_of(upstream, session_id), E.seq > after)
+            .order_by(E.seq).limit(limit))
 
 
 def select_events_after(upstream: str, session_id: str, after: int, limit: int) -> Select[Any]:
@@ -84,15 +88,15 @@ EVENT_FIELDS = (
 
 
 def select_event_count(upstream: str, session_id: str) -> Select[Any]:
-    return select(func.count()).select_from(chat_session_events).where(E.upstream == upstream,
-                                                                        E.session_id == session_id)
+    return select(func.count()).select_from(chat_session_events).where(
+        E.upstream == upstream, E.session_id == session_id, E.session_day == session_day_of(upstream, session_id))
 
 
 def select_chain_rows(upstream: str, session_id: str) -> Select[Any]:
     """What the verifier relinks: the payload as PostgreSQL prints it (`payload::text`), and the stored link."""
     return (
         select(E.seq, E.event_id, cast(E.payload, Text).label("payload_text"), E.chain_hash)
-        .where(E.upstream == upstream, E.session_id == session_id)
+        .where(session_events(upstream, session_id))
         .order_by(E.seq)
     )
 

@@ -119,6 +119,7 @@ CROSS JOIN LATERAL (SELECT CASE
     WHEN NOT (SELECT CAST(:python_kinds AS jsonb)) ? k.kind THEN {frame("k.kind", _FIELDS, _DATA)}
     END AS frame OFFSET 0) f
 WHERE e.upstream = :u AND e.session_id = :s AND e.seq > :after
+  AND e.session_day = (SELECT sd.session_day FROM chat_sessions sd WHERE sd.upstream = :u AND sd.session_id = :s)
 ORDER BY e.seq
 LIMIT :limit
 """).bindparams(bindparam("u"), bindparam("s"), bindparam("after"), bindparam("limit"), bindparam("kinds"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 import structlog
@@ -27,9 +28,9 @@ from bridge.store.writes.rows import COLUMNS, PreparedEvent
 CHAIN_ANCHORS = """
 SELECT g.session_id, (
     SELECT e.chain_hash FROM chat_session_events e
-    WHERE e.upstream = $1 AND e.session_id = g.session_id AND e.seq < g.min_seq
+    WHERE e.upstream = $1 AND e.session_id = g.session_id AND e.session_day = g.day AND e.seq < g.min_seq
     ORDER BY e.seq DESC LIMIT 1)
-FROM unnest($2::text[], $3::bigint[]) AS g(session_id, min_seq)
+FROM unnest($2::text[], $3::bigint[], $4::date[]) AS g(session_id, min_seq, day)
 """
 
 
@@ -40,7 +41,9 @@ class Chain:
     spans: dict[str, tuple[int, int, str]]  # linked here: session → (lowest seq, highest seq, anchor link)
 
 
-async def chain_links(conn: AsyncConnection, upstream: str, events: Sequence[tuple[str, PreparedEvent]]) -> Chain:
+async def chain_links(
+    conn: AsyncConnection, upstream: str, events: Sequence[tuple[str, PreparedEvent]], days: dict[str, date]
+) -> Chain:
     """The chain link of every event, computed here from each session's anchor (its stored row just below)."""
     by_session: dict[str, list[PreparedEvent]] = {}
     for sid, p in events:
@@ -51,7 +54,7 @@ async def chain_links(conn: AsyncConnection, upstream: str, events: Sequence[tup
     spans: dict[str, tuple[int, int, str]] = {}
     if sids:
         lows = [min(p.seq for p in by_session[s]) for s in sids]
-        rows = await fetch_rows(conn, CHAIN_ANCHORS, (upstream, sids, lows))
+        rows = await fetch_rows(conn, CHAIN_ANCHORS, (upstream, sids, lows, [days[s] for s in sids]))
         for sid, anchor in rows:
             prev = anchor or GENESIS
             ordered = sorted(by_session[sid], key=lambda p: p.seq)
@@ -62,7 +65,7 @@ async def chain_links(conn: AsyncConnection, upstream: str, events: Sequence[tup
     return Chain([links.get(id(p)) for _, p in events], by_pg, spans)
 
 
-COPY_COLUMNS = ("upstream", *COLUMNS, "payload", "chain_hash")
+COPY_COLUMNS = ("upstream", *COLUMNS, "payload", "chain_hash", "session_day")
 _log = structlog.get_logger("bridge.store")
 
 # After a COPY: every stored link of the copied spans checked against PostgreSQL's own text of the payload
@@ -72,8 +75,9 @@ CHECK_LINKS = """
 SELECT DISTINCT x.session_id FROM (
     SELECT e.session_id, e.seq, e.event_id, e.payload, e.chain_hash,
            coalesce(lag(e.chain_hash) OVER (PARTITION BY e.session_id ORDER BY e.seq), g.anchor) AS prev
-    FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::text[]) AS g(session_id, lo, hi, anchor)
-    JOIN chat_session_events e ON e.upstream = $1 AND e.session_id = g.session_id AND e.seq BETWEEN g.lo AND g.hi
+    FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::date[]) AS g(session_id, lo, hi, anchor, day)
+    JOIN chat_session_events e ON e.upstream = $1 AND e.session_id = g.session_id AND e.session_day = g.day
+        AND e.seq BETWEEN g.lo AND g.hi AND e.session_day = ANY($6::date[])
 ) x
 WHERE x.chain_hash IS DISTINCT FROM encode(sha256(convert_to(
     x.prev || E'\\n' || x.seq || E'\\n' || x.event_id || E'\\n' || x.payload::text, 'UTF8')), 'hex')
@@ -81,13 +85,15 @@ WHERE x.chain_hash IS DISTINCT FROM encode(sha256(convert_to(
 
 
 async def copy_events(
-    conn: AsyncConnection, upstream: str, events: Sequence[tuple[str, PreparedEvent]], chain: Chain
+    conn: AsyncConnection, upstream: str, events: Sequence[tuple[str, PreparedEvent]], chain: Chain,
+    days: dict[str, date],
 ) -> set[str] | None:
     """COPY every event with its link; the sessions whose stored links PostgreSQL does not confirm, or None
     if COPY was refused (nothing of it stored: the savepoint is rolled back)."""
     raw = await conn.get_raw_connection()
     driver: Any = raw.driver_connection
-    records = [(upstream, *p.values, p.payload_text, h) for (_, p), h in zip(events, chain.links, strict=True)]
+    records = [(upstream, *p.values, p.payload_text, h, days[sid])
+               for (sid, p), h in zip(events, chain.links, strict=True)]
     # The savepoint statements go through SQLAlchemy (its error translation: a lost connection is an
     # invalidated DBAPIError, here as everywhere). Rolled back *and released*: the INSERT path that follows
     # runs in the transaction itself (it tells its own rows by the transaction id).
@@ -107,5 +113,6 @@ async def copy_events(
     await conn.exec_driver_sql("RELEASE SAVEPOINT bridge_copy")
     sids = sorted(chain.spans)
     spans = [chain.spans[s] for s in sids]
-    params = (upstream, sids, [s[0] for s in spans], [s[1] for s in spans], [s[2] for s in spans])
+    params = (upstream, sids, [s[0] for s in spans], [s[1] for s in spans], [s[2] for s in spans],
+              [days[s] for s in sids])
     return {str(r[0]) for r in await fetch_rows(conn, CHECK_LINKS, params)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -26,11 +26,12 @@ class Outcome:
 
 
 async def classify_skipped(
-    conn: AsyncConnection, upstream: str, session_id: str, skipped: list[tuple[Outcome, PreparedEvent]]
+    conn: AsyncConnection, upstream: str, session_id: str, day: date, skipped: list[tuple[Outcome, PreparedEvent]]
 ) -> None:
     """A skipped insert is a benign duplicate if the very same event is stored at its seq, else a
     conflicting duplicate (same seq with another id or payload, or its id stored at another seq)."""
-    stmt = q.stored_events_matching(upstream, session_id, [p.seq for _, p in skipped], [p.event_id for _, p in skipped])
+    stmt = q.stored_events_matching(upstream, session_id, day, [p.seq for _, p in skipped],
+                                    [p.event_id for _, p in skipped])
     stored = [
         {"session_id": r.session_id, "seq": int(r.seq), "event_id": r.event_id, "payload": r.payload}
         for r in await conn.execute(stmt)

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 import structlog
@@ -105,6 +105,7 @@ _COLUMNS = (*((c, _SQL_TYPES.get(c, "text")) for c in COLUMNS), ("payload", "tex
 _NAMES = ", ".join(name for name, _ in _COLUMNS)
 _ARRAYS = ", ".join(f"${i + 2}::{sql_type}[]" for i, (_, sql_type) in enumerate(_COLUMNS))
 _CHAIN_PARAM = f"${len(_COLUMNS) + 2}"
+_DAY_PARAM = f"${len(_COLUMNS) + 3}"
 
 # The chain links come computed (bridge.store.hash_chain.link over PostgreSQL's text of the payload, which the
 # payload text already is: bridge.store.jsonb_text); PostgreSQL confirms that text row by row and stores
@@ -112,10 +113,10 @@ _CHAIN_PARAM = f"${len(_COLUMNS) + 2}"
 # rows go in unnest order, so of two rows of one batch that clash, the first is the one inserted.
 INSERT_EVENTS = f"""
 WITH ins AS (
-    INSERT INTO chat_session_events (upstream, {_NAMES}, chain_hash)
+    INSERT INTO chat_session_events (upstream, {_NAMES}, chain_hash, session_day)
     SELECT $1, {", ".join("t." + name for name, _ in _COLUMNS[:-1])}, d.doc,
-           CASE WHEN d.doc::text = t.payload THEN t.chain_hash END
-    FROM unnest({_ARRAYS}, {_CHAIN_PARAM}::text[]) AS t({_NAMES}, chain_hash),
+           CASE WHEN d.doc::text = t.payload THEN t.chain_hash END, t.session_day
+    FROM unnest({_ARRAYS}, {_CHAIN_PARAM}::text[], {_DAY_PARAM}::date[]) AS t({_NAMES}, chain_hash, session_day),
          LATERAL (SELECT t.payload::jsonb AS doc) d
     ON CONFLICT DO NOTHING
     RETURNING session_id, chain_hash IS NULL AS unlinked
@@ -127,7 +128,7 @@ SELECT count(*), coalesce(array_agg(DISTINCT session_id) FILTER (WHERE unlinked)
 INSERTED_HERE = """
 SELECT e.session_id, e.seq, e.event_id FROM chat_session_events e
 WHERE e.upstream = $1 AND (e.session_id, e.seq) IN (SELECT * FROM unnest($2::text[], $3::bigint[]))
-  AND e.xmin = pg_current_xact_id()::xid
+  AND e.session_day = ANY($4::date[]) AND e.xmin = pg_current_xact_id()::xid
 """
 
 # COPY pays four extra round trips (savepoint, COPY's own, release, the check) to save about half the
@@ -137,7 +138,7 @@ WHERE e.upstream = $1 AND (e.session_id, e.seq) IN (SELECT * FROM unnest($2::tex
 COPY_MIN_ROWS = 500
 
 LOCK_SESSIONS = """
-SELECT session_id, lease_epoch, lease_owner, cursor_seq FROM chat_sessions
+SELECT session_id, lease_epoch, lease_owner, cursor_seq, session_day FROM chat_sessions
 WHERE upstream = $1 AND session_id = ANY($2::text[])
 ORDER BY session_id
 FOR UPDATE
@@ -162,50 +163,55 @@ SELECT session_id, cursor_seq, pg_notify($7, notice) FROM moved
 
 async def lock_and_fence(
     conn: AsyncConnection, upstream: str, writes: Sequence[SessionWrite]
-) -> tuple[dict[str, int], dict[int, Fenced]]:
-    """Lock every session of the group; (stored cursor by session, Fenced by index of a refused write)."""
+) -> tuple[dict[str, int], dict[int, Fenced], dict[str, date]]:
+    """Lock every session of the group; (stored cursor by session, Fenced by index of a refused write,
+    the partition day by session: where its rows go, docs/lifecycle.md "Partitions")."""
     sids = sorted({w.session_id for w in writes})
     rows = await fetch_rows(conn, LOCK_SESSIONS, (upstream, sids))
     held = {str(r[0]): (int(r[1]), r[2], int(r[3])) for r in rows}
+    days: dict[str, date] = {str(r[0]): r[4] for r in rows}
     fenced: dict[int, Fenced] = {}
     for i, w in enumerate(writes):
         h = held.get(w.session_id)
         if h is None or h[0] != w.epoch or h[1] is None:
             fenced[i] = Fenced(w.epoch, None if h is None else (h[0], h[1]))
-    return {sid: h[2] for sid, h in held.items()}, fenced
+    return {sid: h[2] for sid, h in held.items()}, fenced, days
 
 
-async def insert_events(conn: AsyncConnection, upstream: str, writes: Sequence[SessionWrite]) -> list[Outcome]:
-    """Insert the events of every write, chained; the outcome of each write, in order."""
+async def insert_events(
+    conn: AsyncConnection, upstream: str, writes: Sequence[SessionWrite], days: dict[str, date]
+) -> list[Outcome]:
+    """Insert the events of every write, chained, each into its session's day; the outcome of each write."""
     tagged = [(w.session_id, p) for w in writes for p in w.events]
     if not tagged:
         return [Outcome() for _ in writes]
-    chain = await chain_links(conn, upstream, tagged)
+    chain = await chain_links(conn, upstream, tagged, days)
     if not chain.by_pg and len(tagged) >= COPY_MIN_ROWS:
-        unconfirmed = await copy_events(conn, upstream, tagged, chain)
+        unconfirmed = await copy_events(conn, upstream, tagged, chain, days)
         if unconfirmed is not None:
             metrics.GROUP_ROWS.labels(path="copy").inc(len(tagged))
             seqs = _seqs_by_session(writes, [w.events for w in writes])
             for sid in sorted(unconfirmed):
-                await audit_q.chain_new_events(conn, upstream, sid, seqs.get(sid, []))
+                await audit_q.chain_new_events(conn, upstream, sid, days[sid], seqs.get(sid, []))
             return [Outcome(inserted=list(w.events)) for w in writes]
     metrics.GROUP_ROWS.labels(path="insert").inc(len(tagged))
     relink = set(chain.by_pg)
     columns: list[Any] = [list(c) for c in zip(*(p.values for _, p in tagged), strict=True)]
     columns.append([p.payload_text for _, p in tagged])
-    ((count, unlinked),) = await fetch_rows(conn, INSERT_EVENTS, (upstream, *columns, chain.links))
+    day_column = [days[sid] for sid, _ in tagged]
+    ((count, unlinked),) = await fetch_rows(conn, INSERT_EVENTS, (upstream, *columns, chain.links, day_column))
     relink.update(unlinked)  # left to PostgreSQL, or it prints the payload otherwise than the text hashed
     if count == len(tagged):  # the common case: every row went in, nothing to tell apart
         outcomes = [Outcome(inserted=list(w.events)) for w in writes]
         skipped_by_session: dict[str, list[tuple[Outcome, PreparedEvent]]] = {}
     else:
-        outcomes, skipped_by_session = await _tell_apart(conn, upstream, writes, columns)
+        outcomes, skipped_by_session = await _tell_apart(conn, upstream, writes, columns, sorted(set(day_column)))
     for sid, skipped in skipped_by_session.items():
-        await classify_skipped(conn, upstream, sid, skipped)
+        await classify_skipped(conn, upstream, sid, days[sid], skipped)
     # The links computed above assumed every row inserted: relink what really was, where that is not so.
     inserted = _seqs_by_session(writes, [o.inserted for o in outcomes])
     for sid in sorted(relink | set(skipped_by_session)):
-        await audit_q.chain_new_events(conn, upstream, sid, inserted.get(sid, []))
+        await audit_q.chain_new_events(conn, upstream, sid, days[sid], inserted.get(sid, []))
     return outcomes
 
 
@@ -219,12 +225,12 @@ def _seqs_by_session(writes: Sequence[SessionWrite], events: Sequence[Sequence[P
 
 
 async def _tell_apart(
-    conn: AsyncConnection, upstream: str, writes: Sequence[SessionWrite], columns: list[Any]
+    conn: AsyncConnection, upstream: str, writes: Sequence[SessionWrite], columns: list[Any], days: list[date]
 ) -> tuple[list[Outcome], dict[str, list[tuple[Outcome, PreparedEvent]]]]:
     """Which events went in (of two that clash in one batch, the first), and the skipped ones by session."""
     returned: Counter[tuple[str, int, str]] = Counter(
         (str(sid), int(seq), str(eid))
-        for sid, seq, eid in await fetch_rows(conn, INSERTED_HERE, (upstream, columns[0], columns[1])))
+        for sid, seq, eid in await fetch_rows(conn, INSERTED_HERE, (upstream, columns[0], columns[1], days)))
     outcomes: list[Outcome] = []
     skipped_by_session: dict[str, list[tuple[Outcome, PreparedEvent]]] = {}
     for w in writes:
@@ -270,12 +276,12 @@ async def commit_writes(
     log: structlog.stdlib.BoundLogger,
 ) -> list[WriteResult]:
     """Everything between BEGIN and COMMIT (the caller owns the transaction): one result per write."""
-    cursors, fenced = await lock_and_fence(conn, upstream, writes)
+    cursors, fenced, days = await lock_and_fence(conn, upstream, writes)
     behind: dict[int, Behind] = {
         i: Behind(w.expected_cursor, cursors[w.session_id]) for i, w in enumerate(writes)
         if i not in fenced and w.expected_cursor is not None and cursors[w.session_id] < w.expected_cursor}
     accepted = [w for i, w in enumerate(writes) if i not in fenced and i not in behind]
-    outcomes = iter(await insert_events(conn, upstream, accepted))
+    outcomes = iter(await insert_events(conn, upstream, accepted, days))
     paired = [(w, next(outcomes)) for w in accepted]
     rejects = [row for w, out in paired for row in reject_rows(upstream, w.session_id, w.received_at, out)]
     for w, out in paired:
