@@ -93,7 +93,9 @@ async def _serve_url(serve: Child, timeout_s: float) -> str:
 
 def _daemon(work: Path, upstream_url: str, database_url: str, port: int, profile: str | None, **extra: str) -> Child:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
-    env.update(extra, BRIDGE_UPSTREAM_URL=upstream_url, BRIDGE_DATABASE_URL=database_url, BRIDGE_HTTP_PORT=str(port),
+    # One process unless the caller says BRIDGE_WORKERS (docs/operations.md "Workers").
+    env.update({"BRIDGE_WORKERS": "1", **extra}, BRIDGE_UPSTREAM_URL=upstream_url, BRIDGE_DATABASE_URL=database_url,
+               BRIDGE_HTTP_PORT=str(port),
                BRIDGE_STATE_DIR=str(work / "state"), BRIDGE_UPSTREAM_NAME=UPSTREAM, BRIDGE_LOG_FORMAT="json",
                BRIDGE_LOG_LEVEL="info", BRIDGE_AUTH_DISABLED="true")
     argv = [sys.executable, "-m", "bench.wire_profiled", profile] if profile else [

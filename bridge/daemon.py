@@ -65,6 +65,7 @@ from bridge.upstream.gen2.driver import Gen2Driver
 from bridge.upstream.gen2.requests import Gen2Requests
 from bridge.upstream.live import LiveStream
 from bridge.upstream.port_follower import PortFollower
+from bridge.workers.child import WorkerContext
 
 
 def new_incarnation_id() -> str:
@@ -95,9 +96,11 @@ async def _background(name: str, run: Callable[[], Coroutine[Any, Any, None]]) -
 
 
 class Daemon:
-    def __init__(self, settings: Settings, database_url: str) -> None:
+    def __init__(self, settings: Settings, database_url: str, worker: WorkerContext | None = None) -> None:
         self.settings = settings
         self.database_url = database_url
+        # One of BRIDGE_WORKERS processes (bridge.workers): the parent's sockets and `/global/event` tee.
+        self._worker = worker
         self.owner = new_incarnation_id()
         self._stop = asyncio.Event()
         self._started = False
@@ -149,7 +152,11 @@ class Daemon:
             client = await stack.enter_async_context(
                 UpstreamClient(s.upstream_url, s.upstream_username, s.upstream_password.value,
                                sync_batch={"items_per_s": s.sync_items_per_s}))
-            secret = auth_secret(s)
+            # A worker reads `/global/event` from its parent, which reads it once for the host (bridge.workers).
+            live_client = client if self._worker is None else await stack.enter_async_context(
+                self._worker.live_client())
+            local = self._worker.local_secret if self._worker is not None and s.auth_disabled else ""
+            secret = local or auth_secret(s)
             # Revoked tokens (docs/security.md): loaded before the first request, reloaded every few seconds.
             revocations = RevocationList(lambda: revoked_jtis(engine))
             await revocations.refresh()
@@ -164,7 +171,8 @@ class Daemon:
                             read_engine=read_engine, revoked=revoked, standby_engine=standby_engine,
                             on_database_back=sessions.database_back, warm_sessions=sessions.warm_sessions,
                             on_request=sessions.activity.request_changed)
-            live, upstream_tasks = self._upstream_parts(choice.generation, client, store, sessions, fanout)
+            live, upstream_tasks = self._upstream_parts(choice.generation, client, store, sessions, fanout,
+                                                        live_client=live_client)
             app = build_app(readiness_check(engine, client, live, sessions, self.started,
                                             generation=generation_check(client, choice.generation)),
                             websocket=fanout.service,
@@ -182,9 +190,10 @@ class Daemon:
             add_session_state_routes(app, fanout.relay.state, fanout.relay.errors)
 
             await stack.enter_async_context(serving(app, s.http_host, s.http_port,
-                                                    max_connections=s.http_max_connections))
+                                                    max_connections=s.http_max_connections,
+                                                    sockets=self._worker.sockets() if self._worker else ()))
             self._log.info("http_listening", host=s.http_host, port=s.http_port, owner=self.owner)
-            if s.auth_disabled:
+            if s.auth_disabled and (self._worker is None or self._worker.index == 0):
                 print_local_token(s, secret)
             await stack.enter_async_context(_background("revocation", revocations.run))
             # The warm heap frozen as it grows, collected whole now and then (bridge.perf.runtime).
@@ -223,7 +232,8 @@ class Daemon:
 
 
     def _upstream_parts(self, generation: int, client: UpstreamClient, store: EventStore, sessions: FollowerSupervisor,
-                        fanout: FanoutPart) -> tuple[LiveSource, list[tuple[str, PartRun]]]:
+                        fanout: FanoutPart, *, live_client: UpstreamClient
+                        ) -> tuple[LiveSource, list[tuple[str, PartRun]]]:
         """Discovery and the live side for the serve's generation: on 1.x the one `/global/event` reader
         with its dispatch table and the sync-log discovery; on 2.x (docs/upstream.md §24, written from its
         source) each session's log followed through the 2.x driver and the change hints."""
@@ -254,7 +264,7 @@ class Daemon:
         discovery = Discovery(client, store, sessions, min_interval_s=s.discovery_interval_s,
                               retry_min_s=s.reconnect_min_s, retry_max_s=s.reconnect_max_s)
         dispatch = LiveDispatch(relay=fanout.relay, resync=fanout.resync, sessions=sessions, discovery=discovery)
-        live = LiveStream(client, dispatch, heartbeat_timeout_s=s.live_heartbeat_timeout_s,
+        live = LiveStream(live_client, dispatch, heartbeat_timeout_s=s.live_heartbeat_timeout_s,
                           reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
                           upstream=s.upstream_name)
         return live, [("discovery", discovery.run), ("live", live.run)]
