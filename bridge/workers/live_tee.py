@@ -111,7 +111,8 @@ class LiveTee:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """`GET /global/event` for one worker."""
         try:
-            await asyncio.wait_for(self._connected.wait(), JOIN_WAIT_S)
+            async with asyncio.timeout(JOIN_WAIT_S):
+                await self._connected.wait()
         except TimeoutError:
             return web.Response(status=503, text="the serve's /global/event is not connected")
         queue: asyncio.Queue[bytes | None] = asyncio.Queue(QUEUE_CHUNKS)

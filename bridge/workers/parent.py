@@ -144,7 +144,8 @@ class WorkerSet:
             self.restarts += 1
             self._log.error("worker_died", worker=index, pid=proc.pid, rc=rc, restart_in_s=round(delay, 2))
             with suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self._stopping.wait()
 
     async def _wait(self, proc: asyncio.subprocess.Process) -> int:
         waiting = asyncio.ensure_future(proc.wait())
@@ -167,8 +168,10 @@ class WorkerSet:
         last_status = ""
         loop = asyncio.get_running_loop()
         while True:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancel that meets its inner result.
             with suppress(TimeoutError):
-                await asyncio.wait_for(self.inbox.changed.wait(), interval)
+                async with asyncio.timeout(interval):
+                    await self.inbox.changed.wait()
             self.inbox.changed.clear()
             now = loop.time()
             if not self._all_ready.is_set() and all(self.inbox.ready.get(i) for i in range(self.count)):
