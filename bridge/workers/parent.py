@@ -184,9 +184,10 @@ class WorkerSet:
                     self._log.error("worker_wedged", worker=i, pid=proc.pid, silent_s=WORKER_WATCHDOG_S)
                     with suppress(ProcessLookupError):
                         proc.kill()
-            self.notifier.watchdog()
+            if self._all_ready.is_set() and not self._stopping.is_set():  # as one process: between READY and STOPPING
+                self.notifier.watchdog()
             status = set_status(self.count, self.inbox.status, self.inbox.ready)
-            if status != last_status:
+            if status != last_status and not self._stopping.is_set():  # STOPPING=1 is the last word
                 self.notifier.status(status)
                 last_status = status
 
