@@ -88,9 +88,11 @@ def _metric(url: str, name: str, labels: str = "") -> float:
 
 
 def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far (Linux /proc)."""
+    """User + system CPU seconds of a process and its live children so far (Linux /proc): the server's
+    workers with `--workers`."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") + sum(_cpu_s(int(c)) for c in children)
 
 
 async def storm(url: str, server_pid: int, writer: Writer, sids: list[str], clients: int, procs: int, interval: float,
@@ -213,7 +215,7 @@ async def run(db_url: str, a: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"populate_s": round(time.perf_counter() - t0, 1)}
     extra = ["--profile", a.profile] if a.profile else []
     server = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.storm_server", "--database-url", db_url,
-                                                  *extra, stdout=asyncio.subprocess.PIPE)
+                                                  "--workers", str(a.workers), *extra, stdout=asyncio.subprocess.PIPE)
     try:
         assert server.stdout is not None
         url = f"http://127.0.0.1:{json.loads(await server.stdout.readline())['port']}"
@@ -242,6 +244,7 @@ def main() -> None:
     ap.add_argument("--stored", type=int, default=20, help="events stored per session before the storms")
     ap.add_argument("--long", type=int, default=20_000, help="events of the replayed session")
     ap.add_argument("--procs", type=int, default=4, help="client processes")
+    ap.add_argument("--workers", type=int, default=1, help="server processes on one port (BRIDGE_WORKERS)")
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between live rounds")
     ap.add_argument("--steady", type=int, default=3, help="live rounds after every client caught up")
     ap.add_argument("--json", help="also write the results here")
