@@ -37,7 +37,8 @@ from bridge.workers.notify import NotifyInbox
 from bridge.workers.policy import RestartPolicy, set_status, wedged
 
 LISTEN_BACKLOG = 4096  # a reconnect storm arrives at once (capped by net.core.somaxconn)
-WORKER_WATCHDOG_S = 30.0  # a worker that has not fed its watchdog this long is wedged
+# A worker that has not fed its watchdog this long is wedged: the unit's WatchdogSec, as systemd judges one process.
+WORKER_WATCHDOG_S = 30.0
 # systemd's own variables are the parent's; a worker gets its parent's socket instead.
 _SYSTEMD_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID")
 
@@ -67,6 +68,8 @@ class WorkerSet:
         self.runtime_dir = runtime_dir
         self.metrics_dir = metrics_dir
         self.notifier = Notifier.from_env()
+        usec = self.notifier.watchdog_usec
+        self.worker_watchdog_s = usec / 1e6 if usec else WORKER_WATCHDOG_S
         self.inbox = NotifyInbox(runtime_dir, count)
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self.restarts = 0
@@ -85,7 +88,7 @@ class WorkerSet:
             "BRIDGE_WORKERS": "1", "BRIDGE_DATABASE_URL": self.database_url,
             child.INDEX_ENV: str(index), child.LISTEN_FDS_ENV: ",".join(map(str, fds)),
             child.LIVE_SOCKET_ENV: str(self.runtime_dir / "live.sock"), child.PARENT_PID_ENV: str(os.getpid()),
-            "NOTIFY_SOCKET": str(self.inbox.path(index)), "WATCHDOG_USEC": str(int(WORKER_WATCHDOG_S * 1e6)),
+            "NOTIFY_SOCKET": str(self.inbox.path(index)), "WATCHDOG_USEC": str(int(self.worker_watchdog_s * 1e6)),
             "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_dir),
         })
         if self.settings.auth_disabled:
@@ -180,8 +183,8 @@ class WorkerSet:
                 self._log.info("workers_ready", workers=self.count)
             for i, proc in list(self.procs.items()):
                 if proc.returncode is None and wedged(now, self.inbox.last_ping.get(i, now), bool(
-                        self.inbox.ready.get(i)), WORKER_WATCHDOG_S):
-                    self._log.error("worker_wedged", worker=i, pid=proc.pid, silent_s=WORKER_WATCHDOG_S)
+                        self.inbox.ready.get(i)), self.worker_watchdog_s):
+                    self._log.error("worker_wedged", worker=i, pid=proc.pid, silent_s=self.worker_watchdog_s)
                     with suppress(ProcessLookupError):
                         proc.kill()
             if self._all_ready.is_set() and not self._stopping.is_set():  # as one process: between READY and STOPPING

@@ -48,7 +48,7 @@ async def test_a_worker_killed_mid_turn_is_replaced_and_the_mirror_equals_the_se
     loop = asyncio.get_running_loop()
     loop.add_reader(sock.fileno(), dgrams.drain)
     bridge = BridgeProcess(tmp_path, opencode.base_url, database_url, extra_env={
-        "BRIDGE_WORKERS": "2", "BRIDGE_UPSTREAM_NAME": UPSTREAM, "NOTIFY_SOCKET": path, "WATCHDOG_USEC": "2000000",
+        "BRIDGE_WORKERS": "2", "BRIDGE_UPSTREAM_NAME": UPSTREAM, "NOTIFY_SOCKET": path, "WATCHDOG_USEC": "10000000",
         "BRIDGE_LEASE_TTL_S": "6"})
     bridges.append(bridge)
     bridge.start()
