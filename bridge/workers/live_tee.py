@@ -40,6 +40,7 @@ class LiveTee:
         self._connected = asyncio.Event()
         self._readers: set[asyncio.Queue[bytes | None]] = set()
         self.connections = 0  # connections to the serve so far (tests read it)
+        self._task: asyncio.Task[None] | None = None
         self._log = structlog.get_logger("bridge.workers.tee")
 
     @property
@@ -108,8 +109,22 @@ class LiveTee:
         for queue in list(self._readers):
             self._drop(queue)
 
+    def start(self) -> None:
+        """The serve's stream is read from the first worker's request on (a 2.x serve's workers never ask)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self.run(), name="tee")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self._end_all()
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """`GET /global/event` for one worker."""
+        self.start()
         try:
             async with asyncio.timeout(JOIN_WAIT_S):
                 await self._connected.wait()
@@ -132,18 +147,14 @@ class LiveTee:
 
 @asynccontextmanager
 async def serving_tee(tee: LiveTee, path: str) -> AsyncIterator[None]:
-    """The tee on the unix socket `path` inside the block, its reader of the serve running."""
+    """The tee on the unix socket `path` inside the block; its reader of the serve stopped on the way out."""
     app = web.Application()
     app.router.add_get("/global/event", tee.handle)
     runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=0.5)
     await runner.setup()
-    reader = asyncio.create_task(tee.run(), name="tee")
     try:
         await web.UnixSite(runner, path).start()
         yield
     finally:
-        reader.cancel()
-        with suppress(asyncio.CancelledError):
-            await reader
-        tee._end_all()
+        await tee.stop()
         await runner.cleanup()
