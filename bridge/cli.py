@@ -67,6 +67,7 @@ async def _run(settings: Settings, url: str) -> int:
     worker = WorkerContext.from_env()
     if worker is not None:
         worker.die_with_parent()
+        structlog.contextvars.bind_contextvars(worker=worker.index)  # every line says which worker
     daemon = Daemon(settings, url, worker)
     install_signal_handlers(daemon)
     return await daemon.run()

@@ -7,6 +7,7 @@ counters of every worker that ever ran); SIGTERM of the parent stops every worke
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -89,6 +90,8 @@ async def test_two_workers_share_the_port_and_the_live_stream_and_a_killed_worke
         await wait_until(mirrored, 30, 0.05, message="every session mirrored")
         first = worker_pids(bridge)
         assert len(first) == 2
+        started = [line for line in bridge.log_path.read_text().splitlines() if '"bridge_started"' in line]
+        assert sorted(json.loads(line)["worker"] for line in started) == [0, 1]  # each worker's lines say which
         assert fake.global_subscribers == 1  # one /global/event for the host, whatever the number of workers
         held = await owners(engine)
         assert set(held) == set(sids) and {owner_pid(o) for o in held.values()} <= first
