@@ -140,7 +140,7 @@ class WorkerSet:
                 return
             if not self._all_ready.is_set():  # a start that fails is the whole start failing
                 self._log.error("worker_failed_to_start", worker=index, pid=proc.pid, rc=rc)
-                self._failed_start = rc or 1
+                self._failed_start = rc if rc > 0 else 1  # killed by a signal: 1, as a crash
                 self._stopping.set()
                 return
             delay = policy.delay_after(loop.time() - started)

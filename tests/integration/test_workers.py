@@ -145,3 +145,37 @@ async def summed(bridge: BridgeProcess, name: str, expected: float) -> bool:
 async def _restarted(bridge: BridgeProcess, first: set[int], victim: int) -> bool:
     now = worker_pids(bridge)
     return len(now) == 2 and victim not in now and bool(now - first)
+
+
+async def test_a_worker_that_stops_feeding_its_watchdog_is_killed_and_started_again(
+        fake: FakeUpstream, database_url: str, tmp_path: Path) -> None:
+    # WATCHDOG_USEC as systemd sets it for the parent: a worker silent that long is wedged.
+    bridge = BridgeProcess(tmp_path, fake.url, database_url, extra_env={
+        "BRIDGE_WORKERS": "2", "BRIDGE_UPSTREAM_NAME": UPSTREAM, "WATCHDOG_USEC": "6000000"})
+    bridge.start()
+    try:
+        await bridge.wait_ready(60)
+        await wait_until(lambda: '"workers_ready"' in bridge.log_path.read_text(), 60, 0.1, message="workers_ready")
+        first = worker_pids(bridge)
+        stuck = min(first)
+        os.kill(stuck, signal.SIGSTOP)  # alive, holding its pid, answering nothing
+        await wait_until(lambda: _restarted(bridge, first, stuck), 30, 0.1, message="the stuck worker replaced")
+        assert '"worker_wedged"' in bridge.log_path.read_text()
+        assert not alive(stuck)
+        await bridge.wait_ready()
+    finally:
+        bridge.stop()
+
+
+async def test_a_worker_that_cannot_start_fails_the_start_of_the_set(tmp_path: Path, fake: FakeUpstream) -> None:
+    bridge = BridgeProcess(tmp_path, fake.url, "postgresql://bridge:pw@127.0.0.1:1/none", extra_env={
+        "BRIDGE_WORKERS": "2", "BRIDGE_UPSTREAM_NAME": UPSTREAM})
+    bridge.start()
+    try:
+        rc = await asyncio.to_thread(bridge.wait, 120)
+        log = bridge.log_path.read_text()
+        assert rc == 1, log[-3000:]
+        assert '"worker_failed_to_start"' in log and '"bridge_crashed"' in log
+        assert '"worker_died"' not in log  # not started again: a start that fails is the whole start failing
+    finally:
+        bridge.stop()
