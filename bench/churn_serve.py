@@ -29,7 +29,7 @@ from aiohttp import web
 
 from bench import wire_workload as w
 from bench.wire_answers import json_answer
-from bench.wire_serve import WireServe
+from bench.wire_serve import WireServe, serve_forever
 
 
 class ChurnServe(WireServe):
@@ -89,18 +89,7 @@ class ChurnServe(WireServe):
 
 
 async def serve(a: argparse.Namespace) -> None:
-    fake = ChurnServe(a.new, a.events, a.returning, a.extend, a.legacy_every, a.seed)
-    runner = web.AppRunner(fake.app(), handle_signals=True, access_log=None, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", a.port, backlog=4096)
-    await site.start()
-    beats = asyncio.create_task(fake._heartbeats())
-    print(f"READY http://127.0.0.1:{runner.addresses[0][1]}", flush=True)
-    try:
-        await asyncio.Event().wait()
-    finally:
-        beats.cancel()
-        await runner.cleanup()
+    await serve_forever(ChurnServe(a.new, a.events, a.returning, a.extend, a.legacy_every, a.seed), a.port)
 
 
 def main() -> None:

@@ -22,12 +22,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from bridge.upstream.client import UpstreamClient
+from bridge.upstream.client import ClientLimits, UpstreamClient
 from bridge.upstream.sync_answer import SyncAnswer
+from bridge.upstream.sync_batch import BatchSettings
 from tests.support.fake_upstream import FakeUpstream
 
-PER_SESSION: dict[str, Any] = {"max_sessions": 1, "window_s": 0.0, "gather_max_s": 0.0, "max_named": 1 << 30,
-                               "riders": False}
+PER_SESSION = BatchSettings(max_sessions=1, window_s=0.0, gather_max_s=0.0, max_named=1 << 30, riders=False)
 
 
 def _cpu() -> float:
@@ -35,8 +35,8 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-async def _run(fake: FakeUpstream, sids: list[str], cursor: int, sync_batch: dict[str, Any] | None) -> dict[str, Any]:
-    async with UpstreamClient(fake.url, sync_batch=sync_batch) as client:
+async def _run(fake: FakeUpstream, sids: list[str], cursor: int, sync_batch: BatchSettings | None) -> dict[str, Any]:
+    async with UpstreamClient(fake.url, limits=ClientLimits(sync_batch=sync_batch or BatchSettings())) as client:
         await client.list_sessions()
         answered = [0]
         post = client._post_sync

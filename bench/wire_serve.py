@@ -30,9 +30,10 @@ import orjson
 from aiohttp import web
 
 from bench import wire_workload as w
-from bench.wire_answers import MAX_NAMED, bad_payload, bad_query, json_answer, not_found, route_name, too_many_named
+from bench.wire_answers import answer, bad_payload, bad_query, json_answer, not_found, route_name
+from tests.support.serve_model.frames import global_server_frame, no_route, parse_after
+from tests.support.serve_model.rules import check_sync_body, history_page, sync_answer
 
-MAX_SEQ = 2**53 - 1
 HEARTBEAT_S = 10.0
 TASKS = web.AppKey("tasks", set[asyncio.Task[None]])
 
@@ -99,23 +100,15 @@ class WireServe:
     async def bare_empty(self, request: web.Request) -> web.Response:
         return json_answer({} if request.path.endswith("/status") else [])
 
-    @staticmethod
-    def _after(raw: str) -> int | None:
-        if raw == "":
-            return 0
-        return int(raw) if raw.isdigit() and int(raw) <= MAX_SEQ else None
-
     async def history(self, request: web.Request) -> web.Response:
         s = self.by_id.get(request.match_info["sid"])
         if s is None:
             return not_found(request.match_info["sid"])
-        after = self._after(request.query.get("after", ""))
-        limit = self._after(request.query.get("limit", "100"))
+        after = parse_after(request.query.get("after", ""))
+        limit = parse_after(request.query.get("limit", "100"))
         if after is None or limit is None:
-            return bad_query("Expected an integer")
-        i = bisect.bisect_right(s.v2_seqs, after)
-        page = s.history[i : i + min(max(limit, 1), 100)]
-        more = i + len(page) < len(s.history)
+            return bad_query("after" if after is None else "limit")
+        page, more = history_page(s.history[bisect.bisect_right(s.v2_seqs, after):], limit)
         body = b'{"data":[' + b",".join(page) + b'],"hasMore":' + (b"true" if more else b"false") + b"}"
         return web.Response(body=body, content_type="application/json")
 
@@ -123,9 +116,9 @@ class WireServe:
         s = self.by_id.get(request.match_info["sid"])
         if s is None:
             return not_found(request.match_info["sid"])
-        after = self._after(request.query.get("after", ""))
+        after = parse_after(request.query.get("after", ""))
         if after is None:
-            return bad_query('Expected an integer\n  at ["after"]')
+            return bad_query()
         route = route_name(request)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Vary": "Origin"})
         pos = bisect.bisect_right(s.v2_seqs, after)
@@ -152,20 +145,9 @@ class WireServe:
             asked = orjson.loads(raw)
         except orjson.JSONDecodeError:
             return bad_payload("Invalid JSON")
-        if not isinstance(asked, dict):
-            return bad_payload("Expected an object")
-        for sid, cut in asked.items():
-            if type(cut) is not int or not 0 <= cut <= MAX_SEQ:
-                return bad_payload(f'Expected an integer\n  at ["{sid}"]')
-        if len(asked) > MAX_NAMED:  # validated first, then SQLite's expression depth (docs/upstream.md §14)
-            return too_many_named()
-        pieces: list[bytes] = []
-        for sid in self.ids.difference(asked):  # not named: whole, from seq 0
-            pieces.extend(self.by_id[sid].log)
-        for sid, cut in asked.items():
-            s = self.by_id.get(sid)
-            if s is not None and cut < s.seqs[-1]:
-                pieces.extend(s.log[bisect.bisect_right(s.seqs, cut):])
+        if (refused := check_sync_body(asked)) is not None:
+            return answer(refused)
+        pieces = sync_answer(self.by_id, asked, w.WireSession.after)
         self.sync_items += len(pieces)
         return web.Response(body=b"[" + b",".join(pieces) + b"]", content_type="application/json")
 
@@ -175,9 +157,7 @@ class WireServe:
         route = route_name(request)
         q: asyncio.Queue[bytes] = asyncio.Queue()
         self._global.append(q)
-        first = f'data: {{"payload":{{"id":"evt_{time.time_ns():026d}","type":"server.connected",' \
-                '"properties":{}}}\n\n'
-        q.put_nowait(first.encode())
+        q.put_nowait(global_server_frame(f"evt_{time.time_ns():026d}"))
         try:
             while True:
                 chunk = await q.get()
@@ -194,7 +174,7 @@ class WireServe:
         return resp
 
     async def other(self, request: web.Request) -> web.Response:
-        return json_answer({"name": "NotFoundError", "data": {"message": f"no route {request.path}"}}, 404)
+        return answer(no_route(request.path))
 
     # -- control --------------------------------------------------------------------------------------
     def _publish(self, chunk: bytes) -> None:
@@ -204,8 +184,7 @@ class WireServe:
     async def _heartbeats(self) -> None:
         while True:
             await asyncio.sleep(HEARTBEAT_S)
-            self._publish(f'data: {{"payload":{{"id":"evt_{time.time_ns():026d}","type":"server.heartbeat",'
-                          '"properties":{}}}\n\n'.encode())
+            self._publish(global_server_frame(f"evt_{time.time_ns():026d}", "server.heartbeat"))
 
     async def publish_burst(self) -> None:
         for events in self._burst:
@@ -266,14 +245,17 @@ class WireServe:
 
 
 async def serve(a: argparse.Namespace) -> None:
-    fake = WireServe(a.sessions, a.events, a.burst, a.legacy_every)
+    await serve_forever(WireServe(a.sessions, a.events, a.burst, a.legacy_every), a.port)
+
+
+async def serve_forever(fake: WireServe, port: int) -> None:
+    """`fake` on 127.0.0.1:`port` (0: any) with its heartbeats, `READY <url>` printed, until cancelled."""
     runner = web.AppRunner(fake.app(), handle_signals=True, access_log=None, handler_cancellation=True)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", a.port, backlog=4096)
+    site = web.TCPSite(runner, "127.0.0.1", port, backlog=4096)
     await site.start()
-    port = runner.addresses[0][1]
     beats = asyncio.create_task(fake._heartbeats())
-    print(f"READY http://127.0.0.1:{port}", flush=True)
+    print(f"READY http://127.0.0.1:{runner.addresses[0][1]}", flush=True)
     try:
         await asyncio.Event().wait()
     finally:

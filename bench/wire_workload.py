@@ -16,13 +16,14 @@ once, as:
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tests.support.fake_upstream import _iso, dumps, global_frames, sync_item
+from tests.support.serve_model.frames import dumps, global_frames, iso, sync_item
 
 FIXTURES = Path("fixtures/opencode-1.18.33")
 DIRECTORY = "/srv/agent/proj"
@@ -120,7 +121,7 @@ def event(k: int, seq: int, legacy_every: int) -> WireEvent:
         dold, delta = _delta_template()
         delta = _retarget(delta, dold, sid)
         delta["payload"]["id"] = f"evt_{seq:09d}{k:08d}wiredelta"
-        delta["payload"]["properties"]["timestamp"] = _iso({"timestamp": BASE_MS + seq})["timestamp"]
+        delta["payload"]["properties"]["timestamp"] = iso({"timestamp": BASE_MS + seq})["timestamp"]
         frames.insert(0, delta)
     return WireEvent(seq, eid, dumps(sync_item(env)).encode(), _frames(frames),
                      f"data: {text}\n\n".encode(), text.encode())
@@ -147,6 +148,10 @@ class WireSession:
     durable: list[bytes] = field(default_factory=list)
     history: list[bytes] = field(default_factory=list)
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+    def after(self, cutoff: int) -> list[bytes]:
+        """Its sync-log items after `cutoff` (the log is in seq order)."""
+        return self.log[bisect.bisect_right(self.seqs, cutoff):]
 
     def add(self, e: WireEvent) -> None:
         self.seqs.append(e.seq)

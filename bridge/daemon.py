@@ -29,20 +29,21 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncEngine
+from aiohttp import web
 
 from bridge import metrics
+from bridge.command_service.door import build_door
 from bridge.command_service.legacy_queue import QueueSender
 from bridge.config import Settings
 from bridge.dispatch import LiveDispatch
 from bridge.events.legacy_shapes import SessionStatus
-from bridge.fanout.service import FanoutPart, auth_secret, print_local_token
+from bridge.fanout.service import FanoutHooks, FanoutPart, ReadEngines, auth_secret, print_local_token
 from bridge.http.app import build_app, serving
 from bridge.http.audit import AuditContext
-from bridge.http.commands import mount_commands
+from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.http.session_state import add_session_state_routes
 from bridge.ops.pending import PendingGauges
 from bridge.ops.readiness import LiveSource, health_monitor, readiness_check, readiness_detail, status_line
@@ -53,18 +54,19 @@ from bridge.perf.turnstile import Turnstile
 from bridge.revocation import RevocationList
 from bridge.sessions.changes import ChangeFollower, LiveFollower
 from bridge.sessions.discovery import Discovery
-from bridge.sessions.supervisor import FollowerSupervisor
+from bridge.sessions.session_run import FollowerFactory
+from bridge.sessions.supervisor import FollowerSupervisor, SessionHooks
 from bridge.store.chat_sessions import LeaseStore
-from bridge.store.db import make_engine, make_read_engine, upgrade_to_head
+from bridge.store.db import Engines, process_engines, upgrade_to_head
 from bridge.store.reads import AuditReader
 from bridge.store.revoked import revoked_jtis
 from bridge.store.writes import EventStore
-from bridge.upstream.client import UpstreamClient
-from bridge.upstream.gen2.commands import Gen2Commands
+from bridge.upstream.client import ClientLimits, UpstreamClient
 from bridge.upstream.gen2.driver import Gen2Driver
 from bridge.upstream.gen2.requests import Gen2Requests
 from bridge.upstream.live import LiveStream
-from bridge.upstream.port_follower import PortFollower
+from bridge.upstream.port_follower import PortFollower, PortHooks, PortSettings
+from bridge.upstream.sync_batch import BatchSettings
 from bridge.workers.child import WorkerContext
 
 
@@ -74,14 +76,17 @@ def new_incarnation_id() -> str:
 
 
 PartRun = Callable[[], Coroutine[Any, Any, None]]
+Revoked = Callable[[str], bool]
 
 
-@asynccontextmanager
-async def _disposing(engine: AsyncEngine) -> AsyncIterator[AsyncEngine]:
-    try:
-        yield engine
-    finally:
-        await engine.dispose()
+class _Parts(NamedTuple):
+    store: EventStore
+    sessions: FollowerSupervisor
+    fanout: FanoutPart
+    app: web.Application
+    queue: QueueSender
+    upstream_tasks: list[tuple[str, PartRun]]
+    secret: str
 
 
 @asynccontextmanager
@@ -139,88 +144,33 @@ class Daemon:
         self._log.info("upstream_generation", recognised=recognition.describe(), driver=choice.generation)
         assert choice.generation is not None
         async with AsyncExitStack() as stack:
-            engine = await stack.enter_async_context(_disposing(make_engine(self.database_url)))
-            liveness_engine = await stack.enter_async_context(
-                _disposing(make_engine(self.database_url, pool_size=1, max_overflow=1)))
-            read_engine = await stack.enter_async_context(_disposing(make_read_engine(
-                self.database_url, pool_size=s.read_pool_size, statement_timeout_s=s.read_statement_timeout_s)))
-            # BRIDGE_READ_DATABASE_URL: a standby for replays, the session list and the audit API.
-            standby_engine = None if not s.read_database_url.value else await stack.enter_async_context(
-                _disposing(make_read_engine(s.read_database_url.value, pool_size=s.read_pool_size,
-                                            statement_timeout_s=s.read_statement_timeout_s)))
-            await upgrade_to_head(engine)
+            db = await stack.enter_async_context(process_engines(
+                self.database_url, s.read_database_url.value, read_pool_size=s.read_pool_size,
+                read_statement_timeout_s=s.read_statement_timeout_s))
+            await upgrade_to_head(db.main)
             client = await stack.enter_async_context(
                 UpstreamClient(s.upstream_url, s.upstream_username, s.upstream_password.value,
-                               sync_batch={"items_per_s": s.sync_items_per_s}))
+                               limits=ClientLimits(sync_batch=BatchSettings(items_per_s=s.sync_items_per_s))))
             # A worker reads `/global/event` from its parent, which reads it once for the host (bridge.workers).
             live_client = client if self._worker is None else await stack.enter_async_context(
                 self._worker.live_client())
-            local = self._worker.local_secret if self._worker is not None and s.auth_disabled else ""
-            secret = local or auth_secret(s)
             # Revoked tokens (docs/security.md): loaded before the first request, reloaded every few seconds.
-            revocations = RevocationList(lambda: revoked_jtis(engine))
+            revocations = RevocationList(lambda: revoked_jtis(db.main))
             await revocations.refresh()
-            revoked = revocations.revoked
-
-            store = EventStore(engine, s.upstream_name)
-            # One turnstile for every follower: a burst of reads is spread over loop turns (bridge.perf.turnstile).
-            sessions = FollowerSupervisor(store, client, s, self.owner,
-                                          leases=LeaseStore(engine, s.upstream_name, liveness_engine),
-                                          turnstile=Turnstile())
-            fanout = FanoutPart(s, engine, self.database_url, secret=secret, sessions=sessions, client=client,
-                            read_engine=read_engine, revoked=revoked, standby_engine=standby_engine,
-                            on_database_back=sessions.database_back, warm_sessions=sessions.warm_sessions,
-                            on_request=sessions.activity.request_changed)
-            live, upstream_tasks = self._upstream_parts(choice.generation, client, store, sessions, fanout,
-                                                        live_client=live_client)
-            app = build_app(readiness_check(engine, client, live, sessions, self.started,
-                                            generation=generation_check(client, choice.generation)),
-                            websocket=fanout.service,
-                            audit=AuditContext(AuditReader(standby_engine or read_engine, s.upstream_name), secret,
-                                               revoked=revoked),
-                            detail=readiness_detail(secret, s, revoked), trusted_proxies=s.proxy_networks)
-            commands = mount_commands(app, s, engine, client, fanout.service, secret, revoked,  # docs/commands.md
-                                      upstream=Gen2Commands(client) if choice.generation == 2 else None,
-                                      requests=Gen2Requests(client) if choice.generation == 2 else None)
-            # The bridge's own legacy queue (docs/commands.md, "The legacy queue"): woken when a session
-            # of ours goes idle upstream.
-            queue_sender = QueueSender(commands.service.prompts, sessions)
-            sessions.activity.on_idle = queue_sender.wake
-            # todo list and diff summary kept by the fan-out, session errors (docs/commands.md "Session state")
-            add_session_state_routes(app, fanout.relay.state, fanout.relay.errors)
-
-            await stack.enter_async_context(serving(app, s.http_host, s.http_port,
-                                                    max_connections=s.http_max_connections,
-                                                    sockets=self._worker.sockets() if self._worker else ()))
-            self._log.info("http_listening", host=s.http_host, port=s.http_port, owner=self.owner)
-            if s.auth_disabled and (self._worker is None or self._worker.index == 0):
-                print_local_token(s, secret)
-            await stack.enter_async_context(_background("revocation", revocations.run))
-            # The warm heap frozen as it grows, collected whole now and then (bridge.perf.runtime).
-            collected = metrics.GC_FULL_COLLECT_SECONDS.observe
-            churn = sessions.registry.churn  # stopped followers so far, warm now: a full collection under churn
-            await stack.enter_async_context(_background("gc-refreeze", lambda: refreeze(collected, churn=churn)))
-            # Group commit across sessions (docs/mirror.md): entered before the followers start, so it
-            # stops after them and commits what they queued.
-            await stack.enter_async_context(store.group_commit())
-            await stack.enter_async_context(sessions.started())
-            await stack.enter_async_context(_background("fanout", fanout.run))
-            for name, task in upstream_tasks:  # discovery and the live side of this generation's driver
-                await stack.enter_async_context(_background(name, task))
-            await stack.enter_async_context(_background("pending-gauges", PendingGauges(fanout.relay.pending).run))
-            await stack.enter_async_context(_background("prompt-queue", queue_sender.run))
+            parts = self._parts(choice.generation, db, client, revocations.revoked, live_client)
+            await self._start(stack, parts, revocations.run)
             notifier = Notifier.from_env()
             # The watchdog's database probe shares the heartbeats' pool: a burst of write batches on the
             # main pool must not withhold the watchdog (and have systemd restart a busy bridge).
-            health = health_monitor(notifier, liveness_engine, sessions)
+            health = health_monitor(notifier, db.liveness, parts.sessions)
             await stack.enter_async_context(_background("health", health.run))
             if not choice.settled:  # the serve did not answer at start: asked again until it does
                 guard = GenerationGuard(client, s, choice.generation, self.refuse)
                 await stack.enter_async_context(_background("generation-guard", guard.run))
 
             self._started = True
-            self._log.info("bridge_started", warm=len(sessions.warm_sessions()))
-            notifier.ready(status_line(sessions))  # database at head, HTTP bound, every part running
+            self._log.info("bridge_started", warm=len(parts.sessions.warm_sessions()))
+            notifier.ready(status_line(parts.sessions))  # database at head, HTTP bound, every part running
             await self._stop.wait()
             self._log.info("bridge_stopping")
             self._started = False
@@ -230,24 +180,90 @@ class Daemon:
             raise UpstreamRefused(self._refusal)
         return 0
 
+    def _parts(self, generation: int, db: Engines, client: UpstreamClient, revoked: Revoked,
+               live_client: UpstreamClient) -> _Parts:
+        """Every part, built in start order (nothing runs yet)."""
+        s = self.settings
+        # BRIDGE_AUTH_DISABLED=true with workers: the parent's per-start secret, so a token works on each.
+        secret = (self._worker.local_secret if self._worker is not None and s.auth_disabled else "") or auth_secret(s)
+        store = EventStore(db.main, s.upstream_name)
+        driver = Gen2Driver(client) if generation == 2 else None
+        # One turnstile for every follower: a burst of reads is spread over loop turns (bridge.perf.turnstile).
+        # The bridge's own legacy queue (docs/commands.md, "The legacy queue"): its sender, built below, is
+        # woken when a session of ours goes idle upstream.
+        sessions = FollowerSupervisor(store, client, s, self.owner,
+                                      leases=LeaseStore(db.main, s.upstream_name, db.liveness),
+                                      hooks=SessionHooks(turnstile=Turnstile(), on_idle=lambda sid: queue.wake(sid),
+                                                         followers=None if driver is None
+                                                         else self._gen2_followers(driver, lambda: sessions)))
+        # The command door (docs/commands.md): its adapters are the /v1 routes and the WebSocket `command` op.
+        door = CommandsContext(build_door(s, db.main, client, generation), secret, revoked=revoked)
+        fanout = FanoutPart(s, db.main, self.database_url, secret=secret, client=client, revoked=revoked,
+                            reads=ReadEngines(db.read, db.standby),
+                            hooks=FanoutHooks(sessions=sessions, warm_sessions=sessions.warm_sessions,
+                                              on_database_back=sessions.database_back,
+                                              on_request=sessions.activity.request_changed,
+                                              commands=door.run, widen=door.service.widen))
+        live, upstream_tasks = self._upstream_parts(driver, client, store, sessions, fanout, live_client=live_client)
+        app = build_app(readiness_check(db.main, client, live, sessions, self.started,
+                                        generation=generation_check(client, generation)),
+                        websocket=fanout.service,
+                        audit=AuditContext(AuditReader(db.standby or db.read, s.upstream_name), secret,
+                                           revoked=revoked),
+                        detail=readiness_detail(secret, s, revoked), trusted_proxies=s.proxy_networks)
+        add_command_routes(app, door)
+        queue = QueueSender(door.service.prompts, sessions)
+        # todo list and diff summary kept by the fan-out, session errors (docs/commands.md "Session state")
+        add_session_state_routes(app, fanout.relay.state, fanout.relay.errors)
+        return _Parts(store, sessions, fanout, app, queue, upstream_tasks, secret)
 
-    def _upstream_parts(self, generation: int, client: UpstreamClient, store: EventStore, sessions: FollowerSupervisor,
+    async def _start(self, stack: AsyncExitStack, parts: _Parts, revocations: PartRun) -> None:
+        """Every part started in order (each stops in reverse as the stack unwinds)."""
+        s = self.settings
+        await stack.enter_async_context(serving(parts.app, s.http_host, s.http_port,
+                                                max_connections=s.http_max_connections,
+                                                sockets=self._worker.sockets() if self._worker else ()))
+        self._log.info("http_listening", host=s.http_host, port=s.http_port, owner=self.owner)
+        if s.auth_disabled and (self._worker is None or self._worker.index == 0):
+            print_local_token(s, parts.secret)
+        await stack.enter_async_context(_background("revocation", revocations))
+        # The warm heap frozen as it grows, collected whole now and then (bridge.perf.runtime).
+        collected = metrics.GC_FULL_COLLECT_SECONDS.observe
+        churn = parts.sessions.registry.churn  # stopped followers so far, warm now: a full collection under churn
+        await stack.enter_async_context(_background("gc-refreeze", lambda: refreeze(collected, churn=churn)))
+        # Group commit across sessions (docs/mirror.md): entered before the followers start, so it
+        # stops after them and commits what they queued.
+        await stack.enter_async_context(parts.store.group_commit())
+        await stack.enter_async_context(parts.sessions.started())
+        await stack.enter_async_context(_background("fanout", parts.fanout.run))
+        for name, task in parts.upstream_tasks:  # discovery and the live side of this generation's driver
+            await stack.enter_async_context(_background(name, task))
+        pending = PendingGauges(parts.fanout.relay.pending)
+        await stack.enter_async_context(_background("pending-gauges", pending.run))
+        await stack.enter_async_context(_background("prompt-queue", parts.queue.run))
+
+    def _gen2_followers(self, driver: Gen2Driver, sessions: Callable[[], FollowerSupervisor]) -> FollowerFactory:
+        """Each session's log followed through the 2.x driver (docs/upstream.md §24). Turn end is an event on
+        2.x (session.execution.*): busy → running; idle wakes the poller, whose /api/session/active answer ends
+        the turn, as a 1.x `session.status` does."""
+        s = self.settings
+
+        def on_turn(sid: str, busy: bool) -> None:
+            sessions().upstream_status(sid, SessionStatus("busy" if busy else "idle"))
+
+        return lambda sid, sink, cursor, committed: PortFollower(
+            driver, sid, sink, cursor, PortSettings(s.reconnect_min_s, s.reconnect_max_s),
+            PortHooks(on_committed=committed, on_turn=on_turn))
+
+    def _upstream_parts(self, driver: Gen2Driver | None, client: UpstreamClient, store: EventStore,
+                        sessions: FollowerSupervisor,
                         fanout: FanoutPart, *, live_client: UpstreamClient
                         ) -> tuple[LiveSource, list[tuple[str, PartRun]]]:
         """Discovery and the live side for the serve's generation: on 1.x the one `/global/event` reader
         with its dispatch table and the sync-log discovery; on 2.x (docs/upstream.md §24, written from its
         source) each session's log followed through the 2.x driver and the change hints."""
         s = self.settings
-        if generation == 2:
-            driver = Gen2Driver(client)
-            # Turn end is an event on 2.x (session.execution.*): busy → running; idle wakes the poller, whose
-            # /api/session/active answer ends the turn, as a 1.x `session.status` does.
-            def on_turn(sid: str, busy: bool) -> None:
-                sessions.upstream_status(sid, SessionStatus("busy" if busy else "idle"))
-
-            sessions.use_followers(lambda sid, sink, cursor, committed: PortFollower(
-                driver, sid, sink, cursor, reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
-                on_committed=committed, on_turn=on_turn))
+        if driver is not None:
             changes = ChangeFollower(driver, sessions, reconnect_min_s=s.reconnect_min_s,
                                      reconnect_max_s=s.reconnect_max_s, upstream=s.upstream_name)
             self._log.warning("upstream_driver_unverified", generation=2,

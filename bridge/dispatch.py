@@ -45,12 +45,6 @@ class LiveSessions(Protocol):
     async def deleted(self, session_id: str) -> None: ...
 
 
-def _directory(ev: ChatEvent) -> str | None:
-    loc = ev.envelope.raw.get("location")
-    directory = loc.get("directory") if isinstance(loc, dict) else None
-    return directory if isinstance(directory, str) else None
-
-
 class LiveDispatch:
     """A `bridge.upstream.live.LiveHandler`."""
 
@@ -89,7 +83,7 @@ class LiveDispatch:
         if ev.kind == "session:deleted":
             await self._sessions.deleted(sid)
             return
-        self._sessions.warm(sid, directory or _directory(ev), reason=ev.type)
+        self._sessions.warm(sid, directory or ev.directory, reason=ev.type)
         if twin and ev.seq is not None:
             if ev.type.startswith(DURABLE_PREFIX):
                 self._sessions.notify_seen(sid, ev.seq)  # the durable stream delivers it

@@ -12,23 +12,22 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge import metrics
+from bridge.command_service.rows import DoorStore
 from bridge.commands.model import Command
 from bridge.errors import SessionNotFound
-from bridge.store.lifecycle import erase_session
 from bridge.upstream.commands import UpstreamCommands
 
 _log = structlog.get_logger("bridge.lifecycle")
 
 
-async def run_erase(engine: AsyncEngine, upstream_name: str, upstream: UpstreamCommands, cmd: Command,
-                    subject: str, directory: str | None) -> tuple[int | None, dict[str, Any]]:
+async def run_erase(store: DoorStore, upstream: UpstreamCommands, cmd: Command, subject: str,
+                    directory: str | None) -> tuple[int | None, dict[str, Any]]:
     """(upstream status or None, the answer's body)."""
     assert cmd.session_id is not None
-    done = await erase_session(engine, upstream_name, cmd.session_id, erased_by=subject or "(no subject)",
-                               reason=cmd.args["reason"], command_id=cmd.command_id)
+    done = await store.erase(cmd.session_id, erased_by=subject or "(no subject)", reason=cmd.args["reason"],
+                             command_id=cmd.command_id)
     metrics.SESSIONS_ERASED.labels(via="command").inc(len(done.sessions))
     _log.info("session_erased", session_id=cmd.session_id, sessions=len(done.sessions), rows=done.total,
               subject=subject, already=done.already, command_id=cmd.command_id)

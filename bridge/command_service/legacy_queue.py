@@ -11,18 +11,17 @@ deleted upstream is `dropped`, never sent.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from typing import Protocol
 
 import structlog
 
 from bridge import metrics
+from bridge.command_service.directory import directory_of
 from bridge.command_service.legacy_prompts import legacy_body
 from bridge.command_service.prompt_router import PromptRouter
 from bridge.commands.attachments import AttachmentError
-from bridge.commands.legacy_delivery import FAILED, QUEUED, SENDING
+from bridge.commands.legacy_delivery import QUEUED, SENDING
 from bridge.errors import SessionNotFound, UpstreamError, error_body
 from bridge.store.commands_pending import PromptRow
 
@@ -45,22 +44,18 @@ class QueueSender:
         self._router = router
         self._sessions = sessions
         self._poll_s = poll_s
-        self._wake = asyncio.Event()
         self._soon_until = 0.0
         self._waiting = False  # the last look left prompts waiting
-        router.on_queued = self.wake
 
     def wake(self, session_id: str | None = None) -> None:
-        self._soon_until = time.monotonic() + SOON_FOR_S
-        self._wake.set()
+        """A session went idle upstream (bridge.sessions.activity): look now."""
+        self._router.wake()
 
     async def run(self) -> None:
         while True:
             soon = self._waiting and time.monotonic() < self._soon_until
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(SOON_S if soon else self._poll_s):
-                    await self._wake.wait()
-            self._wake.clear()
+            if await self._router.woken(SOON_S if soon else self._poll_s):
+                self._soon_until = time.monotonic() + SOON_FOR_S
             try:
                 await self.look()
             except Exception as e:  # the database or the serve: the next look tries again
@@ -69,7 +64,7 @@ class QueueSender:
     async def look(self) -> int:
         """One pass over the waiting prompts; the number sent."""
         sent = 0
-        heads = await self._router.queue.heads()
+        heads = await self._router.waiting()
         self._waiting = bool(heads)
         for head in heads:
             try:
@@ -81,21 +76,20 @@ class QueueSender:
 
     async def _one(self, row: PromptRow) -> int:
         sid = row.session_id
-        if await self._router.queue.session_deleted(sid):
+        if await self._router.session_deleted(sid):
             if row.state == SENDING:  # its send may or may not have happened: final, as not_found
                 gone = {"command_id": row.command_id, **error_body("not_found", "the session was deleted")}
-                await self._router.queue.move(row.key, (SENDING,), FAILED, http_status=404, result=gone)
+                await self._router.settle(row, SENDING, 404, gone)
             return await self._drop(sid)
         if not self._sessions.owns(sid):
             self._sessions.warm(sid, None, "queued prompt")
             return 0
         try:
-            info = await self._router.upstream.session(sid)
+            info = await self._router.session_info(sid)
         except SessionNotFound:
             return await self._drop(sid)
-        loc = info.get("location")
-        directory = loc.get("directory") if isinstance(loc, dict) else None
-        if not isinstance(directory, str) or not directory:
+        directory = directory_of(info)
+        if directory is None:
             return 0
         ended_ms: int | None = None
         if row.state == QUEUED:
@@ -107,10 +101,10 @@ class QueueSender:
             body = legacy_body(row.body, row.upstream_id, info, directory)
         except AttachmentError as e:  # a file went away while the prompt waited: refused, nothing sent
             failed = {"command_id": row.command_id, **error_body("bad_file", str(e))}
-            await self._router.queue.move(row.key, (QUEUED,), FAILED, http_status=422, result=failed)
+            await self._router.settle(row, QUEUED, 422, failed)
             return 0
         lag_ms = None if ended_ms is None else max(0, int(time.time() * 1000) - ended_ms)  # turn end → send
-        await self._router.legacy_sender.deliver(row.key, sid, directory, body, row.result, wait_held=False)
+        await self._router.send_queued(row, directory, body)
         if lag_ms is not None:
             metrics.QUEUED_PROMPT_SEND_SECONDS.observe(lag_ms / 1000)
         _log.info("queued_prompt_sent", command_id=row.command_id, session_id=sid, turn_end_to_sent_ms=lag_ms,

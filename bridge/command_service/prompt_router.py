@@ -5,6 +5,8 @@ queue (bridge.commands.legacy_delivery, bridge.command_service.legacy_queue)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -14,10 +16,10 @@ from bridge.command_service.attachment_files import resolve_paths, text_contents
 from bridge.command_service.legacy_prompts import LegacyPrompts, legacy_body, prompt_result
 from bridge.commands.affinity import RuntimeChoice, choose_runtime
 from bridge.commands.attachments import AttachmentError, v2_files, v2_text
-from bridge.commands.legacy_delivery import PENDING, QUEUED, NewestMessage, first_state, turn_ended
+from bridge.commands.legacy_delivery import FAILED, PENDING, QUEUED, NewestMessage, first_state, turn_ended
 from bridge.commands.model import Command, CommandError
 from bridge.errors import UpstreamError
-from bridge.store.commands_pending import CommandKey, PromptQueueStore
+from bridge.store.commands_pending import CommandKey, PromptQueueStore, PromptRow
 from bridge.upstream.commands import UpstreamCommands
 
 VERSION_TTL_S = 300.0
@@ -43,8 +45,7 @@ class PromptRouter:
         self.upstream = upstream
         self.setting = setting
         self.legacy_sender = LegacyPrompts(queue, upstream, exit_after=exit_after, clock=clock)
-        # wakes the queue's sender (bridge.command_service.legacy_queue)
-        self.on_queued: Callable[[], None] | None = None
+        self._woken = asyncio.Event()  # a prompt was queued, a session went idle: the queue's sender looks
         self._clock = clock
         self._now_ms = now_ms
         self._version: tuple[float, str | None] | None = None
@@ -120,8 +121,7 @@ class PromptRouter:
                 queued = {**result, "state": QUEUED}
                 if await self.queue.move(key, (PENDING,), QUEUED, announce=QUEUED, http_status=200,
                                          result=queued):
-                    if self.on_queued is not None:
-                        self.on_queued()
+                    self.wake()
                     metrics.PROMPTS.labels(runtime="legacy", outcome="queued").inc()
                     return 200, queued
         status, answer = await self.legacy_sender.deliver(key, sid, directory, body, result)
@@ -130,3 +130,40 @@ class PromptRouter:
 
     async def drop_queued(self, sid: str, reason: str) -> list[str]:
         return await self.queue.drop_queued(sid, reason)
+
+    # The queue's side (bridge.command_service.legacy_queue.QueueSender): what the sender asks, by these only.
+
+    def wake(self) -> None:
+        """Tell the queue's sender to look now (a prompt was queued, a session of ours went idle)."""
+        self._woken.set()
+
+    async def woken(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for a wake-up; whether one came."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self._woken.wait()
+        came = self._woken.is_set()
+        self._woken.clear()
+        return came
+
+    async def waiting(self) -> list[PromptRow]:
+        """The oldest waiting prompt of every session that has one (FIFO per session)."""
+        return await self.queue.heads()
+
+    async def session_deleted(self, sid: str) -> bool:
+        return await self.queue.session_deleted(sid)
+
+    async def session_info(self, sid: str) -> dict[str, Any]:
+        """`GET /api/session/{id}`: SessionNotFound for a session the serve no longer has."""
+        return await self.upstream.session(sid)
+
+    async def settle(self, row: PromptRow, from_state: str, status: int, result: dict[str, Any]) -> bool:
+        """A waiting prompt made final as `failed` without a send (its session deleted, a file gone)."""
+        return await self.queue.move(row.key, (from_state,), FAILED, http_status=status, result=result)
+
+    async def send_queued(self, row: PromptRow, directory: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """A waiting prompt delivered exactly once (bridge.command_service.legacy_prompts); a claim held by
+        another sender is an UpstreamUnavailable at once (the next look tries again)."""
+        assert row.result is not None
+        return await self.legacy_sender.deliver(row.key, row.session_id, directory, body, row.result,
+                                                wait_held=False)

@@ -30,6 +30,10 @@ class QuestionCommands:
         self.store = store
         self.upstream = upstream
 
+    async def answered_by(self, request_id: str, subject: str) -> None:
+        """A permission request answered through the bridge: who answered, kept with the request."""
+        await self.store.answered_by(request_id, subject)
+
     async def _pending_upstream(self, sid: str, directory: str, rid: str) -> tuple[str, Any] | None:
         """(runtime, questions) of the request if it is pending upstream; None if it is not."""
         for item in await self.upstream.v2_questions(sid):

@@ -17,19 +17,20 @@ import structlog
 from bridge import metrics
 from bridge.auth import Claims
 from bridge.command_service.admission import authorize, placed
+from bridge.command_service.directory import directory_of
 from bridge.command_service.erase import run_erase
 from bridge.command_service.message_ids import MessageIds
 from bridge.command_service.model_check import ModelCheck
 from bridge.command_service.permission_reply import reply_where_pending
 from bridge.command_service.prompt_router import PromptRouter
 from bridge.command_service.questions import QuestionCommands
+from bridge.command_service.rows import DoorStore
 from bridge.commands.model import Command, CommandError
 from bridge.commands.ratelimit import RateLimiter
 from bridge.commands.session_ops import SESSION_OP_SCOPES, result_body, route
 from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
 from bridge.log import correlation_id
-from bridge.store.commands_pending import CommandKey, CommandRow, CommandStore, PromptQueueStore
-from bridge.store.lifecycle import is_tombstoned
+from bridge.store.commands_pending import CommandKey, CommandRow, PromptQueueStore
 from bridge.upstream.commands import UpstreamCommands
 
 _log = structlog.get_logger("bridge.commands")
@@ -73,40 +74,52 @@ def rate_key(claims: Claims) -> str:
     return claims.jti or claims.subject
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class DoorSettings:
+    """How the command door is set up (the daemon's from bridge.config.Settings; tests pick theirs)."""
+
+    # BRIDGE_ALLOWED_DIRECTORIES (empty: no session creation) and the symlink resolver (daemon: realpath)
+    directories: tuple[str, ...] = ()
+    resolve: Callable[[str], str] | None = None
+    prompt_runtime: str = "auto"  # BRIDGE_PROMPT_RUNTIME (docs/commands.md, "Runtime affinity")
+    exit_after_upstream: str | None = None  # None: from EXIT_AFTER_UPSTREAM_ENV
+    clock: Callable[[], float] = time.monotonic
+    now_ms: Callable[[], int] = _now_ms
+
+
 class CommandService:
-    def __init__(self, store: CommandStore, upstream: UpstreamCommands, limiter: RateLimiter | None = None,
-                 now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-                 clock: Callable[[], float] = time.monotonic, exit_after_upstream: str | None = None,
-                 directories: tuple[str, ...] = (), resolve: Callable[[str], str] | None = None,
-                 questions: QuestionCommands | None = None,
-                 queue: PromptQueueStore | None = None, prompt_runtime: str = "auto",
+    def __init__(self, store: DoorStore, upstream: UpstreamCommands, settings: DoorSettings = DoorSettings(), *,
+                 limiter: RateLimiter | None = None, questions: QuestionCommands | None = None,
+                 queue: PromptQueueStore | None = None,
                  widen: Callable[[Claims, str], Awaitable[Claims]] | None = None) -> None:
         self.store = store
         self.widen = widen  # a parent's token also grants its subagents' sessions (bridge.store.chat_sessions.tree)
         self.questions = questions
-        # BRIDGE_ALLOWED_DIRECTORIES (empty: no session creation) and the symlink resolver (daemon: realpath)
-        self.directories = directories
-        self._resolve = resolve
+        self.settings = settings
         self.upstream = upstream
-        self.limiter = limiter or RateLimiter(clock=clock)
-        self._ids = MessageIds(store, now_ms)
-        self._exit_after = exit_after_upstream if exit_after_upstream is not None \
+        self.limiter = limiter or RateLimiter(clock=settings.clock)
+        self._ids = MessageIds(store, settings.now_ms)
+        self._exit_after = settings.exit_after_upstream if settings.exit_after_upstream is not None \
             else os.environ.get(EXIT_AFTER_UPSTREAM_ENV) or None
-        self._model_check = ModelCheck(upstream, clock)
+        self._model_check = ModelCheck(upstream, settings.clock)
         # Prompts on both runtimes (docs/commands.md, "Runtime affinity"): legacy sends, queue, attachments.
         self.prompts = PromptRouter(queue or PromptQueueStore(store.engine, store.upstream), upstream,
-                                    prompt_runtime, exit_after=self._exit_after)
+                                    settings.prompt_runtime, exit_after=self._exit_after)
 
     async def execute(self, claims: Claims, cmd: Command) -> Outcome:
         if self.widen is not None and cmd.session_id is not None and not claims.allows(cmd.session_id):
             claims = await self.widen(claims, cmd.session_id)
         authorize(claims, cmd)
-        cmd = placed(cmd, self.directories, self._resolve)
+        cmd = placed(cmd, self.settings.directories, self.settings.resolve)
         wait = self.limiter.take(rate_key(claims))
         if wait > 0:
             raise CommandError("rate_limited", f"too many commands, retry in {wait:.1f} s",
                                retry_after=round(max(wait, 0.1), 1))
-        if cmd.session_id is not None and cmd.name != "erase" and await self._erased(cmd.session_id):
+        if cmd.session_id is not None and cmd.name != "erase" and await self.store.tombstoned(cmd.session_id):
             raise CommandError("not_found", "the session was erased")  # before its row: nothing of it is kept
         upstream_id = self._ids.derive(cmd, claims.subject)
         sid = cmd.session_id if cmd.name != "create_session" else upstream_id
@@ -166,24 +179,17 @@ class CommandService:
         if mirrored is not None and mirrored.deleted:
             raise CommandError("not_found", "the session was deleted")
         info = await self.upstream.session(session_id)  # 404 → not_found; also proves it exists now
-        loc = info.get("location")
-        directory = loc.get("directory") if isinstance(loc, dict) else None
-        if not (isinstance(directory, str) and directory) and mirrored is not None:
-            directory = mirrored.directory
-        if isinstance(directory, str) and directory:
+        directory = directory_of(info, mirrored)
+        if directory is not None:
             return _Target(session_id, directory, info)
         raise CommandError("upstream_unavailable", "the upstream did not say where the session lives")
-
-    async def _erased(self, session_id: str) -> bool:
-        async with self.store.engine.connect() as conn:
-            return await is_tombstoned(conn, self.store.upstream, session_id)
 
     async def _erase(self, cmd: Command, row: CommandRow) -> _Done:
         """bridge.command_service.erase: the mirror first, then (asked for) the serve."""
         assert cmd.session_id is not None
         mirrored = await self.store.session(cmd.session_id)
-        status, body = await run_erase(self.store.engine, self.store.upstream, self.upstream, cmd, row.subject,
-                                       mirrored.directory if mirrored is not None else None)
+        status, body = await run_erase(self.store, self.upstream, cmd, row.subject,
+                                       directory_of(None, mirrored))
         return _Done(200, body, status)
 
     async def _create(self, cmd: Command, row: CommandRow) -> _Done:
@@ -191,9 +197,8 @@ class CommandService:
         assert row.upstream_id is not None
         model = {"providerID": a["provider_id"], "id": a["model_id"]} if "provider_id" in a else None
         data = await self.upstream.create_session(row.upstream_id, a["directory"], model, a.get("agent"))
-        loc = data.get("location")
         return _Done(201, {"command_id": cmd.command_id, "session_id": data.get("id", row.upstream_id),
-                           "directory": loc.get("directory") if isinstance(loc, dict) else a["directory"]}, 200)
+                           "directory": directory_of(data) or a["directory"]}, 200)
 
     async def _prompt(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
         assert row.upstream_id is not None
@@ -257,7 +262,7 @@ class CommandService:
 
     async def _answered_by(self, request_id: str, subject: str) -> None:
         if self.questions is not None:  # the pending-requests table: who answered
-            await self.questions.store.answered_by(request_id, subject)
+            await self.questions.answered_by(request_id, subject)
 
     async def _question(self, cmd: Command, t: _Target, row: CommandRow) -> _Done:
         """`question_reply` / `question_reject` (bridge.command_service.questions)."""

@@ -161,56 +161,71 @@ def parse_command(name: str, body: object, session_id: str | None = None,
         raise _bad(f"command_id must be 1 to {MAX_COMMAND_ID} printable ASCII characters without surrounding "
                    "spaces")
     assert command_id is not None
-    args: dict[str, Any] = {}
     if name == "create_session":
-        directory = _string(body, "directory", MAX_DIRECTORY_CHARS)
-        assert directory is not None
-        problem = path_problem(directory)  # the allow-list is the service's (bridge.directories)
-        if problem is not None:
-            raise _bad(f"directory: {problem}")
-        args["directory"] = directory
-        provider, model = _create_model(body)
-        if provider is not None:
-            args.update(provider_id=provider, model_id=model)
-        agent = _name(body, "agent", required=False)
-        if agent is not None:
-            args["agent"] = agent
-        return _stored(Command(name, command_id, None, args))
+        return _stored(Command(name, command_id, None, _create_session_args(body)))
     sid = _session(session_id)
+    return _stored(Command(name, command_id, sid, _session_command_args(name, body, request_id)))
+
+
+def _create_session_args(body: Mapping[str, Any]) -> dict[str, Any]:
+    directory = _string(body, "directory", MAX_DIRECTORY_CHARS)
+    assert directory is not None
+    problem = path_problem(directory)  # the allow-list is the service's (bridge.directories)
+    if problem is not None:
+        raise _bad(f"directory: {problem}")
+    args: dict[str, Any] = {"directory": directory}
+    provider, model = _create_model(body)
+    if provider is not None:
+        args.update(provider_id=provider, model_id=model)
+    agent = _name(body, "agent", required=False)
+    if agent is not None:
+        args["agent"] = agent
+    return args
+
+
+def _prompt_args(body: Mapping[str, Any]) -> dict[str, Any]:
+    args: dict[str, Any] = {"text": _string(body, "text", MAX_TEXT_CHARS),
+                            "delivery": _choice(body, "delivery", DELIVERIES)}
+    if body.get("files") is not None:  # absent and [] mean the same: no `files` key, same fingerprint
+        try:
+            files = parse_files(body["files"])
+        except AttachmentError as e:
+            raise _bad(str(e)) from None
+        if files:
+            args["files"] = files
+    return args
+
+
+def _flag(body: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """An optional boolean kept only when true (absent and false mean the same: same fingerprint)."""
+    if body.get(key) is not None and not isinstance(body[key], bool):
+        raise _bad(f"{key} must be true or false")
+    return {key: True} if body.get(key) else {}
+
+
+def _session_command_args(name: str, body: Mapping[str, Any], request_id: str | None) -> dict[str, Any]:
+    """The arguments of a command on one session (its id checked by the caller)."""
     if name == "prompt":
-        args.update(text=_string(body, "text", MAX_TEXT_CHARS), delivery=_choice(body, "delivery", DELIVERIES))
-        if body.get("files") is not None:  # absent and [] mean the same: no `files` key, same fingerprint
-            try:
-                files = parse_files(body["files"])
-            except AttachmentError as e:
-                raise _bad(str(e)) from None
-            if files:
-                args["files"] = files
-    elif name == "model":
-        args.update(provider_id=_name(body, "provider_id"), model_id=_name(body, "model_id"))
-    elif name == "agent":
-        args["agent"] = _name(body, "agent")
-    elif name == "interrupt" and body.get("drop_queued") is not None:
-        if not isinstance(body["drop_queued"], bool):
-            raise _bad("drop_queued must be true or false")
-        if body["drop_queued"]:
-            args["drop_queued"] = True
-    elif name == "permission_reply":
-        rid = _name({"request_id": request_id}, "request_id")
-        args.update(request_id=rid, reply=_choice(body, "reply", REPLIES))
-    elif name in ("question_reply", "question_reject"):
-        args["request_id"] = _name({"request_id": request_id}, "request_id")
+        return _prompt_args(body)
+    if name == "model":
+        return {"provider_id": _name(body, "provider_id"), "model_id": _name(body, "model_id")}
+    if name == "agent":
+        return {"agent": _name(body, "agent")}
+    if name == "interrupt":
+        return _flag(body, "drop_queued")
+    if name == "permission_reply":
+        return {"request_id": _name({"request_id": request_id}, "request_id"),
+                "reply": _choice(body, "reply", REPLIES)}
+    if name in ("question_reply", "question_reject"):
+        args: dict[str, Any] = {"request_id": _name({"request_id": request_id}, "request_id")}
         if name == "question_reply":
             args["answers"] = _answers(body)
-    elif name == "erase":
-        args["reason"] = _string(body, "reason", MAX_REASON_CHARS)
-        if body.get("upstream") is not None and not isinstance(body["upstream"], bool):
-            raise _bad("upstream must be true or false")
-        if body.get("upstream"):
-            args["upstream"] = True
-    elif name in SESSION_OP_SCOPES:
-        args.update(session_op_args(name, body, _string, _name))
-    return _stored(Command(name, command_id, sid, args))
+        return args
+    if name == "erase":
+        return {"reason": _string(body, "reason", MAX_REASON_CHARS), **_flag(body, "upstream")}
+    if name in SESSION_OP_SCOPES:
+        return dict(session_op_args(name, body, _string, _name))
+    return {}
 
 
 def _stored(cmd: Command) -> Command:

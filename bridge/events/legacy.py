@@ -21,12 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bridge.events import NOISE, UNKNOWN, ChatEvent, Envelope, Kind, error_fallback, normalize
+from bridge.events.chat import ChatEvent
+from bridge.events.envelope import Envelope
+from bridge.events.error_envelope import error_fallback
 from bridge.events.fields import as_int as _int
 from bridge.events.fields import as_number as _number
 from bridge.events.fields import as_obj as _obj
 from bridge.events.fields import as_str as _str
-from bridge.events.kinds import PART_KINDS
+from bridge.events.kinds import NOISE, PART_KINDS, UNKNOWN, Kind
 from bridge.events.legacy_shapes import LegacyChatEvent
 from bridge.events.legacy_state import (
     DELTA_REASONING,
@@ -56,6 +58,7 @@ from bridge.events.legacy_state import (
     KindName,
     LegacyTurnState,
 )
+from bridge.events.normalize import normalize
 
 # --- errors ------------------------------------------------------------------------------------------
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.events import ChatEvent, Envelope, Kind
+from bridge.events.chat import ChatEvent
+from bridge.events.envelope import Envelope
 from bridge.events.fields import as_int as _int
 from bridge.events.fields import as_obj as _obj
 from bridge.events.fields import as_str as _str
+from bridge.events.kinds import Kind
 
 
 def legacy_part(env: Envelope) -> dict[str, Any]:

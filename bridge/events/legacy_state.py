@@ -11,9 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.events import Kind, kind_of
 from bridge.events.fields import as_str as _str
-from bridge.events.kinds import PART_KINDS
+from bridge.events.kinds import PART_KINDS, Kind, kind_of
 
 # The kinds' type (the `Kind` enum compares equal to its strings).
 KindName = Kind

@@ -19,22 +19,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from bridge.events import (
-    PERMISSION_KINDS,
-    BadFrame,
-    ChatEvent,
-    Envelope,
-    Kind,
-    PermissionUpdate,
-    normalize_stored,
-    permission_of,
-)
-from bridge.events import stored_permission as stored_v2_permission
-from bridge.events.envelope import parse_envelope
+from bridge.errors import BadFrame
+from bridge.events.chat import ChatEvent
+from bridge.events.envelope import Envelope, parse_envelope
 from bridge.events.gen2 import GEN2_KINDS, normalize_any
+from bridge.events.kinds import PERMISSION_KINDS, Kind
 from bridge.events.legacy import normalize_legacy
 from bridge.events.legacy_shapes import legacy_part
 from bridge.events.legacy_state import LegacyTurnState
+from bridge.events.normalize import normalize_stored
+from bridge.events.permission import PermissionUpdate, permission_of
+from bridge.events.permission import stored_permission as stored_v2_permission
 from bridge.events.syncframes import parse_bus_event, parse_sync_item
 
 _RESENDS = frozenset({Kind.LEGACY_MESSAGE_UPDATED, Kind.LEGACY_PART_UPDATED})

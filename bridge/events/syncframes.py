@@ -36,7 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bridge.events import BadFrame, Envelope
+from bridge.errors import BadFrame
+from bridge.events.envelope import Envelope
 from bridge.events.fields import is_int
 from bridge.perf.jsonload import strict_loads
 

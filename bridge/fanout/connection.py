@@ -18,9 +18,9 @@ from bridge.events.stored import stored_permission
 from bridge.fanout import metrics
 from bridge.fanout import protocol as p
 from bridge.fanout.command_op import command_reply
+from bridge.fanout.frames import stored_question_message
 from bridge.fanout.hub import Client, Hub, Subscription
 from bridge.fanout.limits import ConnectionSlots, OpLimits
-from bridge.fanout.question_frames import stored_question_message
 from bridge.fanout.queue import QueueLimits
 from bridge.fanout.read_queue import DEFAULT_MAX_WAITING, DEFAULT_PER_OWNER, ReadQueue, ReadQueueFull, busy_message
 from bridge.fanout.shared_reads import SharedReads

@@ -140,12 +140,13 @@ class CommitListener:
     def __init__(self, dsn: str, upstream: str, on_notice: Callable[[str, int], None],
                  on_connected: Callable[[], None], *, check_interval_s: float = 30.0,
                  on_status: Callable[[StatusNotice], None] | None = None,
-                 on_reconnected: Callable[[], None] | None = None) -> None:
+                 on_reconnected: Callable[[], None] | None = None,
+                 on_command: Callable[[CommandNotice], None] | None = None) -> None:
         self._dsn = dsn
         self._upstream = upstream
         self._on_notice = on_notice
         self._on_status = on_status
-        self.on_command: Callable[[CommandNotice], None] | None = None  # prompt rows' states (legacy queue)
+        self.on_command = on_command  # prompt rows' states (the legacy queue)
         self._on_connected = on_connected
         # Every connect but the first: the database was away (restarted, or another server after a failover).
         self._on_reconnected = on_reconnected

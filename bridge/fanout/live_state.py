@@ -15,17 +15,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-STATE_KINDS = ("todo", "diff")
-# the frame field of each kind (docs/websocket.md: `todo` carries `todos`, `diff` carries `diff`)
-FRAME_FIELD = {"todo": "todos", "diff": "diff"}
+from bridge.fanout.frames import FRAME_FIELD, STATE_KINDS, Items
+
 MAX_SESSIONS = 10_000
-
-Items = list[dict[str, Any]]
-
-
-def state_frame(session_id: str, what: str, items: Items) -> dict[str, Any]:
-    """The WebSocket frame of a session's current todo list or diff summary."""
-    return {"type": what, "session": session_id, FRAME_FIELD[what]: items}
 
 
 def should_push(told: Items | None, read: Items, new_subscriber: bool) -> bool:
@@ -69,7 +61,7 @@ class LiveSessionState:
         return changed
 
     def apply(self, frame: dict[str, Any]) -> bool:
-        """Keep what a live `todo` / `diff` frame (bridge.fanout.state_frames) says; False for other frames."""
+        """Keep what a live `todo` / `diff` frame (bridge.fanout.frames) says; False for other frames."""
         what = frame.get("type")
         if what not in STATE_KINDS:
             return False

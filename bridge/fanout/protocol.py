@@ -1,4 +1,5 @@
-"""The `/v1/ws` wire protocol (docs/websocket.md), pure: client ops in, server messages out. No I/O.
+"""The `/v1/ws` wire protocol (docs/websocket.md), pure: client ops in (parsed here), server messages out
+(shaped in bridge.fanout.frames, named here too for the modules that speak the whole protocol). No I/O.
 
 Every frame is one JSON object in a text frame. Client frames carry `op`; server frames carry `type`.
 """
@@ -10,15 +11,28 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.errors import ProtocolError, as_error_body, error_envelope
-from bridge.events import SEQ_MAX, ChatEvent, Kind, PermissionUpdate
-from bridge.events.pending import waiting_detail
+from bridge.errors import ProtocolError
+from bridge.events import SEQ_MAX
 from bridge.fanout.event_frames import StoredRow as StoredRow
 from bridge.fanout.event_frames import dumps as dumps
 from bridge.fanout.event_frames import event_frames as event_frames
 from bridge.fanout.event_frames import event_message as event_message
 from bridge.fanout.event_frames import replay_frames as replay_frames
 from bridge.fanout.event_frames import truncated_event as truncated_event
+from bridge.fanout.frames import MAX_CLIENT_MESSAGE_BYTES as MAX_CLIENT_MESSAGE_BYTES
+from bridge.fanout.frames import MAX_SUBSCRIPTIONS as MAX_SUBSCRIPTIONS
+from bridge.fanout.frames import caught_up_message as caught_up_message
+from bridge.fanout.frames import command_result_message as command_result_message
+from bridge.fanout.frames import delta_message as delta_message
+from bridge.fanout.frames import erased_message as erased_message
+from bridge.fanout.frames import error_message as error_message
+from bridge.fanout.frames import hello_message as hello_message
+from bridge.fanout.frames import permission_message as permission_message
+from bridge.fanout.frames import pong_message as pong_message
+from bridge.fanout.frames import sessions_message as sessions_message
+from bridge.fanout.frames import status_message as status_message
+from bridge.fanout.frames import subscribed_message as subscribed_message
+from bridge.fanout.frames import unsubscribed_message as unsubscribed_message
 from bridge.ids import SESSION_ID_RULE, valid_session_id
 
 # --- close codes (documented in docs/websocket.md) -----------------------------------------------------
@@ -29,8 +43,6 @@ CLOSE_TOKEN_EXPIRED = 4402  # the token expired (at connect or later): reconnect
 CLOSE_TRY_AGAIN = 1013  # too many connections for this token, address or bridge: retry later
 CLOSE_SLOW_CONSUMER = 4429  # the client fell too far behind: reconnect and resume from the last seq received
 
-MAX_CLIENT_MESSAGE_BYTES = 64 * 1024
-MAX_SUBSCRIPTIONS = 100
 SESSIONS_PAGE_MAX = 500  # `sessions` op: most sessions in one reply
 MAX_SEQ = SEQ_MAX  # PostgreSQL bigint: a larger `after` could never match and fails in the driver
 
@@ -166,107 +178,3 @@ def _command(obj: dict[str, Any], ref: object) -> CommandOp:
     if command == "slash_command" and "name" in body:  # the frame's `command` is taken: the HTTP body's is `name`
         body["command"] = body.pop("name")
     return CommandOp(command, session, request_id, body, ref)
-
-
-# --- server messages ------------------------------------------------------------------------------------
-
-
-def _with_ref(msg: dict[str, Any], ref: object) -> dict[str, Any]:
-    if ref is not None:
-        msg["id"] = ref
-    return msg
-
-
-def delta_message(session_id: str, ev: ChatEvent, after_seq: int) -> dict[str, Any]:
-    msg: dict[str, Any] = {"type": "delta", "session": session_id, "kind": ev.kind, "after_seq": after_seq,
-                           "assistant_message_id": ev.assistant_message_id, "delta": ev.text or ""}
-    if ev.kind == Kind.DELTA_TOOL_INPUT:
-        msg["call_id"] = ev.call_id
-    else:
-        msg["part_id"] = ev.part_id
-    return msg
-
-
-def permission_message(session_id: str, update: PermissionUpdate) -> dict[str, Any]:
-    """A permission request's state (asked or replied)."""
-    msg: dict[str, Any] = {
-        "type": "permission",
-        "session": session_id,
-        "state": "replied" if update.replied else "asked",
-        "request_id": update.request_id,
-        "runtime": update.runtime,
-        "data": update.data,
-    }
-    if update.replied:
-        msg["reply"] = update.reply
-    else:
-        msg.update(action=update.action, assistant_message_id=update.assistant_message_id, call_id=update.call_id,
-                   resources=update.resources)
-    return msg
-
-
-def status_message(session_id: str, status: str, reason: str | None) -> dict[str, Any]:
-    msg: dict[str, Any] = {"type": "status", "session": session_id, "status": status, "reason": reason}
-    if status == "waiting":  # what for and since when, from the reason (bridge.sessions.status_machine)
-        msg["waiting"] = waiting_detail(reason)
-    return msg
-
-
-def subscribed_message(session_id: str, after: int | None, head: int, complete: bool, status: str | None,
-                       ref: object, title: str | None = None, parent_id: str | None = None) -> dict[str, Any]:
-    return _with_ref({"type": "subscribed", "session": session_id, "after": after, "head": head,
-                      "complete": complete, "status": status, "title": title, "parent_id": parent_id}, ref)
-
-
-def caught_up_message(session_id: str, seq: int) -> dict[str, Any]:
-    return {"type": "caught_up", "session": session_id, "seq": seq}
-
-
-def unsubscribed_message(session_id: str, ref: object) -> dict[str, Any]:
-    return _with_ref({"type": "unsubscribed", "session": session_id}, ref)
-
-
-def sessions_message(sessions: list[dict[str, Any]], ref: object, next_cursor: str | None = None) -> dict[str, Any]:
-    return _with_ref({"type": "sessions", "sessions": sessions, "next": next_cursor}, ref)
-
-
-def pong_message(ref: object) -> dict[str, Any]:
-    return _with_ref({"type": "pong"}, ref)
-
-
-def hello_message(upstream: str, sessions: list[str] | None, expires_at: float | None,
-                  scope: str = "read", approve: str = "none") -> dict[str, Any]:
-    return {"type": "hello", "upstream": upstream, "sessions": sessions, "expires_at": expires_at,
-            "max_subscriptions": MAX_SUBSCRIPTIONS, "max_message_bytes": MAX_CLIENT_MESSAGE_BYTES, "scope": scope,
-            "approve": approve}
-
-
-def command_result_message(command: str, status: int, body: dict[str, Any], ref: object) -> dict[str, Any]:
-    """The answer to a `command` op: the HTTP route's status, and its body as `result`, or its error
-    envelope as `error` (docs/errors.md; a row stored before the envelope is brought into its shape)."""
-    msg: dict[str, Any] = {"type": "command_result", "command": command, "status": status}
-    if status < 300:
-        msg["result"] = body
-    else:
-        msg["error"] = as_error_body(body)["error"]
-    return _with_ref(msg, ref)
-
-
-def erased_message(session_id: str, ref: object = None) -> dict[str, Any]:
-    """The session was erased from the mirror (docs/lifecycle.md, "Erasure"): the subscription's last frame."""
-    return _with_ref({"type": "erased", "session": session_id}, ref)
-
-
-def error_message(code: str, message: str, ref: object = None, session: str | None = None, *,
-                  correlation_id: str | None = None, retry_after: float | None = None,
-                  **extra: Any) -> dict[str, Any]:
-    """An `error` frame: the envelope under `error` (docs/errors.md). `code`, `message` and `retry_after`
-    also sit at the top, as before the envelope (deprecated: read `error`)."""
-    msg: dict[str, Any] = {"type": "error", "error": error_envelope(code, message, correlation_id, retry_after),
-                           "code": code, "message": message}
-    if retry_after is not None:
-        msg["retry_after"] = retry_after
-    if session is not None:
-        msg["session"] = session
-    msg.update(extra)
-    return _with_ref(msg, ref)

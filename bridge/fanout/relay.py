@@ -19,18 +19,17 @@ from bridge import metrics
 from bridge.events import ChatEvent, PermissionUpdate, is_delta, permission_update
 from bridge.events.pending import PENDING, PERMISSION, QUESTION, RequestChange, permission_state
 from bridge.events.question import QuestionUpdate, question_update
+from bridge.fanout.frames import live_question_message, live_state_message
 from bridge.fanout.hub import Hub
 from bridge.fanout.live_state import LiveSessionState
 from bridge.fanout.protocol import permission_message
-from bridge.fanout.question_frames import live_question_message
-from bridge.fanout.state_frames import live_state_message
-from bridge.store.commands_pending import PendingStore
+from bridge.store.ports import PendingRequestsPort
 from bridge.store.reads import FanoutStore
 from bridge.store.session_errors import SessionErrorStore
 
 
 class LiveRelay:
-    def __init__(self, hub: Hub, store: FanoutStore, pending: PendingStore | None = None,
+    def __init__(self, hub: Hub, store: FanoutStore, pending: PendingRequestsPort | None = None,
                  state: LiveSessionState | None = None, errors: SessionErrorStore | None = None) -> None:
         self._hub = hub
         # the latest todo list / diff summary of each session (bridge.fanout.live_state)
@@ -56,7 +55,7 @@ class LiveRelay:
         if question is not None:
             await self.question(question)
             return
-        state = live_state_message(ev)  # todo list, diff summary, session error (bridge.fanout.state_frames)
+        state = live_state_message(ev)  # todo list, diff summary, session error (bridge.fanout.frames)
         if state is not None:
             self.state.apply(state)
             if state["type"] == "session_error":

@@ -14,17 +14,20 @@ import secrets
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.auth import load_or_create_secret, mint_token
+from bridge.auth import Claims, load_or_create_secret, mint_token
+from bridge.command_service import Outcome
 from bridge.config import Settings
 from bridge.errors import SessionNotFound
 from bridge.events.pending import RequestChange
 from bridge.fanout.connection import WebSocketContext
 from bridge.fanout.feed import CommitListener, DurableFeed
+from bridge.fanout.frames import command_message
 from bridge.fanout.hub import Hub
 from bridge.fanout.limits import HEALTH_RESERVE, ConnectionSlots
 from bridge.fanout.queue import QueueLimits
@@ -33,7 +36,7 @@ from bridge.fanout.resync import RequestResync
 from bridge.fanout.state_resync import StateResync
 from bridge.hosts import trusted_hosts
 from bridge.revocation import never_revoked
-from bridge.store.notices import command_message
+from bridge.store.notices import CommandNotice
 from bridge.store.reads import FanoutStore
 from bridge.store.session_errors import SessionErrorStore
 from bridge.upstream.client import UpstreamClient
@@ -116,32 +119,51 @@ def print_local_token(settings: Settings, secret: str) -> str:
     return token
 
 
+@dataclass(frozen=True)
+class ReadEngines:
+    """The pools the fan-out reads from besides the writers' (None: the writers' pool): the read pool of
+    replays and the feed, and a standby's for the listings (docs/scaling.md)."""
+
+    read: AsyncEngine | None = None
+    standby: AsyncEngine | None = None
+
+
+@dataclass(frozen=True)
+class FanoutHooks:
+    """What the fan-out calls in the other parts of the process, each optional (a fan-out alone in tests)."""
+
+    sessions: SubscribedSessions | None = None  # warms a subscribed session, hears the subscriber counts
+    warm_sessions: Callable[[], Iterable[str]] | None = None  # the sessions warm here (request re-sync)
+    on_database_back: Callable[[], None] | None = None  # the LISTEN connection is back
+    on_request: Callable[[RequestChange], None] | None = None  # the status machines (`waiting`)
+    # The `command` op (docs/commands.md): the command door (bridge.http.commands.CommandsContext.run)
+    commands: Callable[..., Awaitable[Outcome]] | None = None
+    widen: Callable[[Claims, str], Awaitable[Claims]] | None = None  # a parent's token grants its subagents'
+
+
 class FanoutPart:
     """The fan-out part of one bridge process (the daemon builds it after the sessions part): its hub, feed,
     LISTEN connection, live relay, request re-sync and the `WebSocketContext` the `/v1/ws` route serves."""
 
     def __init__(self, settings: Settings, engine: AsyncEngine, database_url: str, *, secret: str,
-                 sessions: SubscribedSessions | None = None, client: UpstreamClient | None = None,
-                 read_engine: AsyncEngine | None = None, revoked: Callable[[str], bool] = never_revoked,
-                 standby_engine: AsyncEngine | None = None,
-                 on_database_back: Callable[[], None] | None = None,
-                 warm_sessions: Callable[[], Iterable[str]] | None = None,
-                 on_request: Callable[[RequestChange], None] | None = None) -> None:
+                 client: UpstreamClient | None = None, revoked: Callable[[str], bool] = never_revoked,
+                 reads: ReadEngines = ReadEngines(), hooks: FanoutHooks = FanoutHooks()) -> None:
+        sessions, on_request = hooks.sessions, hooks.on_request
         self.hub = Hub(on_subscribers=None if sessions is None else sessions.set_subscriber_count)
-        self.store = FanoutStore(engine, settings.upstream_name, read_engine, standby_engine)
+        self.store = FanoutStore(engine, settings.upstream_name, reads.read, reads.standby)
         self.feed = DurableFeed(self.hub, self.store)
         # session-level errors recorded for the audit (docs/audit.md "Session errors")
         self.relay = LiveRelay(self.hub, self.store,
-                               errors=SessionErrorStore(engine, settings.upstream_name, read_engine))
+                               errors=SessionErrorStore(engine, settings.upstream_name, reads.read))
         # Without a client (unit tests) pending permissions are not re-synced after a live reconnect.
         if on_request is not None:  # the sessions part's status machines (`waiting`, docs/lifecycle.md)
             self.relay.on_request.append(on_request)
         self.resync = None if client is None else RequestResync(
-            self.hub, self.store, self.relay, client, warm=warm_sessions,
+            self.hub, self.store, self.relay, client, warm=hooks.warm_sessions,
             state=StateResync(self.relay.state, self.hub, client, self.relay.pending.directories))
         self.listener = CommitListener(database_url, settings.upstream_name, self.feed.committed, self.feed.wake_all,
-                                       on_status=self.feed.status, on_reconnected=on_database_back)
-        self.listener.on_command = lambda n: self.hub.publish_state(n.session_id, command_message(n))
+                                       on_status=self.feed.status, on_reconnected=hooks.on_database_back,
+                                       on_command=self._command_notice)
         origins = frozenset(o.strip().rstrip("/") for o in settings.allowed_origins.split(",") if o.strip())
         self.service = WebSocketContext(
             hub=self.hub,
@@ -159,7 +181,13 @@ class FanoutPart:
             resync_session=None if self.resync is None else self.resync.request_session,
             # Subscribes' reads take turns on the read pool, one connection left for the live feed.
             read_slots=max(1, settings.read_pool_size - 1),
+            commands=hooks.commands,
+            widen=hooks.widen,
         )
+
+    def _command_notice(self, notice: CommandNotice) -> None:
+        """A prompt row's state (`NOTIFY`, the legacy queue) to the session's pages."""
+        self.hub.publish_state(notice.session_id, command_message(notice))
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:

@@ -14,12 +14,11 @@ from urllib.parse import quote
 import structlog
 
 from bridge.errors import SessionNotFound
-from bridge.events.content import diff_items, todo_items
+from bridge.fanout.frames import STATE_ITEMS, STATE_KINDS, state_frame
 from bridge.fanout.hub import Hub
-from bridge.fanout.live_state import STATE_KINDS, LiveSessionState, should_push, state_frame
+from bridge.fanout.live_state import LiveSessionState, should_push
 from bridge.upstream.client import UpstreamClient
 
-VIEWS: dict[str, Callable[[object], list[dict[str, Any]]]] = {"todo": todo_items, "diff": diff_items}
 Directories = Callable[[set[str]], Awaitable[dict[str | None, set[str]]]]
 
 
@@ -28,7 +27,7 @@ async def read_session_state(client: UpstreamClient, session_id: str, directory:
     """The serve's current todo list or diff summary of a session, in the mapping layer's shape
     (bridge.events.content: never a file's contents). SessionNotFound for a session unknown upstream."""
     _, got = await client.send_json("GET", f"/session/{quote(session_id, safe='')}/{what}", directory=directory)
-    return VIEWS[what](got)
+    return STATE_ITEMS[what](got)
 
 
 class StateResync:

@@ -13,23 +13,20 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import structlog
 from aiohttp import web
-from sqlalchemy.exc import SQLAlchemyError
 
 from bridge import metrics
 from bridge.audit.transcript import TranscriptBuilder
-from bridge.auth import Claims, bearer_token, verify_token
-from bridge.errors import AuthError, BadRequest
+from bridge.auth import Claims
 from bridge.events import SEQ_MAX
-from bridge.fanout.question_frames import stored_question_message
-from bridge.http.envelope import auth_refusal, error_response, install_envelope
+from bridge.fanout.frames import stored_question_message
+from bridge.http.envelope import error_response, install_envelope
 from bridge.http.query_params import query_int, query_session, query_text, query_time, query_tool_cursor
-from bridge.ids import SESSION_ID_RULE, valid_session_id
+from bridge.http.routes import RouteOptions, TokenGate, json_default, json_response, v1_route
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
 from bridge.store.reads import AuditReader, SessionFilter, ToolCallFilter
@@ -55,6 +52,10 @@ class AuditContext:
     concurrency: Mapping[str, int] = field(default_factory=lambda: dict(ROUTE_CONCURRENCY))
     _slots: dict[str, asyncio.Semaphore] = field(default_factory=dict, repr=False, compare=False)
 
+    @property
+    def gate(self) -> TokenGate:
+        return TokenGate(self.secret, self.reader.upstream, self.now, self.revoked, self.reader.widen)
+
     def slots(self, route: str) -> asyncio.Semaphore | None:
         n = self.concurrency.get(route)
         if n is None:
@@ -67,22 +68,12 @@ class AuditContext:
 AUDIT_KEY: web.AppKey[AuditContext] = web.AppKey("audit", AuditContext)
 
 
-def _default(o: object) -> Any:
-    if isinstance(o, datetime):
-        return o.isoformat()
-    raise TypeError(f"not JSON serializable: {type(o).__name__}")
-
-
-def _json(body: Any, status: int = 200) -> web.Response:
-    return web.Response(text=json.dumps(body, default=_default), status=status, content_type="application/json")
-
-
 async def _json_list(items: list[Any]) -> str:
     """A JSON array encoded item by item, giving the event loop back every few items: a 10 MB answer
     must not stall ingest and every other client for the whole encode (the loop is shared)."""
     parts = []
     for i, item in enumerate(items):
-        parts.append(json.dumps(item, default=_default))
+        parts.append(json.dumps(item, default=json_default))
         if i % 20 == 19:
             await asyncio.sleep(0)
     return "[" + ",".join(parts) + "]"
@@ -95,7 +86,7 @@ async def _json_with_list(body: dict[str, Any], path: tuple[str, ...], items: li
     for key in path[:-1]:
         node = node[key]
     node[path[-1]] = marker
-    head = json.dumps(body, default=_default)
+    head = json.dumps(body, default=json_default)
     return web.Response(text=head.replace(json.dumps(marker), await _json_list(items), 1),
                         content_type="application/json")
 
@@ -108,95 +99,64 @@ def _busy(message: str, code: str = "busy", ref: str | None = None) -> web.Respo
     return error_response(503, code, message, correlation_id=ref, retry_after=1)
 
 
-Handler = Callable[[web.Request, AuditContext, Claims | None], Awaitable[web.Response]]
+AuditHandler = Callable[[web.Request, AuditContext, Claims], Awaitable[web.Response]]
 
 
-def _route(name: str, handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
-    async def wrapped(request: web.Request) -> web.Response:
-        ctx = request.app[AUDIT_KEY]
-        slots = ctx.slots(name)
-        try:
-            _check_path_session(request)  # before anything else, auth included
-            claims = _authorize(request, ctx)
-            path_session = request.match_info.get("session_id")
-            if claims is not None and path_session is not None:  # a parent's token grants its subagents'
-                claims = await ctx.reader.widen(claims, path_session)
-            if slots is not None and slots.locked():
-                metrics.HTTP_REFUSED.labels(reason=f"busy:{name}").inc()
-                resp = _busy(f"too many {name} requests at once, retry in a moment")
-            elif slots is None:
-                resp = await handler(request, ctx, claims)
-            else:
-                async with slots:
-                    resp = await handler(request, ctx, claims)
-        except AuthError as e:
-            resp = auth_refusal(e)
-        except BadRequest as e:
-            resp = _error(400, "bad_request", str(e))
-        except (SQLAlchemyError, OSError) as e:  # read pool exhausted, statement timeout, database away
-            ref = correlation_id()
-            _log.warning("audit_read_failed", route=name, correlation_id=ref, error=f"{type(e).__name__}: {e}"[:300])
-            resp = _busy(f"the database did not answer in time, retry in a moment (correlation id {ref})",
-                         code="unavailable", ref=ref)
-        metrics.AUDIT_REQUESTS.labels(route=name, status=str(resp.status)).inc()
-        return resp
-
-    return wrapped
+def _unavailable(name: str, e: Exception) -> web.Response:
+    """503 `unavailable` (read pool exhausted, statement timeout, database away), retried in a moment."""
+    ref = correlation_id()
+    _log.warning("audit_read_failed", route=name, correlation_id=ref, error=f"{type(e).__name__}: {e}"[:300])
+    return _busy(f"the database did not answer in time, retry in a moment (correlation id {ref})",
+                 code="unavailable", ref=ref)
 
 
-def _check_path_session(request: web.Request) -> None:
-    sid = request.match_info.get("session_id")
-    if sid is not None and not valid_session_id(sid):
-        metrics.BAD_SESSION_IDS.labels(surface="http").inc()
-        raise BadRequest(SESSION_ID_RULE)
+def _counted(name: str, status: int) -> None:
+    metrics.AUDIT_REQUESTS.labels(route=name, status=str(status)).inc()
 
 
-def _authorize(request: web.Request, ctx: AuditContext) -> Claims | None:
-    token = bearer_token(request.headers)
-    if token is None and "token" in request.query:
-        raise AuthError("missing", "?token= is accepted on /v1/ws only: send Authorization: Bearer <token>")
-    try:
-        return verify_token(token, ctx.secret, ctx.reader.upstream, now=ctx.now(), revoked=ctx.revoked)
-    except AuthError as e:
-        metrics.TOKENS_REFUSED.labels(reason=e.code).inc()
-        raise
+_OPTIONS = RouteOptions(slots=lambda request, name: request.app[AUDIT_KEY].slots(name), unavailable=_unavailable,
+                        done=_counted)
 
 
-def _scope(claims: Claims | None) -> frozenset[str] | None:
-    return None if claims is None else claims.sessions
+def _route(name: str, handler: AuditHandler) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """One audit route through the one `/v1` wrapper (bridge.http.routes): path session, token, bound."""
+    async def run(request: web.Request, claims: Claims) -> web.Response:
+        return await handler(request, request.app[AUDIT_KEY], claims)
+
+    return v1_route(name, lambda request: request.app[AUDIT_KEY].gate, run, _OPTIONS)
 
 
-def _session_id(request: web.Request, claims: Claims | None) -> str:
-    sid = request.match_info["session_id"]  # shape checked by _route
-    if claims is not None:
-        claims.require(sid)
-    return sid
+def _scope(claims: Claims) -> frozenset[str] | None:
+    return claims.sessions
 
 
-async def list_sessions(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
+def _session_id(request: web.Request, claims: Claims) -> str:
+    return request.match_info["session_id"]  # shape checked and granted by v1_route
+
+
+async def list_sessions(request: web.Request, ctx: AuditContext, claims: Claims) -> web.Response:
     limit = query_int(request, "limit", 100, 1, MAX_LIMIT)
     scope = _scope(claims)
     parent = query_session(request, "parent")
     if parent is not None:  # the subagents' sessions of `parent` (docs/audit.md), granted with it
-        if claims is not None:
-            (await ctx.reader.widen(claims, parent)).require(parent)
+        (await ctx.gate.widened(claims, parent)).require(parent)
         scope = frozenset(await ctx.reader.children(parent))
     f = SessionFilter(status=query_text(request, "status"), since=query_time(request, "since"),
                       until=query_time(request, "until"), after=query_session(request, "after"),
                       sessions=scope, limit=limit)
     rows = await ctx.reader.sessions(f)
     nxt = rows[-1]["session_id"] if len(rows) == limit else None
-    return _json({"data": rows, "next": nxt})
+    return json_response({"data": rows, "next": nxt})
 
 
-async def get_session(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
+async def get_session(request: web.Request, ctx: AuditContext, claims: Claims) -> web.Response:
     row = await ctx.reader.session(_session_id(request, claims))
     if row is None:
         return _error(404, "not_found", "no such session in the mirror")
-    return _json({"data": row})
+    return json_response({"data": row})
 
 
-async def list_events(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
+async def list_events(request: web.Request, ctx: AuditContext, claims: Claims) -> web.Response:
     sid = _session_id(request, claims)
     after = query_int(request, "after", -1, -1, MAX_SEQ)  # exclusive; -1 (default): from seq 0, `session.created`
     limit = query_int(request, "limit", 100, 1, MAX_LIMIT)
@@ -207,7 +167,7 @@ async def list_events(request: web.Request, ctx: AuditContext, claims: Claims | 
     return await _json_with_list({"data": None, "next_after": nxt}, ("data",), rows)
 
 
-async def get_transcript(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
+async def get_transcript(request: web.Request, ctx: AuditContext, claims: Claims) -> web.Response:
     sid = _session_id(request, claims)
     after = query_int(request, "after", 0, 0, MAX_SEQ)
     limit = query_int(request, "limit", TRANSCRIPT_MAX_EVENTS, 1, TRANSCRIPT_MAX_EVENTS)
@@ -226,17 +186,17 @@ async def get_transcript(request: web.Request, ctx: AuditContext, claims: Claims
                                  ("data", "entries"), builder.entries)
 
 
-async def list_tool_calls(request: web.Request, ctx: AuditContext, claims: Claims | None) -> web.Response:
+async def list_tool_calls(request: web.Request, ctx: AuditContext, claims: Claims) -> web.Response:
     limit = query_int(request, "limit", 100, 1, MAX_LIMIT)
     after = query_tool_cursor(request, "after")
     session = query_session(request, "session")
-    if session is not None and claims is not None:
+    if session is not None:
         claims.require(session)
     f = ToolCallFilter(tool=query_text(request, "tool"), session=session, since=query_time(request, "since"),
                        until=query_time(request, "until"), after=after, sessions=_scope(claims), limit=limit)
     rows = await ctx.reader.tool_calls(f)
     nxt = f"{rows[-1]['session_id']}:{rows[-1]['called_seq']}" if len(rows) == limit else None
-    return _json({"data": rows, "next": nxt})
+    return json_response({"data": rows, "next": nxt})
 
 
 async def openapi(request: web.Request) -> web.Response:

@@ -7,26 +7,25 @@ after each `/global/event` reconnect and at subscribe); a session this process k
 of the serve (`GET /session/{id}/todo|diff`, in the session's directory) and the answer kept. The shapes
 are the mapping layer's (`bridge.events.content`): todos `{content, status, priority}`, files `{file,
 additions, deletions, status}` — never a file's contents. Any token that grants the session may read them
-(a token limited to a parent session grants its subagents': bridge.http.commands.session_claims).
+(a token limited to a parent session grants its subagents': bridge.http.routes.TokenGate).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
 
+from bridge.auth import Claims
 from bridge.errors import SessionNotFound, UpstreamError
-from bridge.events.content import diff_items, todo_items
+from bridge.fanout.frames import STATE_ITEMS
 from bridge.fanout.live_state import LiveSessionState
-from bridge.http.commands import COMMANDS_KEY, json_response, readable_session, session_directory
+from bridge.http.commands import COMMANDS_KEY, gate, session_directory
 from bridge.http.envelope import error_response, install_envelope
+from bridge.http.routes import json_response, v1_route
 from bridge.store.session_errors import SessionErrorStore
-
-VIEWS: dict[str, Callable[[object], list[dict[str, Any]]]] = {"todo": todo_items, "diff": diff_items}
 
 
 @dataclass(frozen=True)
@@ -39,12 +38,10 @@ STATE_KEY: web.AppKey[SessionStateContext] = web.AppKey("session_state", Session
 
 
 def _state_route(what: str) -> Callable[[web.Request], Awaitable[web.Response]]:
-    async def handler(request: web.Request) -> web.Response:
+    async def handler(request: web.Request, claims: Claims) -> web.Response:
         ctx = request.app[COMMANDS_KEY]
         kept = request.app[STATE_KEY].state
-        sid = await readable_session(request, ctx)
-        if isinstance(sid, web.Response):
-            return sid
+        sid = request.match_info["session_id"]  # checked and granted by v1_route
         items = None if kept is None else kept.get(sid, what)
         if items is not None:
             return json_response({"data": items}, 200)
@@ -55,27 +52,19 @@ def _state_route(what: str) -> Callable[[web.Request], Awaitable[web.Response]]:
             return error_response(404, "not_found", "no such session upstream")
         except (SQLAlchemyError, OSError, UpstreamError):
             return error_response(503, "upstream_unavailable", "the upstream did not answer, retry")
-        items = VIEWS[what](got)
+        items = STATE_ITEMS[what](got)
         if kept is not None:
             kept.put(sid, what, items)
         return json_response({"data": items}, 200)
 
-    return handler
+    return v1_route(what, gate, handler)
 
 
-async def session_errors(request: web.Request) -> web.Response:
-    ctx = request.app[COMMANDS_KEY]
+async def session_errors(request: web.Request, claims: Claims) -> web.Response:
     store = request.app[STATE_KEY].errors
-    sid = await readable_session(request, ctx)
-    if isinstance(sid, web.Response):
-        return sid
     if store is None:
         return json_response({"data": []}, 200)
-    try:
-        rows = await store.for_session(sid)
-    except (SQLAlchemyError, OSError):
-        return error_response(503, "upstream_unavailable", "the database did not answer, retry")
-    return json_response({"data": rows}, 200)
+    return json_response({"data": await store.for_session(request.match_info["session_id"])}, 200)
 
 
 def add_session_state_routes(app: web.Application, state: LiveSessionState | None = None,
@@ -84,4 +73,4 @@ def add_session_state_routes(app: web.Application, state: LiveSessionState | Non
     install_envelope(app)
     app.router.add_get("/v1/sessions/{session_id}/todo", _state_route("todo"))
     app.router.add_get("/v1/sessions/{session_id}/diff", _state_route("diff"))
-    app.router.add_get("/v1/sessions/{session_id}/errors", session_errors)
+    app.router.add_get("/v1/sessions/{session_id}/errors", v1_route("errors", gate, session_errors))

@@ -43,6 +43,15 @@ def judge(
     return HealthVerdict(healthy=not reasons, loop_lag_s=loop_lag_s, reasons=tuple(reasons))
 
 
+@dataclass(frozen=True)
+class HealthTimes:
+    """How often the watchdog ticks, how late a tick may come, how long the database probe may take."""
+
+    interval_s: float = 5.0
+    max_loop_lag_s: float = 1.0
+    probe_timeout_s: float = 5.0
+
+
 class HealthMonitor:
     def __init__(
         self,
@@ -51,9 +60,7 @@ class HealthMonitor:
         database_probe: DatabaseProbe,
         supervisor_alive: Callable[[], bool],
         status_line: Callable[[], str],
-        interval_s: float = 5.0,
-        max_loop_lag_s: float = 1.0,
-        probe_timeout_s: float = 5.0,
+        times: HealthTimes = HealthTimes(),
         clock: Callable[[], float] = time.monotonic,
         on_verdict: Callable[[HealthVerdict], None] | None = None,
     ) -> None:
@@ -61,9 +68,9 @@ class HealthMonitor:
         self._probe = database_probe
         self._supervisor_alive = supervisor_alive
         self._status_line = status_line
-        self.interval_s = interval_s
-        self.max_loop_lag_s = max_loop_lag_s
-        self._probe_timeout_s = probe_timeout_s
+        self.interval_s = times.interval_s
+        self.max_loop_lag_s = times.max_loop_lag_s
+        self._probe_timeout_s = times.probe_timeout_s
         self._clock = clock
         self._on_verdict = on_verdict
         self.last: HealthVerdict | None = None

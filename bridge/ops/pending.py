@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import structlog
 
 from bridge import metrics
-from bridge.store.commands_pending import PendingStore, StoredRequest
+from bridge.store.ports import PendingRequestsPort, StoredRequest
 
 KINDS = ("permission", "question")
 REFRESH_S = 15.0
@@ -44,7 +44,7 @@ def pending_lines(rows: list[StoredRequest], now: datetime) -> list[str]:
 class PendingGauges:
     """Refreshes the gauges every `REFRESH_S` (every process: each reports the one table)."""
 
-    def __init__(self, store: PendingStore, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    def __init__(self, store: PendingRequestsPort, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self._store = store
         self._clock = clock
         self._log = structlog.get_logger("bridge.ops").bind(upstream=store.upstream)

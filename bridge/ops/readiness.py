@@ -18,7 +18,7 @@ from bridge.config import Settings
 from bridge.errors import Unauthorized, UpstreamError
 from bridge.http.app import ReadinessCheck, coalesced
 from bridge.http.security import token_holder
-from bridge.ops.health import HealthMonitor
+from bridge.ops.health import HealthMonitor, HealthTimes
 from bridge.ops.sdnotify import Notifier
 from bridge.ops.status_summary import StatusSummary
 from bridge.outage import OutageLog
@@ -101,9 +101,7 @@ def health_monitor(notifier: Notifier, engine: AsyncEngine, sessions: FollowerSu
         database_probe=database_probe,
         supervisor_alive=supervisor_alive,
         status_line=StatusSummary(warm_count),
-        interval_s=interval,
-        max_loop_lag_s=min(1.0, interval),
-        probe_timeout_s=min(5.0, interval),
+        times=HealthTimes(interval, max_loop_lag_s=min(1.0, interval), probe_timeout_s=min(5.0, interval)),
     )
 
 

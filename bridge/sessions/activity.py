@@ -65,7 +65,8 @@ def retry_reason(st: SessionStatus, now_ms: float) -> str:
 
 class ActivityTracker:
     def __init__(self, store: LifecycleStore, owner: str, stall_timeout_s: float, *,
-                 clock: Callable[[], float], upstream: str = "") -> None:
+                 clock: Callable[[], float], upstream: str = "",
+                 on_idle: Callable[[str], None] | None = None) -> None:
         self._store = store
         self._owner = owner
         self._stall_timeout_s = stall_timeout_s
@@ -83,7 +84,7 @@ class ActivityTracker:
         self._requests = PendingRequests()  # every session's, owned or not: a later claim starts from it
         self._log = structlog.get_logger("bridge.supervisor").bind(upstream=upstream, owner=owner)
         # Told when a session of ours goes idle upstream: the legacy queue's sender looks then.
-        self.on_idle: Callable[[str], None] | None = None
+        self._on_idle = on_idle
 
     # -- queries ----------------------------------------------------------------------------------
     def status(self, session_id: str) -> Status | None:
@@ -194,8 +195,8 @@ class ActivityTracker:
         self._emit(session_id, t.on_upstream_status(st.type, reason, self._clock()))
         if st.type == "idle":
             self._turn_started.set()  # look now
-            if self.on_idle is not None:
-                self.on_idle(session_id)
+            if self._on_idle is not None:
+                self._on_idle(session_id)
 
     def observe_active(self, active: Iterable[str], observed_at: float) -> None:
         """`observed_at`: when the `/api/session/active` request started."""

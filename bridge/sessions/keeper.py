@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
 
 from bridge import metrics
 from bridge.outage import OutageLog
-from bridge.sessions.session_run import WarmSession
+from bridge.sessions.warm_table import WarmSession
 
 
 class Renewals(Protocol):
@@ -33,6 +34,7 @@ class Holdings(Protocol):
     """The part of bridge.sessions.registry.WarmRegistry the keeper needs."""
 
     def get(self, session_id: str) -> WarmSession | None: ...
+    def epoch(self, session_id: str) -> int | None: ...
     def lease_lost(self, session_id: str) -> None: ...
     async def release_lease(self, session_id: str, epoch: int) -> None: ...
     # The keeper's two questions, answered without a walk of every warm session (bridge.sessions.lease_index).
@@ -40,18 +42,28 @@ class Holdings(Protocol):
     def strays(self, held: Mapping[str, int]) -> list[str]: ...
 
 
+@dataclass(frozen=True)
+class Beat:
+    """Whose heartbeat, how long a lease lives, how often it is renewed."""
+
+    owner: str  # our incarnation id
+    hostname: str
+    lease_ttl_s: float
+    interval_s: float
+    upstream: str = ""
+
+
 class LeaseKeeper:
-    def __init__(self, leases: Renewals, registry: Holdings, owner: str, hostname: str, *,
-                 lease_ttl_s: float, interval_s: float, clock: Callable[[], float], upstream: str = "",
+    def __init__(self, leases: Renewals, registry: Holdings, beat: Beat, *, clock: Callable[[], float],
                  outage: OutageLog | None = None) -> None:
         self._leases = leases
         self._registry = registry
-        self._owner = owner
-        self._hostname = hostname
-        self._lease_ttl_s = lease_ttl_s
-        self._interval_s = interval_s
+        self._owner = beat.owner
+        self._hostname = beat.hostname
+        self._lease_ttl_s = beat.lease_ttl_s
+        self._interval_s = beat.interval_s
         self._clock = clock
-        self._log = structlog.get_logger("bridge.supervisor").bind(upstream=upstream, owner=owner)
+        self._log = structlog.get_logger("bridge.supervisor").bind(upstream=beat.upstream, owner=beat.owner)
         self._outage = outage or OutageLog(self._log, "database", clock=clock)
 
     async def run(self) -> None:
@@ -74,12 +86,12 @@ class LeaseKeeper:
     def _stop_lost(self, held: dict[str, int], started: float) -> None:
         """Leases claimed before this heartbeat that it could not renew are gone: stop their followers."""
         for sid in self._registry.not_renewed(held):
-            w = self._registry.get(sid)
-            if w is None or w.epoch is None or w.claimed_at is None or w.claimed_at >= started \
-                    or held.get(sid) == w.epoch:
+            w, epoch = self._registry.get(sid), self._registry.epoch(sid)
+            if w is None or epoch is None or w.claimed_at is None or w.claimed_at >= started \
+                    or held.get(sid) == epoch:
                 continue
             metrics.LEASE_LOSSES.inc()
-            self._log.warning("lease_lost", session_id=sid, epoch=w.epoch, now_held=held.get(sid))
+            self._log.warning("lease_lost", session_id=sid, epoch=epoch, now_held=held.get(sid))
             self._registry.lease_lost(sid)
 
     async def _release_strays(self, held: dict[str, int]) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from structlog.typing import FilteringBoundLogger
 
@@ -22,19 +22,20 @@ from bridge.events.legacy_state import SEED_KINDS
 from bridge.perf.turnstile import Turnstile
 from bridge.sessions.activity import ActivityTracker
 from bridge.sessions.claim_batch import ClaimBatcher
-from bridge.sessions.parking import FailureStreak, is_transient
+from bridge.sessions.parking import is_transient
 from bridge.sessions.status_machine import Status
-from bridge.store.chat_sessions import Claim, LeaseStore, TurnState
+from bridge.sessions.warm_table import WarmSession, WarmTable
+from bridge.store.chat_sessions import Claim, TurnState
+from bridge.store.ports import SessionStatusPort
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
-from bridge.upstream.early_twins import EarlyTwins
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.follower_settings import FollowerHooks, FollowerSettings
 from bridge.upstream.port_follower import PortFollower
 from bridge.upstream.stall_policy import StallGovernor
 from bridge.upstream.store_sink import StoreSink
 
-StopMode = Literal["release", "handoff", "lease_lost"]
 T = TypeVar("T")
 
 # A session's own database work outside the group committer (a batch of claims, a running turn's tail, legacy
@@ -60,57 +61,45 @@ def _claim_label(reason: str) -> str:
 # (session id, sink, stored cursor, on_committed) → the session's follower (bridge.upstream.port_follower).
 FollowerFactory = Callable[[str, StoreSink, int, Callable[[Sequence[ChatEvent]], None]], PortFollower]
 
-@dataclass
-class WarmSession:
-    task: asyncio.Task[None]
-    last_activity: float
-    reason: str  # what warmed it
-    failures: FailureStreak
-    follower: DurableFollower | PortFollower | None = None
-    epoch: int | None = None  # the lease epoch we hold, once claimed
-    claimed_at: float | None = None
-    stop_mode: StopMode = "release"
-    # Twins of /global/event that arrive before the follower exists, handed to the first one
-    # (bridge.upstream.early_twins); None once handed over.
-    early: EarlyTwins | None = field(default_factory=EarlyTwins)
+@dataclass(frozen=True)
+class RunnerParts:
+    """What the runner of a process's warm sessions works with (bridge.sessions.registry builds it)."""
 
-
-@dataclass
-class Marks:
-    """What the registry knows of sessions that are not (or not only) warm."""
-
-    deleted: set[str] = field(default_factory=set)
-    parked: dict[str, str] = field(default_factory=dict)  # session -> reason
-    refused: dict[str, float] = field(default_factory=dict)  # session -> clock() until which a peer holds it
-    subscribers: dict[str, int] = field(default_factory=dict)
+    store: EventStore
+    leases: SessionStatusPort
+    client: UpstreamClient
+    activity: ActivityTracker
+    holder_dead: Callable[[str], bool]
+    clock: Callable[[], float]
+    turnstile: Turnstile  # one for every follower of the process (bridge.perf.turnstile)
+    # Followers of another upstream generation (bridge.upstream.driver): None = the 1.x follower.
+    follower_factory: FollowerFactory | None = None
 
 
 class SessionRunner:
-    """Runs the task of each warm session; the sessions' marks are shared with the registry."""
+    """Runs the task of each warm session; what it learns (epoch, activity, follower, marks) it tells the
+    sessions' one owner, the `WarmTable` (bridge.sessions.warm_table)."""
 
-    def __init__(self, store: EventStore, leases: LeaseStore, client: UpstreamClient, activity: ActivityTracker,
-                 settings: Settings, owner: str, marks: Marks, log: FilteringBoundLogger, *,
-                 holder_dead: Callable[[str], bool], clock: Callable[[], float], turnstile: Turnstile) -> None:
-        self._store = store
-        self._leases = leases
-        self._client = client
-        self._activity = activity
+    def __init__(self, parts: RunnerParts, table: WarmTable, settings: Settings, owner: str,
+                 log: FilteringBoundLogger) -> None:
+        self._store = parts.store
+        self._leases = parts.leases
+        self._client = parts.client
+        self._activity = parts.activity
         self._settings = settings
         self._owner = owner
-        self._marks = marks
+        self._table = table
         self._log = log
-        self._holder_dead = holder_dead
-        self._clock = clock
-        self._turnstile = turnstile  # one for every follower of the process (bridge.perf.turnstile)
+        self._clock = parts.clock
+        self._turnstile = parts.turnstile
+        self._follower_factory = parts.follower_factory
         self._db_gate = asyncio.Semaphore(SESSION_DB_AT_ONCE)
-        # Followers of another upstream generation (bridge.upstream.driver): None = the 1.x follower.
-        self.follower_factory: FollowerFactory | None = None
-        self.epochs: dict[str, int] = {}  # every claimed warm session's `WarmSession.epoch` (the keeper's index)
         # One stall governor for every follower: whether a late stream is stuck or the process is slow.
         self._stall_governor = StallGovernor(settings.durable_stall_s)
         # Every warm session's claim, batched: one transaction (and one gate place) for many sessions.
+        store, dead = parts.store, parts.holder_dead
         self._claims = ClaimBatcher(lambda asks: self._gated(lambda: store.claim_many(
-            asks, owner, lease_ttl_s=settings.lease_ttl_s, holder_dead=holder_dead)))
+            asks, owner, lease_ttl_s=settings.lease_ttl_s, holder_dead=dead)))
 
     async def _gated(self, work: Callable[[], Awaitable[T]]) -> T:
         """One piece of a session's database work, within `SESSION_DB_AT_ONCE`."""
@@ -126,7 +115,7 @@ class SessionRunner:
 
     def cool_down(self, session_id: str) -> None:
         """A peer writes the session now: leave it alone for one sweep interval."""
-        self._marks.refused[session_id] = self._clock() + self._settings.sweep_interval_s
+        self._table.refuse(session_id, self._clock() + self._settings.sweep_interval_s)
 
     async def release_lease(self, session_id: str, epoch: int) -> None:
         try:
@@ -152,11 +141,12 @@ class SessionRunner:
                 self.cool_down(session_id)
                 log.debug("session_held_elsewhere", verdict=e.verdict.value, holder=e.holder)
                 if e.verdict.value == "deleted":
-                    self._marks.deleted.add(session_id)
+                    self._table.mark_deleted(session_id)
                 return
             except asyncio.CancelledError:
-                if w.epoch is not None and w.stop_mode == "release":
-                    await self.release_lease(session_id, w.epoch)
+                epoch = self._table.epoch(session_id)
+                if epoch is not None and w.stop_mode == "release":
+                    await self.release_lease(session_id, epoch)
                 raise
             except Exception as e:
                 if await self._crashed(session_id, w, e):
@@ -168,38 +158,26 @@ class SessionRunner:
 
     async def _follow_once(self, session_id: str, directory: str | None, w: WarmSession) -> tuple[FollowerExit, int]:
         s = self._settings
-        self._hold(session_id, w, None)
+        self._table.hold(session_id, None)
         claim = await self._claims.claim(session_id, directory)
-        self._marks.refused.pop(session_id, None)
-        w.claimed_at = self._clock()
-        self._hold(session_id, w, claim.epoch)
+        self._table.hold(session_id, claim.epoch, self._clock())
         await self._activity.resume(session_id, claim.cursor_seq, await self._turn_state(session_id, claim))
         epoch, cursor = claim.epoch, claim.cursor_seq
         self._log.info("lease_claimed", session_id=session_id, epoch=epoch, cursor_seq=cursor)
         metrics.LEASE_CLAIMS.labels(reason=_claim_label(w.reason)).inc()
         await self._claims.settled(CLAIMS_FIRST_MAX_S)  # a warm-up: every claim first (claim_batch)
         sink = StoreSink(self._store, session_id, epoch, cursor)
-        if self.follower_factory is not None:  # a 2.x log follower reads from its cursor: no early twins
-            w.early = None
-            w.follower = self.follower_factory(session_id, sink, cursor, self._on_committed(session_id, w))
-            return await w.follower.run(), w.follower.cursor
-        w.follower = DurableFollower(
-            session_id, self._client, sink, cursor, stored_cursor=lambda: self._gated(sink.stored_cursor),
-            batch_max_events=s.batch_max_events, reconnect_min_s=s.reconnect_min_s,
-            reconnect_max_s=s.reconnect_max_s, stall_s=s.durable_stall_s, upstream=s.upstream_name,
-            on_committed=self._on_committed(session_id, w), seed=self._seed(session_id, cursor),
-            turnstile=self._turnstile, stall_governor=self._stall_governor, early=w.early,
-        )
-        w.early = None
-        return await w.follower.run(), w.follower.cursor
-
-    def _hold(self, session_id: str, w: WarmSession, epoch: int | None) -> None:
-        """The lease epoch we hold for the session (None: none), in the session and in `epochs`."""
-        w.epoch = epoch
-        if epoch is None:
-            self.epochs.pop(session_id, None)
+        committed = self._on_committed(session_id, w)
+        factory = self._follower_factory
+        if factory is not None:  # a 2.x log follower reads from its cursor: no early twins
+            follower = self._table.follow_with(w, lambda _early: factory(session_id, sink, cursor, committed))
         else:
-            self.epochs[session_id] = epoch
+            hooks = FollowerHooks(on_committed=committed, seed=self._seed(session_id, cursor),
+                                  stored_cursor=lambda: self._gated(sink.stored_cursor), turnstile=self._turnstile,
+                                  stall_governor=self._stall_governor)
+            follower = self._table.follow_with(w, lambda early: DurableFollower(
+                session_id, self._client, sink, cursor, FollowerSettings.of(s), hooks, early))
+        return await follower.run(), follower.cursor
 
     async def _turn_state(self, session_id: str, claim: Claim) -> TurnState:
         """Where the status machine resumes: the claim returned the stored status; only an open turn needs
@@ -224,8 +202,7 @@ class SessionRunner:
 
     def _on_committed(self, session_id: str, w: WarmSession) -> Callable[[Sequence[ChatEvent]], None]:
         def committed(events: Sequence[ChatEvent]) -> None:
-            w.last_activity = self._clock()
-            w.failures.succeeded()
+            self._table.committed(w, self._clock())
             self._activity.committed(session_id, events)
 
         return committed
@@ -245,8 +222,7 @@ class SessionRunner:
             await self._leases.park(session_id, self._owner, reason)
         except Exception as e:  # e.g. an id the database cannot even hold: parked in memory only
             self._log.warning("session_park_write_failed", session_id=session_id, error=f"{type(e).__name__}: {e}")
-        self._hold(session_id, w, None)
-        self._marks.parked[session_id] = reason
+        self._table.park(session_id, reason)
         metrics.SESSIONS_PARKED.inc()
         metrics.SESSION_STATUS.labels(status="parked").inc()
         self._log.error("session_parked", session_id=session_id, reason=reason)
@@ -269,12 +245,13 @@ class SessionRunner:
             await self._release_if_claimed(session_id, w)
 
     async def _release_if_claimed(self, session_id: str, w: WarmSession) -> None:
-        if w.epoch is not None:
-            await self.release_lease(session_id, w.epoch)
+        epoch = self._table.epoch(session_id)
+        if epoch is not None:
+            await self.release_lease(session_id, epoch)
 
     async def tombstone(self, session_id: str) -> None:
         """The one place a deletion is recorded, whoever noticed it (live event or a 404 on the stream)."""
-        self._marks.deleted.add(session_id)
+        self._table.mark_deleted(session_id)
         await self._store.mark_deleted(session_id)
         self._activity.deleted(session_id)
         self._log.info("session_deleted", session_id=session_id)

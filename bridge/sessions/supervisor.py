@@ -18,6 +18,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 import structlog
 
@@ -29,12 +30,12 @@ from bridge.lease import HolderProbe
 from bridge.outage import OutageLog
 from bridge.perf.turnstile import Turnstile
 from bridge.sessions.activity import ActivityTracker
-from bridge.sessions.keeper import LeaseKeeper
+from bridge.sessions.keeper import Beat, LeaseKeeper
 from bridge.sessions.parking import FailureStreak
 from bridge.sessions.poller import ActivePoller
 from bridge.sessions.registry import WarmRegistry
-from bridge.sessions.session_run import FollowerFactory
-from bridge.sessions.sweep import Sweep
+from bridge.sessions.session_run import FollowerFactory, RunnerParts
+from bridge.sessions.sweep import Sweep, SweepTimes
 from bridge.store.chat_sessions import LeaseStore
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
@@ -54,40 +55,45 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class SessionHooks:
+    """What the sessions part is built with besides its store, client, settings and owner: how holders
+    are probed, how a crash streak parks, the process's turnstile, and the followers of another upstream
+    generation (docs/upstream.md §24; None: the 1.x follower)."""
+
+    pid_alive: Callable[[int], bool] = _pid_alive
+    hostname: str | None = None
+    failure_streak: Callable[[], FailureStreak] = FailureStreak
+    turnstile: Turnstile | None = None
+    followers: FollowerFactory | None = None
+    on_idle: Callable[[str], None] | None = None  # a session of ours went idle upstream (the legacy queue)
+
+
 class FollowerSupervisor:
-    def __init__(
-        self,
-        store: EventStore,
-        client: UpstreamClient,
-        settings: Settings,
-        owner: str,
-        *,
-        leases: LeaseStore | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        pid_alive: Callable[[int], bool] = _pid_alive,
-        hostname: str | None = None,
-        failure_streak: Callable[[], FailureStreak] = FailureStreak,
-        turnstile: Turnstile | None = None,
-    ) -> None:
+    def __init__(self, store: EventStore, client: UpstreamClient, settings: Settings, owner: str, *,
+                 leases: LeaseStore | None = None, clock: Callable[[], float] = time.monotonic,
+                 hooks: SessionHooks = SessionHooks()) -> None:
         s = settings
         self.owner = owner
         self._client = client
         self._store = store
         leases = leases or LeaseStore(store.engine, store.upstream)
-        host = hostname or socket.gethostname()
-        holder_dead = HolderProbe(s.lease_pid_probe, host, pid_alive)
-        self.activity = ActivityTracker(leases, owner, s.stall_timeout_s, clock=clock, upstream=s.upstream_name)
-        self.registry = WarmRegistry(store, leases, client, self.activity, s, owner, holder_dead=holder_dead,
-                                     clock=clock, failure_streak=failure_streak, turnstile=turnstile)
+        host = hooks.hostname or socket.gethostname()
+        holder_dead = HolderProbe(s.lease_pid_probe, host, hooks.pid_alive)
+        self.activity = ActivityTracker(leases, owner, s.stall_timeout_s, clock=clock, upstream=s.upstream_name,
+                                        on_idle=hooks.on_idle)
+        self.registry = WarmRegistry(RunnerParts(store, leases, client, self.activity, holder_dead, clock,
+                                                 hooks.turnstile or Turnstile(), hooks.followers),
+                                     s, owner, hooks.failure_streak)
         # Heartbeats and sweeps fail together while the database is away: logged once, not every beat.
         self.database_outage = OutageLog(structlog.get_logger("bridge.supervisor").bind(
             upstream=s.upstream_name, owner=owner), "database", clock=clock)
-        self._keeper = LeaseKeeper(leases, self.registry, owner, host, lease_ttl_s=s.lease_ttl_s,
-                                   interval_s=s.heartbeat_interval_s, clock=clock, upstream=s.upstream_name,
-                                   outage=self.database_outage)
-        self._sweep = Sweep(leases, self.registry, self.activity, owner, holder_dead=holder_dead,
-                            idle_ttl_s=s.idle_ttl_s, interval_s=s.sweep_interval_s, clock=clock,
-                            upstream=s.upstream_name)  # its own outage log: it uses the main pool
+        self._keeper = LeaseKeeper(leases, self.registry, Beat(owner, host, s.lease_ttl_s, s.heartbeat_interval_s,
+                                                               s.upstream_name),
+                                   clock=clock, outage=self.database_outage)
+        self._sweep = Sweep(leases, self.registry, self.activity,
+                            SweepTimes(owner, s.idle_ttl_s, s.sweep_interval_s, s.upstream_name),
+                            holder_dead=holder_dead, clock=clock)  # its own outage log: it uses the main pool
         self._poller = ActivePoller(client, self.activity, self.registry, poll_s=s.active_poll_s,
                                     idle_poll_s=s.active_poll_idle_s, clock=clock)
         self._stop = asyncio.Event()
@@ -97,8 +103,7 @@ class FollowerSupervisor:
         return self.registry.sessions()
 
     def owns(self, session_id: str) -> bool:
-        w = self.registry.get(session_id)
-        return w is not None and w.epoch is not None
+        return self.registry.epoch(session_id) is not None
 
     def follower(self, session_id: str) -> DurableFollower | PortFollower | None:
         w = self.registry.get(session_id)
@@ -114,7 +119,7 @@ class FollowerSupervisor:
 
     def footprint(self) -> dict[str, int]:
         """Sessions held by every per-session structure of this part, and the sessions the client names in
-        sync-log bodies (bounded: bridge.upstream.client.MAX_KNOWN_AGGREGATES)."""
+        sync-log bodies (bounded: bridge.upstream.known_sizes.MAX_KNOWN_AGGREGATES)."""
         return {**self.registry.footprint(), **self.activity.footprint(),
                 "known_to_sync": self._client.known_sessions()}
 
@@ -130,11 +135,6 @@ class FollowerSupervisor:
     def running(self) -> bool:
         return self.registry.accepting
 
-    def use_followers(self, factory: FollowerFactory) -> None:
-        """Each warm session followed by `factory`'s follower (another upstream generation, docs/upstream.md
-        §24) instead of the 1.x one; set before the sessions start."""
-        self.registry.use_followers(factory)
-
     # -- commands (hints from the live stream, the fan-out, requests) ------------------------------
     def warm(self, session_id: str, directory: str | None = None, reason: str = "") -> bool:
         return self.registry.warm(session_id, directory, reason)
@@ -147,35 +147,23 @@ class FollowerSupervisor:
 
     def notify_seen(self, session_id: str, seq: int) -> None:
         w = self.registry.get(session_id)
-        if w is None:
-            return
-        if w.follower is not None:
-            w.follower.notify_seen(seq)
-        elif w.early is not None:
-            w.early.seen(seq)
+        if w is not None:
+            w.seen(seq)
 
     def twin(self, session_id: str, env: Envelope) -> None:
         """An exact sync twin of `/global/event`: the session's follower stores it when it is next in line
         (a session still being claimed keeps it for its follower: bridge.upstream.early_twins)."""
         w = self.registry.get(session_id)
-        if w is None:
-            return
-        if w.follower is not None:
-            w.follower.offer_twin(env)
-        elif w.early is not None:
-            w.early.twin(env)
+        if w is not None:
+            w.twin(env)
 
     def repair_all(self, cause: str) -> None:
         """Every warm session reads its sync log from its cursor (after a `/global/event` reconnect); one
         still being claimed reads it when it starts (what it kept of the last connection no longer covers)."""
         for sid in self.registry.sessions():
             w = self.registry.get(sid)
-            if w is None:
-                continue
-            if w.follower is not None:
-                w.follower.request_repair(cause)
-            elif w.early is not None:
-                w.early.lost()
+            if w is not None:
+                w.live_lost(cause)
 
     def database_back(self) -> None:
         """The database connection came back (restart, failover): every warm session checks its stored

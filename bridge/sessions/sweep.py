@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
@@ -18,8 +19,8 @@ from bridge import metrics
 from bridge.lease import adoption_reason
 from bridge.outage import OutageLog
 from bridge.sessions.gc import WarmFacts, release_reason
-from bridge.sessions.session_run import WarmSession
 from bridge.sessions.status_machine import Status
+from bridge.sessions.warm_table import WarmSession
 from bridge.store.codecs import SessionRow
 
 
@@ -43,19 +44,29 @@ class Activity(Protocol):
     def is_active(self, session_id: str) -> bool: ...
 
 
+@dataclass(frozen=True)
+class SweepTimes:
+    """Whose sweep, after how long a session is idle, how often."""
+
+    owner: str  # our incarnation id
+    idle_ttl_s: float
+    interval_s: float
+    upstream: str = ""
+
+
 class Sweep:
-    def __init__(self, leases: Orphans, registry: Warm, activity: Activity, owner: str, *,
-                 holder_dead: Callable[[str], bool], idle_ttl_s: float, interval_s: float,
-                 clock: Callable[[], float], upstream: str = "", outage: OutageLog | None = None) -> None:
+    def __init__(self, leases: Orphans, registry: Warm, activity: Activity, times: SweepTimes, *,
+                 holder_dead: Callable[[str], bool], clock: Callable[[], float],
+                 outage: OutageLog | None = None) -> None:
         self._leases = leases
         self._registry = registry
         self._activity = activity
-        self._owner = owner
+        self._owner = times.owner
         self._holder_dead = holder_dead
-        self._idle_ttl_s = idle_ttl_s
-        self._interval_s = interval_s
+        self._idle_ttl_s = times.idle_ttl_s
+        self._interval_s = times.interval_s
         self._clock = clock
-        self._log = structlog.get_logger("bridge.supervisor").bind(upstream=upstream, owner=owner)
+        self._log = structlog.get_logger("bridge.supervisor").bind(upstream=times.upstream, owner=times.owner)
         self._outage = outage or OutageLog(self._log, "database", clock=clock)
 
     async def run(self) -> None:
@@ -89,7 +100,7 @@ class Sweep:
             if status is None:
                 continue  # claimed, status machine not resumed yet
             facts = WarmFacts(now, w.last_activity, status, self._activity.is_active(sid),
-                              self._registry.subscribers(sid), behind=w.follower is not None and w.follower.behind)
+                              self._registry.subscribers(sid), behind=w.behind)
             reason = release_reason(facts, self._idle_ttl_s)
             if reason is not None:
                 self._log.info("session_idle_release", session_id=sid, why=reason)

@@ -6,8 +6,10 @@ Alembic runs programmatically here without `alembic.ini`, so it never touches th
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, urlencode
 
 from alembic import command
@@ -118,6 +120,32 @@ def make_read_engine(url: str, *, pool_size: int = 4, statement_timeout_s: float
             },
         },
     )
+
+
+class Engines(NamedTuple):
+    """A process's engines (bridge.daemon)."""
+
+    main: AsyncEngine  # writes
+    liveness: AsyncEngine  # heartbeats and the watchdog's probe: never behind a burst of writes
+    read: AsyncEngine  # replays, the session list, the audit API
+    standby: AsyncEngine | None  # BRIDGE_READ_DATABASE_URL: a standby for those reads
+
+
+@asynccontextmanager
+async def process_engines(url: str, read_url: str, *, read_pool_size: int,
+                          read_statement_timeout_s: float) -> AsyncIterator[Engines]:
+    """The engines, each disposed of in reverse order on the way out (`read_url` empty: no standby)."""
+    async with AsyncExitStack() as stack:
+        def disposed(engine: AsyncEngine) -> AsyncEngine:
+            stack.push_async_callback(engine.dispose)
+            return engine
+
+        main = disposed(make_engine(url))
+        liveness = disposed(make_engine(url, pool_size=1, max_overflow=1))
+        read = disposed(make_read_engine(url, pool_size=read_pool_size, statement_timeout_s=read_statement_timeout_s))
+        standby = None if not read_url else disposed(make_read_engine(
+            read_url, pool_size=read_pool_size, statement_timeout_s=read_statement_timeout_s))
+        yield Engines(main, liveness, read, standby)
 
 
 def alembic_config(connection: Connection | None = None) -> Config:

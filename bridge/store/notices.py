@@ -135,10 +135,3 @@ def notify_command(upstream: str, session_id: str, command_id: str, state: str) 
     return text("SELECT pg_notify(:channel, :payload)").bindparams(
         bindparam("channel", COMMAND_CHANNEL),
         bindparam("payload", command_payload(upstream, session_id, command_id, state)))
-
-
-def command_message(notice: CommandNotice) -> dict[str, object]:
-    """The WebSocket frame: `{"type":"command","session","command":"prompt","command_id","state"}`; the
-    row itself is in `GET /v1/sessions/{id}/commands`."""
-    return {"type": "command", "session": notice.session_id, "command": "prompt",
-            "command_id": notice.command_id, "state": notice.state}

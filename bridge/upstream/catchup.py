@@ -49,7 +49,7 @@ class HistoryCatchUp:
 
     async def _fetch(self, after: int, limit: int) -> Page:
         page = await self._client.history(self._sid, after, limit)
-        await self._ingest.turnstile.enter()  # parsing a page is CPU work: bounded per loop turn
+        await self._ingest.pace()  # parsing a page is CPU work: bounded per loop turn
         received_at = datetime.now(UTC)
         events: list[ChatEvent] = []
         rejects: list[Rejected] = []

@@ -12,6 +12,7 @@ import asyncio
 import heapq
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -21,9 +22,10 @@ from bridge import metrics
 from bridge.errors import SessionNotFound, UpstreamError
 from bridge.ids import valid_session_id
 from bridge.upstream.http_base import DEFAULT_MAX_BODY_BYTES, UpstreamHttp
+from bridge.upstream.known_sizes import KnownSizes
 from bridge.upstream.responses import HistoryPage, ServerHealth, decode_json, error_body, error_for, read_bounded
 from bridge.upstream.sync_answer import NotStreamable, SyncAnswer, SyncAnswerReader, whole_answer
-from bridge.upstream.sync_batch import SyncBatcher
+from bridge.upstream.sync_batch import BatchSettings, SyncBatcher
 from bridge.upstream.sync_plan import MAX_NAMED, SYNC_CUTOFF_MAX, body_bytes, leave_out
 from bridge.upstream.transport import Request, Transport
 
@@ -31,7 +33,6 @@ _log = structlog.get_logger("bridge.sync")
 
 # The cursor of a follower that has not stored seq 0 yet (a cursor is exclusive): reads start at seq 0.
 FROM_START = -1
-MAX_KNOWN_AGGREGATES = 50_000  # remembered; a body names at most 960 of them (bridge.upstream.sync_plan)
 # `/history` pages fetched at once by the whole process (one client per upstream): a warm-up of 1,000
 # sessions pages at this pace instead of 1,000 requests at once. A slot is held only while one page is
 # fetched and decoded, never across a write or the durable stream (docs/mirror.md "Catch-up").
@@ -71,6 +72,16 @@ class Slots:
         self._semaphore.release()
 
 
+@dataclass(frozen=True)
+class ClientLimits:
+    """How much of the serve one client asks for at once: `/history` pages and sync logs in flight, and
+    how sync-log repairs are batched (bridge.upstream.sync_batch)."""
+
+    history_pages_in_flight: int = HISTORY_PAGES_IN_FLIGHT
+    sync_logs_in_flight: int = SYNC_LOGS_IN_FLIGHT
+    sync_batch: BatchSettings = field(default_factory=BatchSettings)
+
+
 class UpstreamClient(UpstreamHttp):
     def __init__(
         self,
@@ -82,20 +93,18 @@ class UpstreamClient(UpstreamHttp):
         *,
         transport: Transport | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        history_pages_in_flight: int = HISTORY_PAGES_IN_FLIGHT,
-        sync_logs_in_flight: int = SYNC_LOGS_IN_FLIGHT,
-        sync_batch: dict[str, Any] | None = None,
+        limits: ClientLimits = ClientLimits(),
     ) -> None:
         super().__init__(base_url, username, password, connect_timeout_s, request_timeout_s,
                          transport=transport, max_body_bytes=max_body_bytes)
         # Sessions seen (listed, stored, in an answer) → the highest seq seen of each: the largest are left
         # out of sync-log answers by name (sync_history; at most `MAX_NAMED` names per body).
-        self._known_aggregates: dict[str, int] = {}
-        self.history_slots = Slots(history_pages_in_flight)
-        self.sync_slots = Slots(sync_logs_in_flight)
+        self._known = KnownSizes()
+        self.history_slots = Slots(limits.history_pages_in_flight)
+        self.sync_slots = Slots(limits.sync_logs_in_flight)
         # Many sessions' sync logs in one request (docs/mirror.md "Sync-log repair, batched").
-        self.sync_batcher = SyncBatcher(self._post_sync, lambda: self._known_aggregates, self.note_sizes,
-                                        self.sync_slots.acquire, self.sync_slots.release, **(sync_batch or {}))
+        self.sync_batcher = SyncBatcher(self._post_sync, self._known.view, self.note_sizes,
+                                        self.sync_slots, limits.sync_batch)
 
     # -- routes ---------------------------------------------------------------------------------------
 
@@ -220,7 +229,7 @@ class UpstreamClient(UpstreamHttp):
         as many of them as it can, the largest logs first, with their cursors; the others' logs come back
         whole, which shows their heads too (docs/upstream.md §14). Returns session → highest seq, for the
         sessions of `cursors` whose head is above their cursor."""
-        known = self._known_aggregates
+        known = self._known.view()
         named = heapq.nlargest(MAX_NAMED, cursors, key=lambda sid: known.get(sid, cursors[sid]))
         body = {sid: max(cursors[sid], 0) for sid in named}
         for sid in leave_out(known, cursors.keys(), MAX_NAMED - len(body)):
@@ -238,72 +247,57 @@ class UpstreamClient(UpstreamHttp):
         bound (bridge.upstream.sync_answer). One the streaming reader cannot read exactly is asked again and
         read whole, as before."""
         try:
-            answer = await self._post_sync_once(cutoffs, keep, stream=True)
+            answer = await _post_sync_once(self, cutoffs, keep, stream=True)
         except NotStreamable as e:
             metrics.SYNC_ANSWERS_WHOLE.inc()
             _log.warning("sync_answer_read_whole", reason=str(e))
-            answer = await self._post_sync_once(cutoffs, keep, stream=False)
+            answer = await _post_sync_once(self, cutoffs, keep, stream=False)
         metrics.SYNC_ITEMS_ANSWERED.inc(answer.answered)
         metrics.SYNC_ITEMS_KEPT.inc(len(answer.items))
         metrics.SYNC_ANSWER_BYTES.inc(answer.bytes)
         return answer
 
-    async def _post_sync_once(self, cutoffs: dict[str, int], keep: Mapping[str, int], *, stream: bool) -> SyncAnswer:
-        what = "POST /sync/history"
-        req = self._request("POST", "/sync/history", None, stream=False)
-        body = body_bytes(cutoffs)
-        metrics.SYNC_REQUEST_BYTES.inc(len(body))
-        req = Request(req.method, req.url, {**req.headers, "Content-Type": "application/json",
-                                            "Accept": "application/json"},
-                      req.timeout_s, req.connect_timeout_s, body)
-        async with self.transport.send(req) as resp:
-            if resp.status != 200:
-                raise error_for(resp.status, await error_body(resp), what)
-            if stream:
-                reader = SyncAnswerReader(keep, max_kept_bytes=self._max_body_bytes, what=what)
-                async for chunk in resp.body:
-                    reader.feed(chunk)
-                return reader.close()
-            raw = await read_bounded(resp, self._max_body_bytes, what)
-        data = decode_json(raw)
-        if not isinstance(data, list):
-            raise UpstreamError(f"{what}: answer is not a JSON array")
-        return whole_answer(data, keep, len(raw))
-
     def learn_aggregates(self, ids: Iterable[object]) -> None:
-        """Session ids to leave out of later sync-log answers (at most `MAX_KNOWN_AGGREGATES`)."""
-        self.note_sizes({sid: 0 for sid in ids if isinstance(sid, str)})
+        """Session ids to leave out of later sync-log answers (bridge.upstream.known_sizes)."""
+        self._known.note_sizes({sid: 0 for sid in ids if isinstance(sid, str)})
 
     def known_sessions(self) -> int:
-        return len(self._known_aggregates)
+        return len(self._known)
 
     def note_size(self, session_id: str, seq: int) -> None:
         """One session's log reaches at least `seq` (a stored batch): it is named, not answered whole."""
-        known = self._known_aggregates
-        if seq > known.get(session_id, -2):
-            if session_id in known:
-                known[session_id] = seq
-            else:
-                self.note_sizes({session_id: seq})
+        self._known.note_size(session_id, seq)
 
     def note_sizes(self, sizes: Mapping[str, int]) -> None:
-        """Sessions and the highest seq known of each (stored cursors, answers): a body leaves out the
-        largest logs first (bridge.upstream.sync_plan). At most `MAX_KNOWN_AGGREGATES` are remembered: when
-        full, the smaller half is forgotten (a body names only the largest; the serve's count of sessions
-        grows all day, this memory does not)."""
-        known = self._known_aggregates
-        for sid, seq in sizes.items():
-            if sid in known:
-                if seq > known[sid]:
-                    known[sid] = seq
-            elif valid_session_id(sid):
-                if len(known) >= MAX_KNOWN_AGGREGATES:
-                    keep = heapq.nlargest(MAX_KNOWN_AGGREGATES // 2, known.items(), key=lambda kv: kv[1])
-                    known.clear()
-                    known.update(keep)
-                known[sid] = seq
+        """Sessions and the highest seq known of each (stored cursors, answers; bridge.upstream.known_sizes)."""
+        self._known.note_sizes(sizes)
 
     def open_global_events(self) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
         """`GET /global/event`: every directory, both runtimes, persisted events with their sync twins
         (docs/upstream.md §15)."""
         return self.open_stream("/global/event")
+
+
+async def _post_sync_once(http: UpstreamHttp, cutoffs: dict[str, int], keep: Mapping[str, int], *,
+                          stream: bool) -> SyncAnswer:
+    """One `POST /sync/history`, its answer read as it arrives (`stream`) or whole."""
+    what = "POST /sync/history"
+    req = http._request("POST", "/sync/history", None, stream=False)
+    body = body_bytes(cutoffs)
+    metrics.SYNC_REQUEST_BYTES.inc(len(body))
+    req = Request(req.method, req.url, {**req.headers, "Content-Type": "application/json",
+                                        "Accept": "application/json"},
+                  req.timeout_s, req.connect_timeout_s, body)
+    async with http.transport.send(req) as resp:
+        if resp.status != 200:
+            raise error_for(resp.status, await error_body(resp), what)
+        if stream:
+            reader = SyncAnswerReader(keep, max_kept_bytes=http._max_body_bytes, what=what)
+            async for chunk in resp.body:
+                reader.feed(chunk)
+            return reader.close()
+        raw = await read_bounded(resp, http._max_body_bytes, what)
+    data = decode_json(raw)
+    if not isinstance(data, list):
+        raise UpstreamError(f"{what}: answer is not a JSON array")
+    return whole_answer(data, keep, len(raw))

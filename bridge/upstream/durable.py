@@ -27,9 +27,8 @@ one event at a time, or pages whose every event is rejected `max_stuck_passes` t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
 
@@ -49,65 +48,44 @@ from bridge.upstream.catchup import HistoryCatchUp
 from bridge.upstream.client import FROM_START, UpstreamClient
 from bridge.upstream.early_twins import EarlyTwins
 from bridge.upstream.follower import EventSink, FollowerExit
-from bridge.upstream.ingest import SessionIngest
-from bridge.upstream.repair import SyncRepair
+from bridge.upstream.follower_settings import FollowerHooks, FollowerSettings
+from bridge.upstream.ingest import IngestParts, SessionIngest
+from bridge.upstream.repair import RepairTimes, SyncRepair
 from bridge.upstream.sse import FrameTooLarge, SSEComment, SSEParser
 from bridge.upstream.stall import StallWatch
-from bridge.upstream.stall_policy import StallGovernor
+from bridge.upstream.twin_shelf import TwinShelf
+
+_DEFAULTS, _NO_HOOKS = FollowerSettings(), FollowerHooks()  # frozen
 
 
 class DurableFollower:
-    def __init__(
-        self,
-        session_id: str,
-        client: UpstreamClient,
-        sink: EventSink,
-        cursor: int,
-        *,
-        batch_max_events: int = 200,
-        reconnect_min_s: float = 0.2,
-        reconnect_max_s: float = 5.0,
-        stall_s: float = 10.0,
-        history_page: int = 100,
-        upstream: str = "",
-        rand: Callable[[], float] | None = None,
-        on_committed: Callable[[Sequence[ChatEvent]], None] | None = None,
-        max_stuck_passes: int = 5,
-        seed: Callable[[], Awaitable[Iterable[Mapping[str, Any]]]] | None = None,
-        repair_debounce_s: float = 0.03,
-        twin_hold_s: float = 3.0,
-        history_prefetch: bool = True,
-        turnstile: Turnstile | None = None,
-        stored_cursor: Callable[[], Awaitable[int | None]] | None = None,
-        stall_governor: StallGovernor | None = None,
-        early: EarlyTwins | None = None,
-    ) -> None:
+    def __init__(self, session_id: str, client: UpstreamClient, sink: EventSink, cursor: int,
+                 settings: FollowerSettings = _DEFAULTS, hooks: FollowerHooks = _NO_HOOKS,
+                 early: EarlyTwins | None = None) -> None:
         self.session_id = session_id
         self._client = client
-        self._backoff = (
-            Backoff(reconnect_min_s, reconnect_max_s, rand) if rand else Backoff(reconnect_min_s, reconnect_max_s)
-        )
-        self._on_committed = on_committed
-        self._max_stuck = max_stuck_passes
+        s = settings
+        self._backoff = (Backoff(s.reconnect_min_s, s.reconnect_max_s, hooks.rand) if hooks.rand
+                         else Backoff(s.reconnect_min_s, s.reconnect_max_s))
+        self._on_committed = hooks.on_committed
+        self._max_stuck = s.max_stuck_passes
         self._stuck_passes = 0
-        self._log = structlog.get_logger("bridge.durable").bind(upstream=upstream, session_id=session_id)
+        self._log = structlog.get_logger("bridge.durable").bind(upstream=s.upstream, session_id=session_id)
         self.connected = asyncio.Event()  # set while the stream is open with headers received
         # Every write goes through the session's ingest: one cursor for the durable stream, the sync log
-        # and the live twins (docs/mirror.md). `seed` gives the stored rows its legacy turn state starts from.
-        # A stored cursor of 0 may mean "nothing stored": start before seq 0 so `session.created` (seq 0) is
-        # read too; if it was stored already, reading it again is a benign duplicate (docs/mirror.md).
-        start = cursor if cursor > 0 else FROM_START
-        self.ingest = SessionIngest(session_id, client, sink, start, self._log, batch_max_events=batch_max_events,
-                                    turnstile=turnstile or Turnstile(), on_batch=self._committed,
-                                    stored_cursor=stored_cursor, seed=seed)
-        # One governor for every follower of the process: many streams late at once means the process is
-        # slow, not the streams (bridge.upstream.stall_policy); alone, a follower judges by itself.
-        self._stall = StallWatch(self.ingest, stall_s, stall_governor)
-        self.sync = SyncRepair(self.ingest, self._log, debounce_s=repair_debounce_s, retry_s=reconnect_max_s,
-                               hold_s=twin_hold_s, backlog=self._stall.backlog)
-        # `/history` pages one ahead of the writes (`history_prefetch=False`: one at a time, for comparison).
-        self.history = HistoryCatchUp(self.ingest, client, self._log, page_size=history_page,
-                                      prefetch=history_prefetch)
+        # and the live twins (docs/mirror.md). A stored cursor of 0 may mean "nothing stored": start before
+        # seq 0 so `session.created` (seq 0) is read too; if it was stored already, reading it again is a
+        # benign duplicate (docs/mirror.md).
+        shelf = TwinShelf()
+        self.ingest = SessionIngest(session_id, client, sink, cursor if cursor > 0 else FROM_START, self._log,
+                                    IngestParts(hooks.turnstile or Turnstile(), s.batch_max_events,
+                                                self._committed, hooks.stored_cursor, hooks.seed, shelf))
+        self._stall = StallWatch(self.ingest, s.stall_s, hooks.stall_governor)
+        self.sync = SyncRepair(self.ingest, shelf, self._log,
+                               RepairTimes(s.repair_debounce_s, s.reconnect_max_s, s.twin_hold_s),
+                               self._stall.backlog)
+        self.history = HistoryCatchUp(self.ingest, client, self._log, page_size=s.history_page,
+                                      prefetch=s.history_prefetch)
         self._fatal: BaseException | None = None  # the inbox task's error, re-raised by the main loop
         # What /global/event showed while the session was claimed: if it covers the cursor, the first
         # catch-up reads nothing (bridge.upstream.early_twins; docs/mirror.md "A repair only for a real hole").
@@ -218,7 +196,7 @@ class DurableFollower:
             stuck = await self._catch_up()
             if stuck is not None:
                 return self._no_progress(stuck)
-            if await self._stall.run(self._stream_inner):
+            if await self._stall.run(lambda: _stream(self._client, self.ingest, self.connected)):
                 self._log.warning("durable_stream_stalled", cursor_seq=self.cursor, hint_seq=self._stall.hint_seq)
                 return "stall"
             return "eof"
@@ -258,30 +236,11 @@ class DurableFollower:
             metrics.CATCHUPS_SKIPPED.inc()
             self._stuck_passes = 0
             return None
-        async with self.ingest.lock:
-            got = await self.ingest.repair_locked("catch_up")
-            whole = got > 0 and self.ingest.log_read_whole  # nothing new: `/history` confirms the end
+        whole = await self.ingest.catch_up("catch_up")  # nothing new: `/history` confirms the end
         stuck = None if whole else await self.history.run()
         if stuck is None:
             self._stuck_passes = 0
         return stuck
-
-    async def _stream_inner(self) -> None:
-        async with self._client.open_session_events(self.session_id, self.cursor) as body:
-            self.connected.set()
-            parser = SSEParser()
-            async for chunk in body:
-                await self.ingest.turnstile.enter()  # a burst of many sessions' reads: bounded per loop turn
-                received_at = datetime.now(UTC)
-                events: list[ChatEvent] = []
-                for item in parser.feed(chunk):
-                    if isinstance(item, SSEComment):
-                        continue
-                    ev = await self.ingest.accept_frame(item.data, received_at)
-                    if ev is not None:
-                        events.append(ev)
-                await self.ingest.write(events, received_at, "stream")
-            parser.close()  # a frame cut by EOF is discarded: it is replayed after reconnect
 
     def _committed(self, batch: Sequence[ChatEvent]) -> None:
         """After each stored batch: the upstream answers again, and the stall timer counts from now."""
@@ -290,3 +249,22 @@ class DurableFollower:
             self._on_committed(batch)
         self._stall.arm(progress=True)
         self.sync.progressed()
+
+
+async def _stream(client: UpstreamClient, ingest: SessionIngest, connected: asyncio.Event) -> None:
+    """The session's durable stream from the ingest's cursor, until it ends; `connected` set once open."""
+    async with client.open_session_events(ingest.session_id, ingest.cursor) as body:
+        connected.set()
+        parser = SSEParser()
+        async for chunk in body:
+            await ingest.pace()  # a burst of many sessions' reads: bounded per loop turn
+            received_at = datetime.now(UTC)
+            events: list[ChatEvent] = []
+            for item in parser.feed(chunk):
+                if isinstance(item, SSEComment):
+                    continue
+                ev = await ingest.accept_frame(item.data, received_at)
+                if ev is not None:
+                    events.append(ev)
+            await ingest.write(events, received_at, "stream")
+        parser.close()  # a frame cut by EOF is discarded: it is replayed after reconnect

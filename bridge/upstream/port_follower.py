@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import structlog
@@ -34,20 +35,32 @@ from bridge.upstream.driver import FROM_START, LogRead, UpstreamDriver
 from bridge.upstream.follower import EventSink, FollowerExit
 
 
+@dataclass(frozen=True)
+class PortSettings:
+    reconnect_min_s: float = 0.2
+    reconnect_max_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class PortHooks:
+    """How a log's envelopes become events, and who hears of turns and stored batches."""
+
+    normalize: Callable[[Envelope], ChatEvent] = normalize_any
+    on_turn: Callable[[str, bool], None] | None = None
+    on_committed: Callable[[Sequence[ChatEvent]], None] | None = None
+
+
 class PortFollower:
-    def __init__(self, driver: UpstreamDriver, session_id: str, sink: EventSink, cursor: int, *,
-                 reconnect_min_s: float = 0.2, reconnect_max_s: float = 5.0,
-                 normalize: Callable[[Envelope], ChatEvent] = normalize_any,
-                 on_turn: Callable[[str, bool], None] | None = None,
-                 on_committed: Callable[[Sequence[ChatEvent]], None] | None = None) -> None:
+    def __init__(self, driver: UpstreamDriver, session_id: str, sink: EventSink, cursor: int,
+                 settings: PortSettings = PortSettings(), hooks: PortHooks = PortHooks()) -> None:
         self.driver = driver
         self.session_id = session_id
         self.sink = sink
         self.cursor = cursor
-        self._normalize = normalize
-        self._on_turn = on_turn
-        self._on_committed = on_committed
-        self._backoff = Backoff(reconnect_min_s, reconnect_max_s)
+        self._normalize = hooks.normalize
+        self._on_turn = hooks.on_turn
+        self._on_committed = hooks.on_committed
+        self._backoff = Backoff(settings.reconnect_min_s, settings.reconnect_max_s)
         self._stop = asyncio.Event()
         self.reconnects = 0
         self._log = structlog.get_logger("bridge.upstream").bind(session_id=session_id)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -58,27 +58,45 @@ class _Ask:
     attempts: int = 0
 
 
+@dataclass(frozen=True)
+class BatchSettings:
+    """How the batcher gathers and sizes its calls (the module doc)."""
+
+    window_s: float = WINDOW_S
+    gather_max_s: float = GATHER_MAX_S
+    max_sessions: int = MAX_SESSIONS_PER_CALL
+    max_request_bytes: int = MAX_REQUEST_BYTES
+    retries: int = RETRIES
+    max_named: int = MAX_NAMED
+    riders: bool = True  # False: every session asked in a call of its own (bench: the old way)
+    items_per_s: float = ITEMS_PER_S
+
+
+class Slot(Protocol):
+    """A sync slot (bridge.upstream.client.Slots), held for one call."""
+
+    async def acquire(self) -> object: ...
+    def release(self) -> None: ...
+
+
 class SyncBatcher:
     def __init__(self, post: Post, known: Callable[[], Mapping[str, int]], learn: Callable[[Mapping[str, int]], None],
-                 acquire: Callable[[], Awaitable[object]], release: Callable[[], None], *,
-                 window_s: float = WINDOW_S, gather_max_s: float = GATHER_MAX_S,
-                 max_sessions: int = MAX_SESSIONS_PER_CALL, max_request_bytes: int = MAX_REQUEST_BYTES,
-                 retries: int = RETRIES, max_named: int = MAX_NAMED, riders: bool = True,
-                 backoff: Backoff | None = None, items_per_s: float = ITEMS_PER_S) -> None:
+                 slots: Slot, settings: BatchSettings = BatchSettings(), backoff: Backoff | None = None) -> None:
         self._post = post
         self._known = known
         self._learn = learn
-        self._acquire = acquire  # a sync slot (bridge.upstream.client.Slots), held for one call
-        self._release = release
-        self._window_s = window_s
-        self._gather_max_s = gather_max_s
-        self._max_sessions = max_sessions
-        self._max_bytes = max_request_bytes
-        self._retries = retries
-        self._max_named = max_named
-        self._riders = riders  # False: every session asked in a call of its own (bench: the old way)
+        self._acquire = slots.acquire
+        self._release = slots.release
+        s = settings
+        self._window_s = s.window_s
+        self._gather_max_s = s.gather_max_s
+        self._max_sessions = s.max_sessions
+        self._max_bytes = s.max_request_bytes
+        self._retries = s.retries
+        self._max_named = s.max_named
+        self._riders = s.riders
         self._backoff = backoff or Backoff(0.2, 2.0)
-        self._pace = ItemPace(items_per_s)
+        self._pace = ItemPace(s.items_per_s)
         self._queue: list[_Ask] = []
         self._drainer: asyncio.Task[None] | None = None
         self._calls: set[asyncio.Task[None]] = set()

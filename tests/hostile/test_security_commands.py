@@ -19,12 +19,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from structlog.testing import capture_logs
 
 from bridge.auth import mint_token
-from bridge.command_service import CommandService
+from bridge.command_service import CommandService, DoorSettings
+from bridge.command_service.rows import DoorStore
 from bridge.commands.ratelimit import RateLimiter
 from bridge.errors import UpstreamError
 from bridge.http.app import build_app
 from bridge.http.commands import CommandsContext, add_command_routes
-from bridge.store.commands_pending import CommandStore
 from tests.integration.test_commands_http import SECRET, UPSTREAM
 from tests.support.commands_twin import OTHER, SID, UpstreamCommandsTwin
 
@@ -58,10 +58,11 @@ async def make_door(engine: AsyncEngine, tmp_path: Path) -> AsyncIterator[Callab
         root = tmp_path / "projects"
         (root / "app").mkdir(parents=True, exist_ok=True)
         twin = UpstreamCommandsTwin()
-        service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
-                                 limiter=RateLimiter(rate_per_s=100, burst=1000), exit_after_upstream="",
-                                 directories=(str(root),) if roots is None else roots, resolve=os.path.realpath,
-                                 prompt_runtime="v2")  # the twin is a v2 serve
+        service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]  # the twin is a v2 serve
+                                 DoorSettings(exit_after_upstream="",
+                                              directories=(str(root),) if roots is None else roots,
+                                              resolve=os.path.realpath, prompt_runtime="v2"),
+                                 limiter=RateLimiter(rate_per_s=100, burst=1000))
         app = build_app(_ready, allowed_origins=frozenset({ORIGIN}))
         add_command_routes(app, CommandsContext(service, SECRET))
         client: TestClient[Any, Any] = TestClient(TestServer(app))

@@ -16,14 +16,14 @@ from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import MAX_TTL_S, mint_token, verify_token
-from bridge.command_service import CommandService
+from bridge.command_service import CommandService, DoorSettings
+from bridge.command_service.rows import DoorStore
 from bridge.config import Settings
 from bridge.errors import AuthError
 from bridge.fanout import protocol as p
 from bridge.fanout.service import print_local_token
 from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.revocation import RevocationList
-from bridge.store.commands_pending import CommandStore
 from bridge.store.revoked import revoke, revoked_jtis
 from tests.support.commands_twin import SID, UpstreamCommandsTwin
 from tests.support.fanout_client import WsClient
@@ -99,8 +99,8 @@ def test_other_algorithms_and_keys_are_refused() -> None:
 
 async def test_forged_tokens_are_401_on_a_command_route_and_nothing_is_sent(engine: AsyncEngine) -> None:
     twin = UpstreamCommandsTwin()
-    service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
-                             exit_after_upstream="", prompt_runtime="v2")  # the twin is a v2 serve
+    service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]  # the twin is a v2 serve
+                             DoorSettings(exit_after_upstream="", prompt_runtime="v2"))
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as http:
@@ -139,8 +139,8 @@ async def test_a_revoked_token_is_refused_on_http_and_its_open_socket_is_closed(
     clients.extend([open_socket, bystander])
     await open_socket.wait_for("hello")
     twin = UpstreamCommandsTwin()
-    service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
-                             exit_after_upstream="", prompt_runtime="v2")  # the twin is a v2 serve
+    service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]  # the twin is a v2 serve
+                             DoorSettings(exit_after_upstream="", prompt_runtime="v2"))
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET, revoked=revocations.revoked))
     async with TestClient(TestServer(app)) as http:

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+# `backend`: the store ports' contract suites (test_port_*.py) run on PostgreSQL and on the in-memory twin
+from tests.support.store_ports import backend  # noqa: F401
+
 UPSTREAM = "it-upstream"  # the shared `store` fixture (tests/conftest.py) follows a module's UPSTREAM
 
 

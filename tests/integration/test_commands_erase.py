@@ -15,9 +15,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
-from bridge.command_service import CommandService
+from bridge.command_service import CommandService, DoorSettings
+from bridge.command_service.rows import DoorStore
 from bridge.http.commands import CommandsContext, add_command_routes
-from bridge.store.commands_pending import CommandStore
 from bridge.store.writes import EventStore
 from tests.support.chat_events import batch
 from tests.support.commands_twin import OTHER, SID, UpstreamCommandsTwin
@@ -44,8 +44,8 @@ async def http(engine: AsyncEngine, twin: Twin) -> AsyncIterator[TestClient[Any,
     for sid in (SID, OTHER):
         epoch, _ = await store.claim(sid, "owner", "/srv/agent/proj")
         await store.write_batch(sid, epoch, batch(1, 2, 3, session_id=sid), datetime.now(UTC))
-    service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
-                             exit_after_upstream="", prompt_runtime="v2")
+    service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
+                             DoorSettings(exit_after_upstream="", prompt_runtime="v2"))
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as client:

@@ -13,13 +13,14 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
-from bridge.command_service import CommandService
+from bridge.command_service import CommandService, DoorSettings
+from bridge.command_service.rows import DoorStore
 from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, MAX_TEXT_CHARS
 from bridge.commands.ratelimit import RateLimiter
 from bridge.errors import UpstreamUnavailable
 from bridge.http.commands import CommandsContext, add_command_routes
-from bridge.store.commands_pending import CommandStore
-from tests.support.commands_twin import DIR, OTHER, SID, Clock, UpstreamCommandsTwin
+from tests.support.commands_twin import DIR, OTHER, SID, UpstreamCommandsTwin
+from tests.support.serve_model import Clock
 
 from .test_audit_openapi import SPEC, conforms
 
@@ -34,15 +35,15 @@ def twin() -> UpstreamCommandsTwin:
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(1000.0)
 
 
 @pytest.fixture
 async def http(engine: AsyncEngine, twin: UpstreamCommandsTwin, clock: Clock) -> AsyncIterator[TestClient[Any, Any]]:
-    service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
-                             limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock), clock=clock,
-                             exit_after_upstream="", directories=("/srv/agent",),
-                             prompt_runtime="v2")  # the twin is a v2 serve
+    service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]  # the twin is a v2 serve
+                             DoorSettings(clock=clock, exit_after_upstream="", directories=("/srv/agent",),
+                                          prompt_runtime="v2"),
+                             limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock))
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as client:
@@ -143,7 +144,7 @@ async def test_rate_limit_per_token_refills_with_the_clock(http: TestClient[Any,
     r = await http.post(path, json={"command_id": "a9"}, headers=alice)
     assert (r.status, (await r.json())["error"]["code"], r.headers["Retry-After"]) == (429, "rate_limited", "1")
     assert (await http.post(path, json={"command_id": "b0"}, headers=bob)).status == 200  # its own bucket
-    clock.t += 1.0
+    clock.now += 1.0
     assert (await http.post(path, json={"command_id": "a10"}, headers=alice)).status == 200
     assert (await http.post(path, json={"command_id": "a11"}, headers=alice)).status == 429
 

@@ -16,25 +16,26 @@ from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.command_service import CommandService
+from bridge.command_service import CommandService, DoorSettings
+from bridge.command_service.rows import DoorStore
 from bridge.commands.model import upstream_message_id
 from bridge.commands.ratelimit import RateLimiter
 from bridge.http.commands import CommandsContext, add_command_routes
-from bridge.store.commands_pending import CommandStore
 from bridge.store.writes import EventStore
 from tests.support.chat_events import chat_event
-from tests.support.commands_twin import SID, Clock, UpstreamCommandsTwin
+from tests.support.commands_twin import SID, UpstreamCommandsTwin
+from tests.support.serve_model import Clock
 
 from .test_commands_http import PROMPT, SECRET, UPSTREAM, auth
 
 
 @pytest.fixture
 async def served(engine: AsyncEngine) -> AsyncIterator[tuple[TestClient[Any, Any], UpstreamCommandsTwin, Clock]]:
-    twin, clock = UpstreamCommandsTwin(), Clock()
-    service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
-                             limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock), clock=clock,
-                             exit_after_upstream="", directories=("/srv/agent",),
-                             prompt_runtime="v2")  # the twin is a v2 serve
+    twin, clock = UpstreamCommandsTwin(), Clock(1000.0)
+    service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]  # the twin is a v2 serve
+                             DoorSettings(clock=clock, exit_after_upstream="", directories=("/srv/agent",),
+                                          prompt_runtime="v2"),
+                             limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock))
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as client:
@@ -77,7 +78,7 @@ async def test_without_the_mirror_s_row_the_retry_sends_the_same_id_and_the_serv
     assert first.status == 200
     mid = (await first.json())["message_id"]
     await lose_command_rows(engine)
-    clock.t += 5.0
+    clock.now += 5.0
     again = await http.post(f"/v1/sessions/{SID}/prompt", json=PROMPT, headers=auth())
     assert again.status == 200 and (await again.json())["message_id"] == mid
     sent = [args[2] for name, args in twin.calls if name == "prompt"]

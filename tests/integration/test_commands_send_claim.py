@@ -16,13 +16,14 @@ from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.command_service import CommandService
+from bridge.command_service import CommandService, DoorSettings
+from bridge.command_service.rows import DoorStore
 from bridge.commands.legacy_delivery import CLAIM_WINDOW_S, SENDING, ClaimAction
 from bridge.commands.model import upstream_message_id
 from bridge.commands.ratelimit import RateLimiter
 from bridge.errors import UpstreamUnavailable
 from bridge.http.commands import CommandsContext, add_command_routes
-from bridge.store.commands_pending import CommandKey, CommandStore, PromptQueueStore
+from bridge.store.commands_pending import CommandKey, PromptQueueStore
 from bridge.store.db import make_engine
 from tests.support.commands_twin import DIR, SID, UpstreamCommandsTwin
 
@@ -34,9 +35,10 @@ KEY = CommandKey("alice", SID, "s-1")
 
 class Replica:
     def __init__(self, engine: AsyncEngine, twin: UpstreamCommandsTwin) -> None:
-        self.service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
-                                      limiter=RateLimiter(rate_per_s=100, burst=100), exit_after_upstream="",
-                                      directories=("/srv/agent",), prompt_runtime="legacy")
+        self.service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
+                                      DoorSettings(exit_after_upstream="", directories=("/srv/agent",),
+                                                   prompt_runtime="legacy"),
+                                      limiter=RateLimiter(rate_per_s=100, burst=100))
         self.queue: PromptQueueStore = self.service.prompts.queue
         self.claims = 0
         claim = self.queue.claim

@@ -20,6 +20,7 @@ from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.follower_settings import FollowerSettings
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.stored_rows import stored_ids
@@ -51,8 +52,8 @@ def upstream_ids(fake: FakeUpstream, sid: str) -> list[tuple[int, str]]:
 async def start_follower(store: EventStore, fake_client: UpstreamClient, sid: str,
                          **kw: Any) -> tuple[DurableFollower, asyncio.Task[FollowerExit]]:
     epoch, cursor = await store.claim(sid, "test-owner")
-    f = DurableFollower(sid, fake_client, StoreSink(store, sid, epoch), cursor, reconnect_min_s=0.01,
-                        reconnect_max_s=0.05, upstream=UPSTREAM, **kw)
+    f = DurableFollower(sid, fake_client, StoreSink(store, sid, epoch), cursor, FollowerSettings(
+        reconnect_min_s=0.01, reconnect_max_s=0.05, upstream=UPSTREAM, **kw))
     return f, asyncio.create_task(f.run())
 
 

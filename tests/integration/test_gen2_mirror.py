@@ -21,9 +21,10 @@ from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.follower_settings import FollowerSettings
 from bridge.upstream.gen2.driver import Gen2Driver
 from bridge.upstream.http_base import UpstreamHttp
-from bridge.upstream.port_follower import PortFollower
+from bridge.upstream.port_follower import PortFollower, PortSettings
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_gen2 import FakeGen2Serve
 from tests.support.fake_upstream import FakeUpstream
@@ -50,7 +51,7 @@ async def driver(serve: FakeGen2Serve) -> AsyncIterator[Gen2Driver]:
 
 async def start(store: EventStore, driver: Gen2Driver, sid: str) -> tuple[PortFollower, asyncio.Task[FollowerExit]]:
     epoch, cursor = await store.claim(sid, "test-owner")
-    f = PortFollower(driver, sid, StoreSink(store, sid, epoch), cursor, reconnect_min_s=0.01, reconnect_max_s=0.05)
+    f = PortFollower(driver, sid, StoreSink(store, sid, epoch), cursor, PortSettings(0.01, 0.05))
     return f, asyncio.create_task(f.run())
 
 
@@ -178,7 +179,7 @@ async def test_fan_out_frames_are_the_same_for_an_equivalent_conversation_of_eit
             await fake.append(one, type_, data)
         async with UpstreamClient(fake.url) as client:
             epoch, cursor = await store.claim(one, "test-owner")
-            f1 = DurableFollower(one, client, StoreSink(store, one, epoch), cursor, upstream=UPSTREAM)
+            f1 = DurableFollower(one, client, StoreSink(store, one, epoch), cursor, FollowerSettings(upstream=UPSTREAM))
             t1 = asyncio.create_task(f1.run())
             want = [(e["durable"]["seq"], e["id"]) for e in fake.sessions[one].events]
             await wait_until(lambda: _equal(store, one, want), 10, 0.02, message="1.x mirror")

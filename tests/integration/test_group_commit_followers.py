@@ -15,6 +15,7 @@ from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.follower_settings import FollowerSettings
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.group_commits import Groups
@@ -32,8 +33,8 @@ async def turn(fake: FakeUpstream, sid: str, n: int = 6) -> None:
 
 async def follow(store: EventStore, client: UpstreamClient, sid: str) -> asyncio.Task[FollowerExit]:
     epoch, cursor = await store.claim(sid, "test-owner")
-    f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, reconnect_min_s=0.01, reconnect_max_s=0.05,
-                        upstream=UPSTREAM)
+    f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, FollowerSettings(
+        reconnect_min_s=0.01, reconnect_max_s=0.05, upstream=UPSTREAM))
     return asyncio.create_task(f.run())
 
 

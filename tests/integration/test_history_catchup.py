@@ -22,10 +22,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bridge.events import ChatEvent
 from bridge.store.writes import EventStore
-from bridge.upstream.client import UpstreamClient
+from bridge.upstream.client import ClientLimits, UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.follower_settings import FollowerSettings
 from bridge.upstream.store_sink import StoreSink
+from bridge.upstream.sync_batch import BatchSettings
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.metric_values import Since
 from tests.support.stored_rows import stored_ids
@@ -103,8 +105,8 @@ class PipelineSink(StoreSink):
 
 
 def follower(client: UpstreamClient, sink: StoreSink, cursor: int = 0) -> DurableFollower:
-    return DurableFollower(SID, client, sink, cursor, reconnect_min_s=0.01, reconnect_max_s=0.05,
-                           upstream=UPSTREAM, history_page=PAGE)
+    return DurableFollower(SID, client, sink, cursor, FollowerSettings(
+        reconnect_min_s=0.01, reconnect_max_s=0.05, upstream=UPSTREAM, history_page=PAGE))
 
 
 async def stop(task: asyncio.Task[FollowerExit]) -> None:
@@ -219,7 +221,7 @@ async def warm_up_through_a_bound(fake: FakeUpstream, store: EventStore, client:
         if k == 1 and after_first is not None:
             await wait_until(after_first, 10, 0.01, message="the first session's request held")
         epoch, cursor = await store.claim(sid, "owner-1")
-        f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, upstream=UPSTREAM)
+        f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, FollowerSettings(upstream=UPSTREAM))
         followers.append(f)
         tasks.append(asyncio.create_task(f.run()))
     try:
@@ -249,7 +251,7 @@ async def test_history_pages_in_flight_are_bounded_across_followers(fake: FakeUp
         await gate.wait()
 
     fake.on_history = held
-    async with UpstreamClient(fake.url, history_pages_in_flight=4) as client:
+    async with UpstreamClient(fake.url, limits=ClientLimits(history_pages_in_flight=4)) as client:
         await warm_up_through_a_bound(fake, store, client, sids, gate,
                                       lambda: fake.history_in_flight == 4 and client.history_slots.waiting == 6,
                                       "4 pages in flight, 6 waiting for a slot")
@@ -274,7 +276,8 @@ async def test_sync_logs_are_asked_together_within_the_slots(fake: FakeUpstream,
 
     fake.on_sync = held
     asked = Since("bridge_sync_call_sessions_sum")
-    async with UpstreamClient(fake.url, sync_logs_in_flight=1, sync_batch={"max_sessions": 3}) as client:
+    async with UpstreamClient(fake.url, limits=ClientLimits(
+            sync_logs_in_flight=1, sync_batch=BatchSettings(max_sessions=3))) as client:
         # The others ask once the first call is out (else they may all ride that one call, and nothing
         # ever waits for the slot).
         await warm_up_through_a_bound(fake, store, client, sids, gate,

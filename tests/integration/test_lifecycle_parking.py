@@ -17,7 +17,7 @@ from bridge import metrics
 from bridge.config import Settings
 from bridge.ops.doctor import run_doctor
 from bridge.sessions.parking import FailureStreak
-from bridge.sessions.supervisor import FollowerSupervisor
+from bridge.sessions.supervisor import FollowerSupervisor, SessionHooks
 from bridge.store.chat_sessions import ClaimAsk, ClaimOutcome
 from bridge.store.reads import AuditReader, SessionFilter
 from bridge.store.writes import EventStore
@@ -62,7 +62,7 @@ async def mirrored(store: EventStore, fake: FakeUpstream, sid: str) -> bool:
 @contextlib.asynccontextmanager
 async def running(store: EventStore, client: UpstreamClient, **settings: Any) -> AsyncIterator[FollowerSupervisor]:
     sup = FollowerSupervisor(store, client, replace(FAST, **settings), "host:1:park",
-                             failure_streak=lambda: FailureStreak(LIMIT, 60.0))
+                             hooks=SessionHooks(failure_streak=lambda: FailureStreak(LIMIT, 60.0)))
     async with sup.started():
         yield sup
 

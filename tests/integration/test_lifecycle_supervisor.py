@@ -26,6 +26,7 @@ from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.follower_settings import FollowerSettings
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.status_listener import status_listener
@@ -226,7 +227,8 @@ async def test_supersede_race_the_old_followers_late_write_is_fenced_and_it_exit
     await turn(fake, "ses_A")
     old_epoch, cursor = await store.claim("ses_A", "host:1:a", lease_ttl_s=0.3)
     old_sink = GatedSink(store, "ses_A", old_epoch)
-    old = DurableFollower("ses_A", fake_client, old_sink, cursor, reconnect_min_s=0.01, reconnect_max_s=0.05)
+    old = DurableFollower("ses_A", fake_client, old_sink, cursor,
+                          FollowerSettings(reconnect_min_s=0.01, reconnect_max_s=0.05))
     old_task = asyncio.create_task(old.run())
     await asyncio.wait_for(old_sink.waiting.wait(), 10)  # the old one holds the whole turn, unwritten
 
@@ -240,7 +242,7 @@ async def test_supersede_race_the_old_followers_late_write_is_fenced_and_it_exit
     new_epoch, new_cursor = await wait_until(claimed, 10, 0.05, message="new claim")
     assert new_epoch == old_epoch + 1
     new = DurableFollower("ses_A", fake_client, StoreSink(store, "ses_A", new_epoch), new_cursor,
-                          reconnect_min_s=0.01, reconnect_max_s=0.05)
+                          FollowerSettings(reconnect_min_s=0.01, reconnect_max_s=0.05))
     new_task = asyncio.create_task(new.run())
     try:
         await wait_mirrored(store, fake, "ses_A")

@@ -15,17 +15,18 @@ from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import Claims
-from bridge.command_service import CommandService
+from bridge.command_service import CommandService, DoorSettings
+from bridge.command_service.rows import DoorStore
 from bridge.commands.ratelimit import RateLimiter
 from bridge.fanout.live_state import LiveSessionState
 from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.http.session_state import add_session_state_routes
 from bridge.store.chat_sessions import tree
-from bridge.store.commands_pending.command_store import CommandStore
 from bridge.store.session_errors import SessionErrorStore
 from bridge.store.writes.event_store import EventStore
 from tests.support.chat_events import chat_event
-from tests.support.commands_twin import SID, Clock, UpstreamCommandsTwin
+from tests.support.commands_twin import SID, UpstreamCommandsTwin
+from tests.support.serve_model import Clock
 
 from .test_audit_openapi import SPEC, conforms
 from .test_commands_http import SECRET, UPSTREAM, auth
@@ -43,14 +44,14 @@ class StateTwin(UpstreamCommandsTwin):
 
 @pytest.fixture
 async def served(engine: AsyncEngine) -> AsyncIterator[tuple[TestClient[Any, Any], StateTwin, LiveSessionState]]:
-    twin, clock, kept = StateTwin(), Clock(), LiveSessionState()
+    twin, clock, kept = StateTwin(), Clock(1000.0), LiveSessionState()
 
     async def widen(claims: Claims, sid: str) -> Claims:
         return await tree.widen(claims, engine, UPSTREAM, sid)
 
-    service = CommandService(CommandStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
-                             limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock), clock=clock,
-                             exit_after_upstream="", widen=widen)
+    service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
+                             DoorSettings(clock=clock, exit_after_upstream=""),
+                             limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock), widen=widen)
     store = EventStore(engine, UPSTREAM)
     epoch, _ = await store.claim(CHILD, "follower")
     created = chat_event(0, session_id=CHILD, type_="session.created", kind="session:created",

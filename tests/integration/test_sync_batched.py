@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.store.writes.event_store import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
+from bridge.upstream.follower_settings import FollowerSettings
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.metric_values import Since
@@ -37,8 +38,8 @@ async def _catch_up(fake: FakeUpstream, store: EventStore, client: UpstreamClien
     """A follower per session on one client until every session's stored events are its sync log."""
     claims = [await store.claim(sid, "owner-1") for sid in sids]  # a warm-up: every session claimed, then
     epochs = [epoch for epoch, _ in claims]  # followed
-    tasks = [asyncio.create_task(DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, upstream=UPSTREAM,
-                                                 reconnect_min_s=0.05, reconnect_max_s=0.5).run())
+    tasks = [asyncio.create_task(DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, FollowerSettings(
+        upstream=UPSTREAM, reconnect_min_s=0.05, reconnect_max_s=0.5)).run())
              for sid, (epoch, cursor) in zip(sids, claims, strict=True)]
 
     async def mirrored() -> bool:

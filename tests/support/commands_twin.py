@@ -120,10 +120,3 @@ class UpstreamCommandsTwin:
     def count(self, name: str) -> int:
         return sum(1 for n, _ in self.calls if n == name)
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t

@@ -37,25 +37,21 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
+from tests.support.serve_model.frames import dumps, session_not_found
+
 PAGE = b"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\" /></head><body></body></html>\n"
 FAILURE_EVENT = "effect/http-api/stream/failure"
 
 
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-
-
-def _not_found(sid: str) -> web.Response:
-    return web.Response(status=404, content_type="application/json",
-                        text=dumps({"_tag": "SessionNotFoundError", "sessionID": sid,
-                                    "message": f"Session not found: {sid}"}))
+def _not_found(sid: str) -> web.Response:  # the same body as 1.18.33's (the serve model's frames)
+    status, body = session_not_found(sid)
+    return web.Response(status=status, content_type="application/json", text=dumps(body))
 
 
 @dataclass

@@ -1,21 +1,20 @@
-"""An in-memory `opencode serve` behind a `MockTransport` (no sockets), and an in-memory `EventSink`.
+"""The serve model behind `MockTransport` with scripted streams (`MemoryUpstream`, no sockets), and an
+in-memory `EventSink` (`MemorySink`).
 
-`MemoryUpstream` answers `/history` pages from its event lists, `POST /sync/history` from its sync logs
-(`sync[sid]`, a list of sync items; a session without one has an empty log) and serves the durable and
-live streams (`/api/event` and `/global/event` alike) from queues the test feeds (`push_durable`,
-`push_live`, `end_*`): one pushed chunk is one read.
+`MemoryUpstream` is the model's MockTransport adapter (tests/support/serve_model/model_transport.py) whose
+`/history` and `POST /sync/history` answer from the model (`history[sid]`: a session's durable events,
+`sync[sid]`: its sync log; a session without a log has an empty one), while the durable and live streams
+(`/api/event` and `/global/event` alike) are the queues the test feeds (`push_durable`, `push_live`,
+`end_*`): one pushed chunk is one read. For unit tests that script single reads; the model's own streams
+are model_transport.py's, and on a socket fake_upstream.py's.
 `MemorySink` stores what the follower writes, like the store would (cursor = highest seq written).
-
-Beside the fake upstream on a real socket (fake_upstream.py, which integration, hostile, e2e and bench use) this
-one serves the unit tests that need to script single reads (one pushed chunk = one read) and no socket; both
-speak the same frames (`sync_item`, `global_frames` are fake_upstream's).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -25,9 +24,10 @@ import yarl
 
 from bridge.errors import LeaseLost
 from bridge.events import ChatEvent
-from bridge.upstream.client import UpstreamClient
-from bridge.upstream.transport import MockTransport, Request, Response, bytes_body
-from tests.support.fake_upstream import sync_item
+from bridge.upstream.transport import Request, Response, bytes_body
+from tests.support.serve_model import FakeSession, FaultPlan, ServeModel
+from tests.support.serve_model.frames import sync_item
+from tests.support.serve_model.model_transport import ModelTransport, answer
 
 __all__ = ["MemorySink", "MemoryUpstream", "envelope", "json_response", "sse", "sync_item"]
 
@@ -48,26 +48,62 @@ def json_response(status: int, body: object, headers: dict[str, str] | None = No
     return Response(status, {"Content-Type": "application/json", **(headers or {})}, bytes_body(raw))
 
 
-@dataclass
-class MemoryUpstream:
-    history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    has_more: Callable[[str, int], bool | None] = lambda _sid, _after: None  # None: computed
-    # route name -> HTTP status to answer with; the names are FakeUpstream.fail_status's ("history", "durable", "sync")
-    fail_status: dict[str, int] = field(default_factory=dict)
-    raw_history: dict[str, bytes] = field(default_factory=dict)  # sid -> a body served as is
-    sync: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sid -> its sync log
-    _durable: dict[str, asyncio.Queue[bytes | None]] = field(default_factory=dict)
-    _live: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
+class SessionLogs(MutableMapping[str, list[dict[str, Any]]]):
+    """A view of the model's sessions as `sid -> list`: their durable events (`/history`) or their sync logs.
+    A session with a sync log but no events list is, to the serve, a deleted one: gone from every route,
+    its log still answered (docs/upstream.md §14)."""
 
-    def __post_init__(self) -> None:
-        self.transport = MockTransport(self.handle)
+    def __init__(self, model: ServeModel, field_name: str) -> None:
+        self.model, self.field = model, field_name
 
-    def client(self, **kw: Any) -> UpstreamClient:
-        return UpstreamClient("http://upstream.test", transport=self.transport, **kw)
+    def _held(self) -> dict[str, FakeSession]:
+        return {sid: s for sid, s in self.model.sessions.items() if self.field == "log" or not s.deleted}
+
+    def __getitem__(self, sid: str) -> list[dict[str, Any]]:
+        s = self._held()[sid]
+        return s.events if self.field == "events" else s.log
+
+    def __setitem__(self, sid: str, items: list[dict[str, Any]]) -> None:
+        s = self.model.sessions.get(sid)
+        if s is None:
+            s = self.model.add_session(sid)
+            s.deleted = self.field == "log"
+        if self.field == "events":
+            s.events, s.deleted = items, False
+        else:
+            s.log = items
+
+    def __delitem__(self, sid: str) -> None:
+        raise NotImplementedError("a session's log is not taken back")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._held())
+
+    def __len__(self) -> int:
+        return len(self._held())
+
+
+class MemoryUpstream(ModelTransport):
+    """The serve model behind `MockTransport` (model_transport.py) with scripted streams: `history` (sid ->
+    its durable events) and `sync` (sid -> its sync log) are views of the model; `has_more` forces a
+    page's `hasMore`; `raw_history` serves a body as is."""
+
+    def __init__(self, history: dict[str, list[dict[str, Any]]] | None = None,
+                 sync: dict[str, list[dict[str, Any]]] | None = None, *,
+                 has_more: Callable[[str, int], bool | None] = lambda _sid, _after: None,
+                 faults: FaultPlan | None = None, raw_history: dict[str, bytes] | None = None) -> None:
+        super().__init__(ServeModel())
+        self.model.faults = faults or FaultPlan()
+        self.history, self.sync = SessionLogs(self.model, "events"), SessionLogs(self.model, "log")
+        self.history.update(history or {})
+        self.sync.update(sync or {})
+        self.has_more, self.raw_history = has_more, dict(raw_history or {})
+        self._durable: dict[str, asyncio.Queue[bytes | None]] = {}
+        self._live: asyncio.Queue[bytes | None] = asyncio.Queue()
 
     @property
-    def paths(self) -> list[str]:
-        return [r.path for r in self.transport.requests]
+    def fail_status(self) -> dict[str, int]:
+        return self.model.faults.fail_status
 
     def durable_queue(self, sid: str) -> asyncio.Queue[bytes | None]:
         return self._durable.setdefault(sid, asyncio.Queue())
@@ -85,35 +121,25 @@ class MemoryUpstream:
         self._live.put_nowait(None)
 
     async def handle(self, request: Request) -> Response:
+        """The model's answers, but the streams are the test's script (one pushed chunk = one read)."""
         url = yarl.URL(request.url, encoded=True)
         parts = url.raw_path.split("/")
         if url.raw_path in ("/api/event", "/global/event"):
             return Response(200, {}, _drain(self._live))
-        if url.raw_path == "/sync/history" and request.body is not None:
-            if "sync" in self.fail_status:
-                return json_response(self.fail_status["sync"], {"_tag": "Injected", "message": "sync"})
-            asked = json.loads(request.body)  # like the real server: unnamed aggregates from the start
-            return json_response(200, [item for sid, log in self.sync.items() for item in log
-                                       if item["seq"] > asked.get(sid, -1)])
-        if len(parts) == 5 and parts[:3] == ["", "api", "session"]:
+        if len(parts) == 5 and parts[:3] == ["", "api", "session"] and parts[4] in ("event", "history"):
             sid, route = unquote(parts[3]), parts[4]
-            name = "durable" if route == "event" else route
-            if name in self.fail_status:
-                return json_response(self.fail_status[name], {"_tag": "Injected", "message": name})
-            if route == "history":
-                return self._history(sid, int(url.query["after"]), int(url.query["limit"]))
+            if (failed := self.model.faults.failure("durable" if route == "event" else route)) is not None:
+                return answer(failed)
             if route == "event":
                 return Response(200, {}, _drain(self.durable_queue(sid)))
-        return json_response(404, {"_tag": "NotFound", "message": url.raw_path})
-
-    def _history(self, sid: str, after: int, limit: int) -> Response:
-        if sid in self.raw_history:
-            return Response(200, {}, bytes_body(self.raw_history[sid]))
-        if sid not in self.history:
-            return json_response(404, {"_tag": "SessionNotFoundError", "message": f"Session not found: {sid}"})
-        later = [e for e in self.history[sid] if e["durable"]["seq"] > after]
-        forced = self.has_more(sid, after)
-        return json_response(200, {"data": later[:limit], "hasMore": len(later) > limit if forced is None else forced})
+            if sid in self.raw_history:
+                return Response(200, {}, bytes_body(self.raw_history[sid]))
+            forced = self.has_more(sid, int(url.query["after"]))
+            if forced is not None and sid in self.history:
+                page, _ = self.model.history(self.model.sessions[sid], int(url.query["after"]),
+                                             int(url.query["limit"]))
+                return json_response(200, {"data": page, "hasMore": forced})
+        return await super().handle(request)
 
 
 async def _drain(queue: asyncio.Queue[bytes | None]) -> AsyncIterator[bytes]:

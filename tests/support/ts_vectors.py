@@ -19,7 +19,7 @@ from bridge.events.legacy_state import LegacyTurnState
 from bridge.events.question import question_update
 from bridge.events.syncframes import parse_global_frame, parse_sync_log
 from bridge.fanout.event_frames import event_message
-from bridge.fanout.question_frames import stored_question_message
+from bridge.fanout.frames import stored_question_message
 from bridge.store.commands_pending import StoredRequest
 from bridge.upstream.sse import SSEEvent, SSEParser
 from tests.support.legacy_rows import STORES, legacy_session, x9_sync_log

@@ -17,9 +17,10 @@ from bridge.commands.model import REQUIRED_SCOPE, CommandError
 from bridge.errors import KNOWN_ERROR_CODES
 from bridge.events import Kind
 from bridge.fanout import protocol as p
+from bridge.fanout.frames import command_message
 from bridge.fanout.read_queue import busy_message
 from bridge.http.ws import asyncapi
-from bridge.store.notices import CommandNotice, command_message
+from bridge.store.notices import CommandNotice
 from tests.support.asyncapi import DOC, FRAME_SCHEMAS, check_client_op, check_server_frame
 
 SID = "ses_abc"

@@ -13,7 +13,7 @@ from bridge.errors import LeaseHeld
 from bridge.lease import ClaimVerdict
 from bridge.sessions.claim_batch import ClaimBatcher
 from bridge.store.chat_sessions import ClaimAsk, ClaimOutcome
-from bridge.store.chat_sessions.memory import MemoryLeaseStore
+from bridge.store.memory import MemoryLeaseStore
 from tests.support.waiting import wait_until
 
 NOW = datetime(2026, 12, 2, 4, 0, tzinfo=UTC)

@@ -12,6 +12,7 @@ from bridge import metrics
 from bridge.events import SEQ_MAX
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.follower_settings import FollowerHooks, FollowerSettings
 from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope, sse, sync_item
 from tests.support.tasks import in_background
 from tests.support.waiting import wait_until
@@ -28,7 +29,7 @@ def rest_paths(up: MemoryUpstream) -> list[str]:
 def follower(up: MemoryUpstream, sink: MemorySink, cursor: int = 0, **kw: Any) -> DurableFollower:
     kw.setdefault("reconnect_min_s", 0.001)
     kw.setdefault("reconnect_max_s", 0.01)
-    return DurableFollower(SID, up.client(), sink, cursor, rand=lambda: 1.0, **kw)
+    return DurableFollower(SID, up.client(), sink, cursor, FollowerSettings(**kw), FollowerHooks(rand=lambda: 1.0))
 
 
 async def run_until_exit(f: DurableFollower, timeout: float = 10) -> FollowerExit:
@@ -128,8 +129,8 @@ async def test_a_history_page_over_the_body_bound_is_retried_one_event_at_a_time
     sink = MemorySink()
     before = counter(metrics.REJECTS, reason="history_too_large")
 
-    f = DurableFollower(SID, up.client(max_body_bytes=10_000), sink, 0, reconnect_min_s=0.001,
-                        reconnect_max_s=0.01, max_stuck_passes=2)
+    f = DurableFollower(SID, up.client(max_body_bytes=10_000), sink, 0, FollowerSettings(
+        reconnect_min_s=0.001, reconnect_max_s=0.01, max_stuck_passes=2))
     exit_ = await run_until_exit(f)
 
     assert exit_ is FollowerExit.STUCK

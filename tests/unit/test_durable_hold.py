@@ -11,6 +11,7 @@ from bridge.events import Envelope
 from bridge.events.syncframes import parse_sync_item
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.early_twins import EarlyTwins
+from bridge.upstream.follower_settings import FollowerHooks, FollowerSettings
 from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope, sse, sync_item
 from tests.support.tasks import in_background
 from tests.support.waiting import wait_until
@@ -27,8 +28,9 @@ def twin(e: dict[str, Any]) -> Envelope:
 
 
 def follower(up: MemoryUpstream, sink: MemorySink, early: EarlyTwins | None, cursor: int = 0) -> DurableFollower:
-    return DurableFollower(SID, up.client(), sink, cursor, rand=lambda: 1.0, reconnect_min_s=0.001,
-                           reconnect_max_s=0.01, early=early, twin_hold_s=30.0, stall_s=60.0)
+    return DurableFollower(SID, up.client(), sink, cursor, FollowerSettings(
+        reconnect_min_s=0.001, reconnect_max_s=0.01, twin_hold_s=30.0, stall_s=60.0), FollowerHooks(rand=lambda: 1.0),
+        early=early)
 
 
 def syncs(up: MemoryUpstream) -> int:
@@ -73,7 +75,7 @@ async def test_a_durable_batch_before_the_twins_below_it_waits_for_them() -> Non
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
         await wait_until(lambda: 0 in sink.events, 5, 0.001, message="seq 0 stored from its twin")
         up.push_durable(SID, sse(v3))  # /global/event has shown nothing above 0 yet: 1 and 2 are on their way
-        await wait_until(lambda: f.ingest.waiting_twins.keys() == {3}, 5, 0.001, message="seq 3 waits")
+        await wait_until(lambda: f.sync.waiting() == {3}, 5, 0.001, message="seq 3 waits")
         f.offer_twin(twin(l1))
         f.offer_twin(twin(l2))
         await wait_until(lambda: sorted(sink.events) == [0, 1, 2, 3], 5, 0.001, message="all stored in order")

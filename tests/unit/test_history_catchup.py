@@ -7,6 +7,7 @@ import asyncio
 from bridge import metrics
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
+from bridge.upstream.follower_settings import FollowerSettings
 from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope
 
 SID = "ses_A"
@@ -18,8 +19,8 @@ async def test_a_page_ahead_over_the_body_bound_is_asked_again_one_event_at_a_ti
     up = MemoryUpstream(history={SID: [*small, huge]})
     sink = MemorySink()
     before = metrics.REJECTS.labels(reason="history_too_large")._value.get()
-    f = DurableFollower(SID, up.client(max_body_bytes=10_000), sink, 0, reconnect_min_s=0.001,
-                        reconnect_max_s=0.01, max_stuck_passes=1, history_page=2)
+    f = DurableFollower(SID, up.client(max_body_bytes=10_000), sink, 0, FollowerSettings(
+        reconnect_min_s=0.001, reconnect_max_s=0.01, max_stuck_passes=1, history_page=2))
     async with asyncio.timeout(10):
         exit_ = await f.run()
 

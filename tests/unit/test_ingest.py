@@ -13,7 +13,8 @@ import structlog
 
 from bridge.events import ChatEvent, normalize, parse_envelope
 from bridge.perf.turnstile import Turnstile
-from bridge.upstream.ingest import SessionIngest
+from bridge.upstream.ingest import IngestParts, SessionIngest
+from bridge.upstream.twin_shelf import TwinShelf
 from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope, sync_item
 
 SID = "ses_A"
@@ -25,7 +26,7 @@ def event(seq: int) -> ChatEvent:
 
 
 def ingest(up: MemoryUpstream, sink: MemorySink, cursor: int = 0, **kw: Any) -> SessionIngest:
-    return SessionIngest(SID, up.client(), sink, cursor, structlog.get_logger("test"), turnstile=Turnstile(), **kw)
+    return SessionIngest(SID, up.client(), sink, cursor, structlog.get_logger("test"), IngestParts(Turnstile(), **kw))
 
 
 async def test_a_contiguous_batch_is_committed_without_reading_the_sync_log() -> None:
@@ -50,14 +51,15 @@ async def test_a_batch_above_the_cursor_is_repaired_from_the_sync_log_first() ->
 async def test_a_batch_whose_holes_are_waiting_twins_is_written_with_them_without_the_sync_log() -> None:
     # docs/mirror.md rule 3: the legacy twins between a durable batch's events arrived first, on /global/event
     up, sink = MemoryUpstream(sync={SID: []}), MemorySink()
-    i = ingest(up, sink, cursor=2)
-    i.waiting_twins = {4: parse_envelope(envelope(SID, 4)), 6: parse_envelope(envelope(SID, 6)),
-                       9: parse_envelope(envelope(SID, 9))}
+    shelf = TwinShelf()
+    i = ingest(up, sink, cursor=2, shelf=shelf)
+    for seq in (4, 6, 9):
+        shelf.offer(parse_envelope(envelope(SID, seq)), i.cursor)
     async with up.client():
         await i.write([event(3), event(5), event(7)], AT, "stream")
     assert (i.cursor, sorted(sink.events)) == (7, [3, 4, 5, 6, 7])  # 9 waits for 8
     assert "/sync/history" not in up.paths
-    i.waiting_twins = {}
+    shelf.take(None, i.cursor)
     async with up.client():
         await i.write([event(10)], AT, "stream")  # 8 and 9 not waiting: the log is asked
     assert up.paths.count("/sync/history") == 1
@@ -75,8 +77,7 @@ async def test_a_commit_is_cut_into_batches_and_each_batch_is_reported() -> None
     up, sink = MemoryUpstream(sync={SID: []}), MemorySink()
     seen: list[Sequence[ChatEvent]] = []
     i = ingest(up, sink, batch_max_events=2, on_batch=seen.append)
-    async with i.lock:
-        await i.commit([event(s) for s in (1, 2, 3, 4, 5)], AT, "history")
+    await i.store([event(s) for s in (1, 2, 3, 4, 5)], AT, "history")
     assert [[e.seq for e in b] for b in seen] == [[1, 2], [3, 4], [5]]
     assert sink.writes == 3 and i.cursor == 5
 

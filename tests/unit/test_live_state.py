@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.fanout.live_state import LiveSessionState, should_push, state_frame
+from bridge.fanout.frames import state_frame
+from bridge.fanout.live_state import LiveSessionState, should_push
 
 A, B, C = "ses_a", "ses_b", "ses_c"
 TODO = [{"content": "x", "status": "pending", "priority": "low"}]

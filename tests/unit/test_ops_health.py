@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.ops.health import HealthMonitor, HealthVerdict, judge
+from bridge.ops.health import HealthMonitor, HealthTimes, HealthVerdict, judge
 from bridge.ops.sdnotify import Notifier
 from tests.support.waiting import wait_until
 
@@ -51,7 +51,8 @@ async def test_watchdog_is_withheld_while_the_event_loop_is_blocked(
     notifier, sock = notify
     verdicts: list[HealthVerdict] = []
     monitor = HealthMonitor(notifier, database_probe=_ok, supervisor_alive=lambda: True,
-                            status_line=lambda: "following 0 sessions", interval_s=0.05, max_loop_lag_s=0.25,
+                            status_line=lambda: "following 0 sessions",
+                            times=HealthTimes(interval_s=0.05, max_loop_lag_s=0.25),
                             on_verdict=verdicts.append)
     task = asyncio.create_task(monitor.run())
     try:
@@ -83,7 +84,8 @@ async def test_watchdog_is_withheld_when_the_database_does_not_answer_or_the_sup
             await asyncio.Event().wait()  # hangs like a dead TCP peer: the probe timeout must catch it
 
     monitor = HealthMonitor(notifier, database_probe=probe, supervisor_alive=lambda: alive,
-                            status_line=lambda: "ok", interval_s=0.01, max_loop_lag_s=5, probe_timeout_s=0.05)
+                            status_line=lambda: "ok",
+                            times=HealthTimes(interval_s=0.01, max_loop_lag_s=5, probe_timeout_s=0.05))
     assert (await monitor.tick()).healthy
     assert drain(sock) == ["WATCHDOG=1", "STATUS=ok"]
     db_up = False

@@ -6,14 +6,7 @@ import structlog
 from structlog.testing import capture_logs
 
 from bridge.outage import OutageLog
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.serve_model import Clock
 
 
 def _outage(clock: Clock, remind_every_s: float = 60.0) -> OutageLog:
@@ -22,7 +15,7 @@ def _outage(clock: Clock, remind_every_s: float = 60.0) -> OutageLog:
 
 
 def test_a_run_of_failed_retries_logs_one_lost_a_reminder_per_interval_and_one_back() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     with capture_logs() as logs:
         out = _outage(clock)
         for _ in range(150):  # 150 retries 1 s apart: lost at 0 s, reminders at 60 s and 120 s
@@ -40,14 +33,14 @@ def test_a_run_of_failed_retries_logs_one_lost_a_reminder_per_interval_and_one_b
 
 def test_success_while_up_logs_nothing() -> None:
     with capture_logs() as logs:
-        out = _outage(Clock())
+        out = _outage(Clock(1000.0))
         for _ in range(10):
             out.succeeded()
     assert logs == [] and not out.lost and out.status() == {}
 
 
 def test_each_outage_is_logged_on_its_own_and_the_count_restarts() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     with capture_logs() as logs:
         out = _outage(clock)
         out.failed("a")
@@ -62,7 +55,7 @@ def test_each_outage_is_logged_on_its_own_and_the_count_restarts() -> None:
 
 
 def test_a_reminder_waits_for_the_full_interval_since_the_last_one() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     with capture_logs() as logs:
         out = _outage(clock, remind_every_s=10.0)
         out.failed("x")
@@ -79,7 +72,7 @@ def test_a_reminder_waits_for_the_full_interval_since_the_last_one() -> None:
 
 
 def test_status_says_why_since_when_and_how_many_retries_while_lost() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     with capture_logs():
         out = _outage(clock)
         out.failed("first")

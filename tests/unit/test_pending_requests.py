@@ -37,7 +37,7 @@ from bridge.events.question import (
     stored_question,
 )
 from bridge.events.syncframes import parse_global_frame
-from bridge.fanout.question_frames import live_question_message, stored_question_message
+from bridge.fanout.frames import live_question_message, stored_question_message
 from bridge.store.commands_pending import StoredRequest
 from bridge.upstream.sse import SSEEvent, SSEParser
 from tests.support.legacy_rows import legacy_frame

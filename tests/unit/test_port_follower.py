@@ -16,7 +16,7 @@ from bridge.events.kinds import Kind
 from bridge.upstream.driver import LogRead, Rejected
 from bridge.upstream.driver_twin import MemoryDriver
 from bridge.upstream.follower import FollowerExit
-from bridge.upstream.port_follower import PortFollower
+from bridge.upstream.port_follower import PortFollower, PortHooks, PortSettings
 from tests.support.waiting import wait_until
 
 SID = "ses_dcf69c6a5ffeHQxvSA7FrlelcL"
@@ -44,7 +44,7 @@ class Sink:
 
 
 def follower(driver: MemoryDriver, sink: Sink, cursor: int = -1, **kw: object) -> PortFollower:
-    return PortFollower(driver, SID, sink, cursor, reconnect_min_s=0.001, reconnect_max_s=0.01, **kw)  # type: ignore[arg-type]
+    return PortFollower(driver, SID, sink, cursor, PortSettings(0.001, 0.01), PortHooks(**kw))  # type: ignore[arg-type]
 
 
 async def text(d: MemoryDriver, i: int, seq: int | None = None) -> None:

@@ -18,8 +18,8 @@ from bridge.events import ChatEvent, Envelope, Kind
 from bridge.events.content import content_fields, diff_items, file_fields, todo_items
 from bridge.events.legacy import LegacyTurnState, normalize_legacy
 from bridge.events.syncframes import parse_global_frame, parse_sync_log
+from bridge.fanout.frames import live_state_message
 from bridge.fanout.protocol import event_message
-from bridge.fanout.state_frames import live_state_message
 from bridge.upstream.sse import SSEEvent, SSEParser
 from tests.support.legacy_rows import legacy_frame
 

@@ -10,7 +10,7 @@ import structlog
 
 from bridge import metrics
 from bridge.perf.turnstile import Turnstile
-from bridge.upstream.ingest import SessionIngest
+from bridge.upstream.ingest import IngestParts, SessionIngest
 from bridge.upstream.stall import StallWatch
 from bridge.upstream.stall_policy import StallGovernor
 from tests.support.memory_upstream import MemorySink, MemoryUpstream
@@ -18,7 +18,7 @@ from tests.support.memory_upstream import MemorySink, MemoryUpstream
 
 def watch(cursor: int, stall_s: float, governor: StallGovernor | None = None) -> StallWatch:
     ingest = SessionIngest("ses_A", MemoryUpstream().client(), MemorySink(), cursor, structlog.get_logger("test"),
-                           turnstile=Turnstile())
+                           IngestParts(Turnstile()))
     return StallWatch(ingest, stall_s, governor)
 
 

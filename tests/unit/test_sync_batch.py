@@ -12,9 +12,10 @@ import pytest
 from bridge.backoff import Backoff
 from bridge.errors import BodyTooLarge, InvalidRequest, UpstreamError, UpstreamUnavailable
 from bridge.upstream.sync_answer import SyncAnswer, whole_answer
-from bridge.upstream.sync_batch import SyncBatcher
+from bridge.upstream.sync_batch import BatchSettings, SyncBatcher
 from bridge.upstream.sync_plan import SYNC_CUTOFF_MAX
 from tests.support.metric_values import Since
+from tests.support.serve_model.rules import items_after, sync_answer
 from tests.support.waiting import wait_until
 
 LOGS: dict[str, list[dict[str, Any]]] = {
@@ -22,7 +23,7 @@ LOGS: dict[str, list[dict[str, Any]]] = {
 
 
 class Serve:
-    """Answers like the real serve (named after their cutoff, the others whole); scripted failures."""
+    """Answers by the serve model's sync rule (named after their cutoff, the others whole); scripted failures."""
 
     def __init__(self, known: Mapping[str, int] | None = None) -> None:
         self.bodies: list[dict[str, int]] = []
@@ -42,16 +43,16 @@ class Serve:
             raise self.failures.pop(0)
         if any(body.get(sid, SYNC_CUTOFF_MAX) != SYNC_CUTOFF_MAX for sid in self.refuse):
             raise InvalidRequest("bad cutoff")  # a cursor of one of these named
-        out = [i for log in LOGS.values() for i in log if i["seq"] > body.get(i["aggregate_id"], -1)]
+        out = sync_answer(LOGS, body, items_after)
         if self.max_items is not None and len(out) > self.max_items:
             raise BodyTooLarge("too large", 2)
         return whole_answer(out, keep, 0)
 
     def batcher(self, slots: int = 1, **kw: Any) -> SyncBatcher:
         sem = asyncio.Semaphore(slots)
-        return SyncBatcher(self.post, lambda: self.known, lambda seen: self.known.update(seen), sem.acquire,
-                           sem.release, window_s=0.001, gather_max_s=0.01,
-                           backoff=Backoff(0.001, 0.002), items_per_s=0, **kw)
+        return SyncBatcher(self.post, lambda: self.known, lambda seen: self.known.update(seen), sem,
+                           BatchSettings(window_s=0.001, gather_max_s=0.01, items_per_s=0, **kw),
+                           Backoff(0.001, 0.002))
 
 
 def seqs(items: list[Any]) -> list[int]:

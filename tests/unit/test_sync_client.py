@@ -11,6 +11,7 @@ from bridge import metrics
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.sync_plan import SYNC_CUTOFF_MAX
 from bridge.upstream.transport import MockTransport, Request, Response, bytes_body
+from tests.support.serve_model.rules import items_after, sync_answer
 
 LOG = {f"ses_{c}": [{"id": f"evt_{c}{s}", "aggregate_id": f"ses_{c}", "seq": s, "type": "session.updated.1",
                      "data": {"n": s}} for s in range(5)] for c in "ABC"}
@@ -23,7 +24,7 @@ def serve(raw_for: Any) -> tuple[MockTransport, list[dict[str, int]]]:
         assert request.path == "/sync/history" and request.body is not None
         asked = json.loads(request.body)
         bodies.append(asked)
-        out = [i for log in LOG.values() for i in log if i["seq"] > asked.get(i["aggregate_id"], -1)]
+        out = sync_answer(LOG, asked, items_after)  # the serve model's sync rule
         raw = raw_for(out)
         return Response(200, {"Content-Type": "application/json"}, bytes_body(*(raw[i:i + 7]
                                                                                for i in range(0, len(raw), 7))))

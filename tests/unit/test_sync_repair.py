@@ -14,6 +14,7 @@ from bridge.errors import BodyTooLarge, InvalidSessionId
 from bridge.events.syncframes import parse_sync_item
 from bridge.upstream.client import FROM_START
 from bridge.upstream.durable import DurableFollower
+from bridge.upstream.follower_settings import FollowerHooks, FollowerSettings
 from tests.support.memory_upstream import MemorySink, MemoryUpstream, envelope, sse, sync_item
 from tests.support.tasks import in_background
 from tests.support.waiting import wait_until
@@ -33,7 +34,7 @@ def v2(seq: int, type_: str = "session.next.text.started") -> dict[str, Any]:
 def follower(up: MemoryUpstream, sink: MemorySink, cursor: int = 0, **kw: Any) -> DurableFollower:
     kw.setdefault("reconnect_min_s", 0.001)
     kw.setdefault("reconnect_max_s", 0.01)
-    return DurableFollower(SID, up.client(), sink, cursor, rand=lambda: 1.0, **kw)
+    return DurableFollower(SID, up.client(), sink, cursor, FollowerSettings(**kw), FollowerHooks(rand=lambda: 1.0))
 
 
 def sync_reads(up: MemoryUpstream) -> int:
@@ -149,7 +150,8 @@ async def test_a_sync_log_over_the_body_bound_falls_back_to_history_and_leaves_a
     log = [legacy(1, text="x" * 5000), legacy(2, text="y" * 5000), sync_item(v2(3))]
     up = MemoryUpstream(history={SID: [v2(3)]}, sync={SID: log})
     sink = MemorySink()
-    f = DurableFollower(SID, up.client(max_body_bytes=4000), sink, 0, reconnect_min_s=0.001, reconnect_max_s=0.01)
+    f = DurableFollower(SID, up.client(max_body_bytes=4000), sink, 0,
+                        FollowerSettings(reconnect_min_s=0.001, reconnect_max_s=0.01))
     async with in_background(f.run()):
         await wait_until(lambda: sink.cursor == 3, 5, 0.001, message="v2 event from /history")
     assert sorted(sink.events) == [3]
@@ -173,8 +175,8 @@ async def test_twins_above_a_log_over_the_body_bound_are_stored_over_the_hole_on
     log = [legacy(1, text="x" * 5000), legacy(2), legacy(3)]
     up = MemoryUpstream(history={SID: []}, sync={SID: []})
     sink = MemorySink()
-    f = DurableFollower(SID, up.client(max_body_bytes=4000), sink, 0, reconnect_min_s=0.001,
-                        reconnect_max_s=0.01)
+    f = DurableFollower(SID, up.client(max_body_bytes=4000), sink, 0,
+                        FollowerSettings(reconnect_min_s=0.001, reconnect_max_s=0.01))
     async with in_background(f.run()):
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
         up.sync[SID] = log

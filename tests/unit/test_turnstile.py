@@ -7,14 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from bridge.perf.turnstile import Turnstile
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.serve_model import Clock
 
 
 async def turns_until(done: object, limit: int = 100) -> int:

@@ -11,6 +11,7 @@ from bridge.upstream.client import UpstreamClient
 from bridge.upstream.transport import MockTransport, Request, Response, bytes_body
 from bridge.url_credentials import redact_url
 from tests.support.memory_upstream import MemoryUpstream, envelope, json_response
+from tests.support.serve_model import FaultPlan
 
 HOSTILE_IDS = ["x/../ses_REAL", "ses_A/../../api/session/ses_B", "ses_A#frag", "ses_A?after=0", "..", "ses_A\x00",
                "ses_%2e%2e", "", "ses_", "ses_A b", "ses_é"]
@@ -89,7 +90,7 @@ async def test_history_pages_come_back_with_has_more() -> None:
 
 
 async def test_status_codes_map_to_typed_errors() -> None:
-    up = MemoryUpstream(history={"ses_A": []}, fail_status={"history": 401})
+    up = MemoryUpstream(history={"ses_A": []}, faults=FaultPlan({"history": 401}))
     async with up.client() as client:
         with pytest.raises(Unauthorized):
             await client.history("ses_A", 0)

@@ -2,13 +2,16 @@
 parking, the deletion tombstone, the session tree, and the one row reader (docs/lifecycle.md).
 
     claims.py   the claim, of one session or a batch in one transaction (claim_plan.py: its pure part)
-    leases.py   renew, hand-off, release, adoption; incarnations; `LeaseStore` (executes leases and status)
+    leases.py   renew, hand-off, release, adoption; incarnations; `LeaseStore` (executes claims, leases and
+                status: the PostgreSQL side of bridge.store.ports' LeasePort and SessionStatusPort)
     status.py   status writes by the lease holder, parking, deletion, title, gaps (statements)
     tree.py     parent and children from the stored seq 0 (docs/upstream.md §20), a token widened to them
     reader.py   `read_session`: the one reader of a row; the listings
-    memory.py   MemoryLeaseStore: the in-memory twin of LeaseStore (and of EventStore's lease and cursor) for
-                unit tests of the session parts
+
+Its in-memory twins are bridge.store.memory.leases and .status (docs/ports.md).
 """
+
+from typing import TYPE_CHECKING
 
 from bridge.store.chat_sessions.claim_plan import ClaimAsk
 from bridge.store.chat_sessions.claims import Claim, ClaimOutcome
@@ -16,3 +19,11 @@ from bridge.store.chat_sessions.leases import LeaseStore, TurnState
 from bridge.store.chat_sessions.reader import read_session
 
 __all__ = ["Claim", "ClaimAsk", "ClaimOutcome", "LeaseStore", "TurnState", "read_session"]
+
+if TYPE_CHECKING:  # mypy holds the PostgreSQL class to its ports (bridge.store.ports)
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from bridge.store.ports import LeasePort, SessionStatusPort
+
+    def _conforms(engine: AsyncEngine) -> tuple[LeasePort, SessionStatusPort]:
+        return LeaseStore(engine, ""), LeaseStore(engine, "")

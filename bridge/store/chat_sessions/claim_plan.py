@@ -13,11 +13,11 @@ it on again, as two claims one after the other would.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, TypeVar
 
 from bridge.lease import ClaimVerdict, LeaseView, decide_claim
+from bridge.store.ports.leases import ClaimAsk as ClaimAsk  # re-exported: the record is the port's
 
 
 class OfSession(Protocol):
@@ -26,12 +26,6 @@ class OfSession(Protocol):
 
 
 A = TypeVar("A", bound=OfSession)
-
-
-@dataclass(frozen=True)
-class ClaimAsk:
-    session_id: str
-    directory: str | None = None
 
 
 def storable_directory(directory: str | None) -> str | None:

@@ -7,7 +7,6 @@ one commit for a whole batch instead of per session: warming 10,000 sessions at 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Insert, Select, Text, Update, any_, bindparam, func, select
@@ -16,26 +15,19 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bridge.errors import LeaseHeld
-from bridge.lease import ClaimVerdict, LeaseView
+from bridge.lease import LeaseView
 from bridge.store.chat_sessions.claim_plan import ClaimAsk, decide_batch, sorted_rows
-from bridge.store.chat_sessions.leases import ttl_from_now
+from bridge.store.ports.leases import Claim as Claim  # re-exported: the records are the port's
+from bridge.store.ports.leases import ClaimOutcome as ClaimOutcome
 from bridge.store.schema import chat_session_tombstones, chat_sessions
 
 S = chat_sessions.c
 _IDS = ARRAY(Text)
 
 
-@dataclass(frozen=True)
-class Claim:
-    epoch: int
-    cursor_seq: int
-    verdict: ClaimVerdict
-    previous_owner: str | None
-    status: str = "idle"  # the stored status and its reason: where the new owner's status machine resumes
-    status_reason: str | None = None
-
-
-ClaimOutcome = Claim | LeaseHeld | Exception
+def ttl_from_now(seconds: float) -> Any:
+    """A lease's expiry by the database clock (claims and renewals)."""
+    return func.now() + func.make_interval(0, 0, 0, 0, 0, 0, seconds)
 
 
 def ensure_sessions(upstream: str, session_ids: list[str], directories: list[str | None]) -> Insert:

@@ -7,26 +7,26 @@ All lease times use the database clock (`now()`), so replicas with skewed clocks
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Insert, Select, Update, and_, false, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.store.chat_sessions import status as st
+import bridge.store.chat_sessions.status as st
+from bridge.lease import nobody_dead
+from bridge.store.chat_sessions.claims import claim_batch_in, ttl_from_now
+from bridge.store.chat_sessions.reader import read_session
 from bridge.store.chat_sessions.status_batch import StatusWrite, lock_sessions, set_statuses_if_owner, set_titles
 from bridge.store.codecs import SessionRow, row_dict, session_row
 from bridge.store.notices import notify_status
+from bridge.store.ports.leases import Claim, ClaimAsk, ClaimOutcome
+from bridge.store.ports.status import TurnState as TurnState  # re-exported: the record is the port's
 from bridge.store.schema import bridge_incarnations, chat_sessions, session_key
 
 S = chat_sessions.c
 I = bridge_incarnations.c  # noqa: E741 - the table's column namespace, as S and E elsewhere
-
-
-def ttl_from_now(seconds: float) -> Any:
-    return func.now() + func.make_interval(0, 0, 0, 0, 0, 0, seconds)
 
 
 # --- statements ---------------------------------------------------------------------------------------
@@ -120,15 +120,11 @@ def select_incarnations(upstream: str) -> Select[Any]:
 # --- execution ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TurnState:
-    status: str
-    reason: str | None
-    tail_kinds: list[str]  # kinds of the latest stored events since the last prompt, oldest first
-
-
 class LeaseStore:
-    """`liveness_engine`, when given, carries only the heartbeat and the hand-off: a small pool of its own,
+    """The PostgreSQL side of the lease port and of the status port (bridge.store.ports: LeasePort,
+    SessionStatusPort; `EventStore` hands its claims and releases on to it).
+
+    `liveness_engine`, when given, carries only the heartbeat and the hand-off: a small pool of its own,
     so that renewing our leases never waits behind a burst of write batches on the main pool (a heartbeat
     queued past the TTL would let peers adopt sessions we are still following)."""
 
@@ -136,6 +132,43 @@ class LeaseStore:
         self._engine = engine
         self._liveness = liveness_engine or engine
         self._upstream = upstream
+
+    async def claim(self, session_id: str, owner: str, directory: str | None = None, *, lease_ttl_s: float = 15.0,
+                    holder_dead: Callable[[str], bool] = nobody_dead) -> tuple[int, int]:
+        """Upsert the session row and take the lease if it is free, expired, ours, or its holder is known
+        dead (bridge.lease.decide_claim): lease_epoch += 1, lease_owner = owner, expiry = now +
+        lease_ttl_s. Raises `LeaseHeld` otherwise. Returns (epoch, cursor_seq)."""
+        (outcome,) = await self.claim_many([ClaimAsk(session_id, directory)], owner, lease_ttl_s=lease_ttl_s,
+                                           holder_dead=holder_dead)
+        if isinstance(outcome, Claim):
+            return outcome.epoch, outcome.cursor_seq
+        raise outcome
+
+    async def claim_many(self, asks: Sequence[ClaimAsk], owner: str, *, lease_ttl_s: float = 15.0,
+                         holder_dead: Callable[[str], bool] = nobody_dead) -> list[ClaimOutcome]:
+        """`claim` for many sessions (one ask each) in one transaction: each ask's `Claim` (with the stored
+        status), `LeaseHeld`, or error, in the asks' order (bridge.store.chat_sessions.claims). A failure
+        of the transaction itself (the database away) raises."""
+        async with self._engine.begin() as conn:
+            return await claim_batch_in(conn, self._upstream, asks, owner, lease_ttl_s, holder_dead)
+
+    async def release(self, session_id: str, epoch: int) -> None:
+        """Give the lease up if it is still ours (lease_owner = NULL); history and cursor stay."""
+        async with self._engine.begin() as conn:
+            await conn.execute(release_session(self._upstream, session_id, epoch))
+
+    async def stored_cursor(self, session_id: str) -> int | None:
+        """The session's cursor as the database has it now (None: no such row), on the main pool."""
+        async with self._engine.connect() as conn:
+            row = await read_session(conn, self._upstream, session_id)
+        return None if row is None else row.cursor_seq
+
+    async def mark_deleted(self, session_id: str) -> None:
+        async with self._engine.begin() as conn:
+            row = (await conn.execute(st.mark_session_deleted(self._upstream, session_id))).one_or_none()
+            if row is not None:  # newly deleted: tell every process's subscribers
+                await conn.execute(notify_status(self._upstream, session_id, row.status, row.status_reason,
+                                                 int(row.status_version)))
 
     async def register(self, incarnation_id: str, hostname: str, pid: int, ttl_s: float) -> None:
         async with self._engine.begin() as conn:

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Select, and_, false, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bridge.store.chat_sessions import tree
+import bridge.store.chat_sessions.tree as tree
 from bridge.store.codecs import SessionRow, session_row
 from bridge.store.schema import chat_session_events, chat_sessions, session_key
 

@@ -22,6 +22,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bridge.store.notices import STATUS_CHANNEL, status_payload
+from bridge.store.ports.status import StatusWrite as StatusWrite  # re-exported: the port's
 
 SET_STATUSES_IF_OWNER = text(
     "UPDATE chat_sessions AS s SET status = v.status, status_reason = v.reason,"
@@ -47,7 +48,6 @@ LOCK_IN_ORDER = text(
     " ORDER BY session_id FOR UPDATE"
 ).bindparams(bindparam("u"), bindparam("sids"))
 
-StatusWrite = tuple[str, str, str | None]  # session id, status, reason
 
 
 async def lock_sessions(conn: AsyncConnection, upstream: str, session_ids: Iterable[str]) -> None:

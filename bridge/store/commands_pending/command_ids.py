@@ -7,7 +7,7 @@ from __future__ import annotations
 from sqlalchemy import and_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.store.commands_pending.command_store import CommandKey
+from bridge.store.ports.commands import CommandKey
 from bridge.store.schema import chat_commands
 
 C = chat_commands.c

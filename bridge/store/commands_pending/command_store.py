@@ -3,7 +3,7 @@ completed after, the session's command list, and what the mirror knows of a sess
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.commands.model import Command
 from bridge.store.chat_sessions.reader import read_session
 from bridge.store.codecs import SessionRow
+from bridge.store.commands_pending.command_ids import replace_upstream_id as _replace_upstream_id
+from bridge.store.ports.commands import CommandKey as CommandKey  # re-exported: the records are the port's
+from bridge.store.ports.commands import CommandRow as CommandRow
 from bridge.store.schema import (
     chat_commands,
     chat_permission_requests,
@@ -28,32 +31,6 @@ E = chat_session_events.c
 
 MAX_LIST = 500
 DIGEST_CHARS = 14  # the command digest that ends a derived message id (bridge.commands.model)
-
-
-@dataclass(frozen=True)
-class CommandKey:
-    """Whose `command_id` this is (docs/security.md): ids are per subject and per target session."""
-
-    subject: str
-    target_session: str  # the session of the path; "" for create_session
-    command_id: str
-
-    @classmethod
-    def of(cls, cmd: Command, subject: str) -> CommandKey:
-        return cls(subject, cmd.session_id or "", cmd.command_id)
-
-
-@dataclass(frozen=True)
-class CommandRow:
-    command_id: str
-    command: str
-    session_id: str | None
-    fingerprint: str
-    state: str  # pending | queued | sending | done | failed | dropped
-    upstream_id: str | None
-    http_status: int | None
-    result: dict[str, Any] | None
-    subject: str = ""  # the token's `sub` of the first attempt
 
 
 def _row(r: Any) -> CommandRow:
@@ -109,6 +86,10 @@ class CommandStore:
         async with self._engine.begin() as conn:
             await conn.execute(stmt)
         return replace(row, upstream_id=upstream_id)
+
+    async def replace_upstream_id(self, key: CommandKey, old: str, new: str) -> str:
+        """The row's `upstream_id` becomes `new` if it still holds `old`; the id it holds afterwards."""
+        return await _replace_upstream_id(self._engine, self.upstream, key, old, new)
 
     def _key(self, key: CommandKey) -> ColumnElement[bool]:
         return and_(C.upstream == self.upstream, C.subject == key.subject, C.target_session == key.target_session,

@@ -10,38 +10,22 @@ was answered, by whom and when.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Insert, and_, func, literal, select
+from sqlalchemy import Insert, and_, func, literal, null, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.events.question import QuestionUpdate
 from bridge.store.payload import storable_json
+from bridge.store.ports.pending import MAX_LIST as MAX_LIST  # re-exported: the port's
+from bridge.store.ports.pending import StoredRequest as StoredRequest
 from bridge.store.schema import chat_permission_requests, chat_sessions
 
 P = chat_permission_requests.c
 S = chat_sessions.c
-MAX_LIST = 500
-
-
-@dataclass(frozen=True)
-class StoredRequest:
-    """One row, as the fan-out, the commands and operators read it."""
-
-    kind: str  # permission | question
-    session_id: str
-    request_id: str
-    runtime: str
-    asked: dict[str, Any] | None  # the asking envelope (a question's `questions` are in its data)
-    asked_at: datetime | None
-    reply: str | None  # NULL: pending
-    answer: Any
-    answered_by: str | None
-    replied_at: datetime | None
 
 
 _COLUMNS = (P.kind, P.session_id, P.request_id, P.runtime, P.asked, P.asked_at, P.reply, P.answer,
@@ -65,8 +49,9 @@ class PendingStore:
         row: dict[str, Any] = {"upstream": self.upstream, "request_id": update.request_id, "kind": "question",
                                "session_id": update.session_id, "runtime": update.runtime}
         if update.settled:
+            # no answers known: SQL NULL, not JSON null, so that the bridge's own answer can still fill it in
             row.update(reply=update.state, replied=storable_json(update.record).value, replied_at=at,
-                       answer=update.answers)
+                       answer=null() if update.answers is None else update.answers)
             kept: tuple[str, ...] = ("reply", "replied", "replied_at", "answer")
         else:
             row.update(asked=storable_json(update.record).value, asked_at=at, call_id=update.call_id,

@@ -5,8 +5,6 @@ time, bridge.commands.legacy_delivery), and the queued legacy prompts in order."
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, func, not_, or_, select
@@ -16,6 +14,7 @@ from bridge.commands.affinity import TurnHistory, runtime_of_type
 from bridge.commands.legacy_delivery import DROPPED, QUEUED, SENDING, ClaimAction, claim_action, holds_claim
 from bridge.store.commands_pending.command_store import CommandKey
 from bridge.store.notices import notify_command
+from bridge.store.ports.prompt_queue import PromptRow as PromptRow  # re-exported: the record is the port's
 from bridge.store.schema import chat_commands, chat_session_events, chat_sessions, session_key
 
 C = chat_commands.c
@@ -30,25 +29,6 @@ def _in_queue() -> Any:
     """Rows of the legacy queue: `queued`, or `sending` after having been queued. A row left `sending` by a
     steer whose send failed is the client's to retry (like a v2 `pending` row), not the queue's."""
     return or_(C.state == QUEUED, and_(C.state == SENDING, C.result["state"].astext == QUEUED))
-
-
-@dataclass(frozen=True)
-class PromptRow:
-    command_id: str
-    subject: str
-    target_session: str
-    session_id: str
-    state: str
-    runtime: str | None
-    upstream_id: str | None
-    body: dict[str, Any]
-    http_status: int | None
-    result: dict[str, Any] | None
-    created_at: datetime
-
-    @property
-    def key(self) -> CommandKey:
-        return CommandKey(self.subject, self.target_session, self.command_id)
 
 
 def _prompt_row(r: Any) -> PromptRow:

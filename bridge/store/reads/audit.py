@@ -8,12 +8,12 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+import bridge.store.reads.queries as reads
 from bridge.auth import Claims
 from bridge.store.chat_sessions import reader, tree
 from bridge.store.codecs import audit_session, row_dict, session_row
 from bridge.store.commands_pending.pending import PendingStore
 from bridge.store.hash_chain import ChainRow
-from bridge.store.reads import queries as reads
 from bridge.store.reads.queries import SessionFilter, ToolCallFilter
 
 # --- reads ------------------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ import structlog
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+import bridge.store.reads.batch as batch
+import bridge.store.reads.queries as reads
 from bridge import metrics
 from bridge.store.chat_sessions import reader, tree
 from bridge.store.codecs import SessionRow, parse_session_cursor, session_cursor, session_list_entry, session_row
@@ -24,8 +26,6 @@ from bridge.store.commands_pending.pending import (
 )
 from bridge.store.lifecycle import is_tombstoned
 from bridge.store.payload import storable_json
-from bridge.store.reads import batch
-from bridge.store.reads import queries as reads
 from bridge.store.reads.replay import StoredFrame, frames_after
 
 _log = structlog.get_logger("bridge.fanout.store")

@@ -10,8 +10,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+import bridge.store.writes.rejects as q
 from bridge.store.payload import same_json
-from bridge.store.writes import rejects as q
 from bridge.store.writes.rows import PreparedEvent
 
 REASON_CONFLICTING_DUPLICATE = "conflicting_duplicate"

@@ -20,19 +20,17 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+import bridge.store.writes.rejects as q
 from bridge.errors import CursorBehind, LeaseLost
 from bridge.events import ChatEvent
 from bridge.lease import nobody_dead
 from bridge.log import get_logger
-from bridge.store import notices
-from bridge.store.chat_sessions import claims, leases, reader
-from bridge.store.chat_sessions import status as st
-from bridge.store.chat_sessions.claim_plan import ClaimAsk
-from bridge.store.chat_sessions.claims import Claim, ClaimOutcome
+from bridge.store.chat_sessions import reader
+from bridge.store.chat_sessions.leases import LeaseStore
 from bridge.store.codecs import SessionRow, opt_text, row_dict, session_row
 from bridge.store.payload import exact_json_text, storable_text
+from bridge.store.ports.leases import ClaimAsk, ClaimOutcome
 from bridge.store.reads import queries as reads
-from bridge.store.writes import rejects as q
 from bridge.store.writes.committer import GroupCommitter
 from bridge.store.writes.duplicates import REASON_CONFLICTING_DUPLICATE, REASON_LOSSY_PAYLOAD
 from bridge.store.writes.rows import prepare_event
@@ -62,6 +60,7 @@ class EventStore:
         self._before_cursor_update = before_cursor_update
         self._log = get_logger(upstream=upstream)
         self._committer: GroupCommitter | None = None
+        self._leases = LeaseStore(engine, upstream)  # the lease port's PostgreSQL side: claims, releases
 
     @property
     def upstream(self) -> str:
@@ -100,14 +99,8 @@ class EventStore:
         lease_ttl_s: float = 15.0,
         holder_dead: Callable[[str], bool] = nobody_dead,
     ) -> tuple[int, int]:
-        """Upsert the session row and take the lease if it is free, expired, ours, or its holder is known
-        dead (bridge.lease.decide_claim): lease_epoch += 1, lease_owner = owner, expiry = now +
-        lease_ttl_s. Raises `LeaseHeld` otherwise. Returns (epoch, cursor_seq)."""
-        (outcome,) = await self.claim_many([ClaimAsk(session_id, directory)], owner, lease_ttl_s=lease_ttl_s,
-                                           holder_dead=holder_dead)
-        if isinstance(outcome, Claim):
-            return outcome.epoch, outcome.cursor_seq
-        raise outcome
+        """(epoch, cursor_seq) of the lease taken, or `LeaseHeld` (bridge.store.chat_sessions.LeaseStore.claim)."""
+        return await self._leases.claim(session_id, owner, directory, lease_ttl_s=lease_ttl_s, holder_dead=holder_dead)
 
     async def claim_many(
         self,
@@ -117,11 +110,8 @@ class EventStore:
         lease_ttl_s: float = 15.0,
         holder_dead: Callable[[str], bool] = nobody_dead,
     ) -> list[ClaimOutcome]:
-        """`claim` for many sessions (one ask each) in one transaction: each ask's `Claim` (with the stored
-        status), `LeaseHeld`, or error, in the asks' order (bridge.store.chat_sessions.claims). A failure
-        of the transaction itself (the database away) raises."""
-        async with self._engine.begin() as conn:
-            return await claims.claim_batch_in(conn, self._upstream, asks, owner, lease_ttl_s, holder_dead)
+        """`claim` for many sessions in one transaction (bridge.store.chat_sessions.LeaseStore.claim_many)."""
+        return await self._leases.claim_many(asks, owner, lease_ttl_s=lease_ttl_s, holder_dead=holder_dead)
 
     async def write_batch(
         self, session_id: str, epoch: int, events: Sequence[ChatEvent], received_at: datetime,
@@ -198,11 +188,7 @@ class EventStore:
             await conn.execute(q.insert_rejects([row]))
 
     async def mark_deleted(self, session_id: str) -> None:
-        async with self._engine.begin() as conn:
-            row = (await conn.execute(st.mark_session_deleted(self._upstream, session_id))).one_or_none()
-            if row is not None:  # newly deleted: tell every process's subscribers
-                await conn.execute(notices.notify_status(self._upstream, session_id, row.status, row.status_reason,
-                                                          int(row.status_version)))
+        await self._leases.mark_deleted(session_id)
 
     async def sessions(self, include_deleted: bool = False) -> list[SessionRow]:
         async with self._engine.connect() as conn:
@@ -215,13 +201,11 @@ class EventStore:
 
     async def stored_cursor(self, session_id: str) -> int | None:
         """The session's cursor as the database has it now (None: no such row), on the writers' pool."""
-        row = await self.get_session(session_id)
-        return None if row is None else row.cursor_seq
+        return await self._leases.stored_cursor(session_id)
 
     async def release(self, session_id: str, epoch: int) -> None:
         """Give the lease up if it is still ours (lease_owner = NULL); history and cursor stay."""
-        async with self._engine.begin() as conn:
-            await conn.execute(leases.release_session(self._upstream, session_id, epoch))
+        await self._leases.release(session_id, epoch)
 
     async def seed_rows(self, session_id: str, kinds: Sequence[str]) -> list[dict[str, Any]]:
         """`event_id, kind, part_id, message_id, assistant_message_id` of the session's rows of these kinds,

@@ -38,11 +38,11 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+import bridge.store.writes.chain as audit_q
+import bridge.store.writes.rejects as q
 from bridge import metrics
 from bridge.store.db import fetch_rows
 from bridge.store.notices import NOTIFY_CHANNEL, notice_payload
-from bridge.store.writes import chain as audit_q
-from bridge.store.writes import rejects as q
 from bridge.store.writes.copy_in import chain_links, copy_events
 from bridge.store.writes.duplicates import (
     Outcome,

@@ -1,6 +1,6 @@
 """ActivityTracker: committed batches, `session.status` of /global/event and /api/session/active
 observations → status machine → status, gap and title writes, in the order of their causes; only the
-holder's writes count. The store is the in-memory twin of the lease store (bridge.store.chat_sessions.memory)
+holder's writes count. The store is the in-memory twin of the lease store (bridge.store.memory)
 holding every lease of the tests; the clock is a variable."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from structlog.testing import capture_logs
 from bridge.events.legacy_shapes import SessionStatus
 from bridge.sessions.activity import TURN_SETTLE_S, ActivityTracker
 from bridge.sessions.status_machine import Status, TurnTracker
-from bridge.store.chat_sessions.memory import MemoryLeaseStore
+from bridge.store.memory import MemoryLeaseStore
+from tests.support.serve_model import Clock
 from tests.support.waiting import wait_until
 
 ME = "host:1:me"
@@ -30,17 +31,9 @@ def ev(seq: int, kind: str, **data: Any) -> Any:
     return SimpleNamespace(seq=seq, kind=kind, envelope=env)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest_asyncio.fixture
 async def parts() -> AsyncIterator[tuple[ActivityTracker, MemoryLeaseStore, Clock]]:
-    store, clock = MemoryLeaseStore(), Clock()
+    store, clock = MemoryLeaseStore(), Clock(100.0)
     store.put("ses_A", lease_owner=ME)  # ours
     tracker = ActivityTracker(store, ME, stall_timeout_s=30.0, clock=clock)
     task = asyncio.create_task(tracker.run())
