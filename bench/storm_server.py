@@ -12,6 +12,7 @@ import asyncio
 import cProfile
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -113,7 +114,9 @@ def _parent(a: argparse.Namespace) -> int:
     signal.sigwait({signal.SIGTERM})
     for w in workers:
         w.terminate()
-    return max(w.wait() for w in workers)
+    rc = max(w.wait() for w in workers)
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    return rc
 
 
 if __name__ == "__main__":
