@@ -207,6 +207,8 @@ def prepare_metrics_dir(path: Path) -> None:
 
 
 def runtime_dir() -> Path:
-    """A private directory for the workers' notify sockets and the tee (short: unix socket paths are bounded)."""
+    """A private directory for the workers' notify sockets and the tee (short: unix socket paths are bounded),
+    removed when the parent ends; under systemd in `RuntimeDirectory=`, which systemd empties at every stop (a
+    SIGKILLed parent's too)."""
     base = os.environ.get("RUNTIME_DIRECTORY") or None
     return Path(tempfile.mkdtemp(prefix="obw-", dir=base))

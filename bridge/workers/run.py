@@ -39,6 +39,7 @@ async def _serve(workers: WorkerSet) -> int:
             for proc in workers.procs.values():
                 if proc.returncode is None:
                     proc.kill()
+            shutil.rmtree(workers.runtime_dir, ignore_errors=True)
             os._exit(1)
         workers.request_stop()
 
