@@ -106,6 +106,7 @@ bench: $(STAMP) $(OPENCODE_BIN)
 	$(BIN)/pytest -q -s tests/integration/test_fanout_latency.py
 	$(BIN)/pytest -q -s tests/hostile/test_load.py
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.commands --prompts 20
+	$(BIN)/python -m bench.replay --rounds 3
 	$(BIN)/python -m bench.storm --clients 10000 --sessions 1000
 	$(BIN)/python -m bench.wire --sessions 10000 --events 2 --burst 2
 	$(MAKE) --no-print-directory tsclient && node $(TSCLIENT)/scripts/bench-reducer.mjs 20000 15

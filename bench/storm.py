@@ -198,13 +198,13 @@ async def replay_store(engine: Any, n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-async def replay_socket(url: str, n: int) -> float:
+async def replay_socket(url: str, n: int, session: str = LONG) -> float:
     """The long session through `/v1/ws` to one client, subscribe → caught_up (ev/s)."""
     async with aiohttp.ClientSession() as http, http.ws_connect(
             f"{url}/v1/ws?token={mint_token(SECRET, UPSTREAM, None, 600)}", max_msg_size=0) as ws:
         await ws.receive()
         t0 = time.perf_counter()
-        await ws.send_str(json.dumps({"op": "subscribe", "session": LONG}))
+        await ws.send_str(json.dumps({"op": "subscribe", "session": session}))
         got = 0
         async for msg in ws:
             m = json.loads(msg.data)

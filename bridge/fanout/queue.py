@@ -131,6 +131,11 @@ class ClientQueue:
             self._room.set()
         return batch
 
+    @property
+    def has_room(self) -> bool:
+        """Below the soft limits (or closed): `wait_room` would return at once."""
+        return self._room.is_set()
+
     async def wait_room(self) -> None:
         """Wait until the queue is below its soft limits (or closed): replay never overflows a client."""
         await self._room.wait()

@@ -20,7 +20,8 @@ from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
 from bridge.upstream.follower import FollowerExit
-from bridge.upstream.follower_settings import FollowerSettings
+from bridge.upstream.follower_settings import FollowerHooks, FollowerSettings
+from bridge.upstream.stall_policy import StallGovernor
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.stored_rows import stored_ids
@@ -50,10 +51,12 @@ def upstream_ids(fake: FakeUpstream, sid: str) -> list[tuple[int, str]]:
 
 
 async def start_follower(store: EventStore, fake_client: UpstreamClient, sid: str,
+                         stall_governor: StallGovernor | None = None,
                          **kw: Any) -> tuple[DurableFollower, asyncio.Task[FollowerExit]]:
     epoch, cursor = await store.claim(sid, "test-owner")
     f = DurableFollower(sid, fake_client, StoreSink(store, sid, epoch), cursor, FollowerSettings(
-        reconnect_min_s=0.01, reconnect_max_s=0.05, upstream=UPSTREAM, **kw))
+        reconnect_min_s=0.01, reconnect_max_s=0.05, upstream=UPSTREAM, **kw),
+        FollowerHooks(stall_governor=stall_governor))
     return f, asyncio.create_task(f.run())
 
 

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bridge.store.chat_sessions import tree
 from bridge.store.codecs import SessionRow, session_row
 from bridge.store.commands_pending.pending import _COLUMNS, MAX_LIST, StoredRequest, _row
-from bridge.store.reads.replay import _KINDS, _PYTHON_KINDS, FRAMES_AFTER, StoredFrame
+from bridge.store.reads.replay import _KINDS, _PYTHON_KINDS, FRAMES_AFTER, GENERIC_PLAN, StoredFrame
 from bridge.store.schema import chat_permission_requests, chat_sessions
 
 S = chat_sessions.c
@@ -46,6 +46,7 @@ async def frames_after_many(engine: AsyncEngine, upstream: str, wanted: Sequence
     params = {"u": upstream, "sids": [s for s, _ in wanted], "afters": [a for _, a in wanted], "limit": limit,
               "kinds": _KINDS, "python_kinds": _PYTHON_KINDS}
     async with engine.connect() as conn:
+        await conn.execute(GENERIC_PLAN)
         for r in await conn.execute(FRAMES_AFTER_MANY, params):
             out[int(r[0]) - 1].append((int(r[1]), r[2], r[3], r[4]))
     for rows in out:

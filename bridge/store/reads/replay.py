@@ -6,8 +6,11 @@ normalizing the envelope again and encoding the frame: three passes over every e
 PostgreSQL builds the frame text in one pass instead, from what the writer already normalized — the
 columns — plus what has no column, read from the payload (`timestamp_ms`, `text`, a tool's `input` and
 `output_text`, the upstream `data`), and the kind of the type under today's table; the bridge forwards
-the text. A legacy row (docs/legacy.md) comes back as its payload and stored kind, for Python to frame.
-`tests/integration/test_replay_frames.py` pins that both give `event_message` for every captured event.
+the text. The common legacy rows (docs/legacy.md) are framed from their payload and stored kind
+(bridge.store.reads.replay_legacy); the other rows come back as their payload and stored kind, for Python to
+frame. The frame is printed as text (bridge.store.reads.sql_json); docs/websocket.md "Replay of a long
+session" says why here and not at write time. `tests/integration/test_replay_frames.py` and
+`test_replay_legacy_frames.py` pin that both give `event_message` for every captured event.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.events import TYPE_KINDS, Kind
 from bridge.events.content import CONTENT_KINDS
+from bridge.store.reads import replay_legacy as legacy
+from bridge.store.reads import sql_json
 
-# (seq, frame text | None, payload | None, kind column): a frame for a v2 row, the payload for a legacy one.
+# (seq, frame text | None, payload | None, kind column): the frame PostgreSQL built, else the payload for Python.
 StoredFrame = tuple[int, str | None, Any, str | None]
 
 _LEGACY = "(e.payload ? 'aggregate_id' AND NOT e.payload ? 'durable')"
@@ -33,7 +38,6 @@ _TOOL_KINDS = (Kind.TOOL_START, Kind.TOOL_SUCCESS, Kind.TOOL_FAIL)
 # (bridge.events.gen2); an unknown row frames alike either way.
 _PYTHON_KINDS = json.dumps(sorted(str(k) for k in (CONTENT_KINDS - set(_TOOL_KINDS))
                                   | {Kind.PROMPT_SYNTHETIC, Kind.SESSION_CREATED, Kind.UNKNOWN}))
-_BY_PYTHON = f"({_LEGACY} OR CAST(:python_kinds AS jsonb) ? k.kind)"
 _CHILD = """CASE WHEN k.kind IN ('tool:start', 'tool:success', 'tool:fail')
                    AND jsonb_typeof(e.payload->'data'->'state'->'metadata'->'sessionId') = 'string'
                   THEN e.payload->'data'->'state'->'metadata'->>'sessionId' END"""
@@ -80,29 +84,40 @@ _TIMESTAMP = """CASE WHEN jsonb_typeof(e.payload->'data'->'timestamp') = 'number
                        AND (e.payload->'data'->>'timestamp') ~ '^-?[0-9]+$'
                   THEN e.payload->'data'->'timestamp' END"""
 
-_FIELDS = f"""jsonb_strip_nulls(jsonb_build_object(
-        'timestamp_ms', {_TIMESTAMP},
-        'message_id', e.message_id, 'assistant_message_id', e.assistant_message_id, 'part_id', e.part_id,
-        'call_id', e.call_id, 'tool_name', e.tool_name, 'error_type', e.error_type,
-        'error_message', e.error_message, 'finish', e.finish,
-        'tokens_input', e.tokens_input, 'tokens_output', e.tokens_output, 'tokens_reasoning', e.tokens_reasoning,
-        'tokens_cache_read', e.tokens_cache_read, 'tokens_cache_write', e.tokens_cache_write,
-        'cost', e.cost, 'text', x.text, 'delivery', e.delivery, 'agent', e.agent, 'model_id', e.model_id,
-        'provider_id', e.provider_id, 'child_session_id', {_CHILD}))
-    || CASE WHEN x.input IS NULL THEN '{{}}'::jsonb ELSE jsonb_build_object('input', x.input) END
-    || CASE WHEN x.output_text IS NULL THEN '{{}}'::jsonb ELSE jsonb_build_object('output_text', x.output_text) END"""
+_FIELDS = sql_json.obj([
+    ("timestamp_ms", sql_json.jsonb(_TIMESTAMP)),
+    *((c, sql_json.value(f"e.{c}")) for c in ("message_id", "assistant_message_id", "part_id", "call_id", "tool_name",
+                                              "error_type", "error_message", "finish", "tokens_input",
+                                              "tokens_output", "tokens_reasoning", "tokens_cache_read",
+                                              "tokens_cache_write", "cost")),
+    ("text", sql_json.value("x.text")),
+    *((c, sql_json.value(f"e.{c}")) for c in ("delivery", "agent", "model_id", "provider_id")),
+    ("child_session_id", sql_json.value(_CHILD)),
+    ("input", sql_json.jsonb("x.input")),
+    ("output_text", sql_json.value("x.output_text")),
+])
+
+# The `event` frame (bridge.fanout.protocol.event_message), printed by PostgreSQL.
+def frame(kind: str, fields: str, data: str) -> str:
+    return sql_json.obj([("type", "'\"event\"'"), ("session", sql_json.value("e.session_id")),
+                         ("seq", "e.seq::text"), ("event_id", sql_json.value("e.event_id")),
+                         ("event_type", sql_json.value("e.type")), ("kind", sql_json.value(kind)),
+                         ("fields", fields), ("data", sql_json.jsonb(data))])
+
 
 FRAMES_AFTER = text(f"""
-SELECT e.seq,
-       CASE WHEN NOT {_BY_PYTHON} THEN json_build_object(
-           'type', 'event', 'session', e.session_id, 'seq', e.seq, 'event_id', e.event_id, 'event_type', e.type,
-           'kind', k.kind, 'fields', {_FIELDS}, 'data', {_DATA})::text END AS frame,
-       CASE WHEN {_BY_PYTHON} THEN e.payload END AS payload,
-       e.kind
+SELECT e.seq, f.frame, CASE WHEN f.frame IS NULL THEN e.payload END AS payload, e.kind
 FROM chat_session_events e
-CROSS JOIN LATERAL (SELECT coalesce(CAST(:kinds AS jsonb) ->> e.type, 'unknown') AS kind) k
-CROSS JOIN LATERAL (SELECT {_JOINED} AS joined) o
-CROSS JOIN LATERAL (SELECT {_TEXT} AS text, {_INPUT} AS input, {_OUTPUT_TEXT} AS output_text) x
+CROSS JOIN LATERAL (SELECT {_LEGACY} AS legacy) r
+CROSS JOIN LATERAL (SELECT coalesce((SELECT CAST(:kinds AS jsonb)) ->> e.type, 'unknown') AS kind) k
+CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {legacy.FRESH} END AS fresh OFFSET 0) lf
+CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {legacy.TEXT} END AS text OFFSET 0) lt
+CROSS JOIN LATERAL (SELECT CASE WHEN k.kind = 'tool:success' AND NOT r.legacy THEN {_JOINED} END AS joined) o
+CROSS JOIN LATERAL (SELECT {_TEXT} AS text, {_INPUT} AS input, {_OUTPUT_TEXT} AS output_text OFFSET 0) x
+CROSS JOIN LATERAL (SELECT CASE
+    WHEN r.legacy THEN CASE WHEN {legacy.BY_SQL} THEN {frame("e.kind", legacy.FIELDS, legacy.DATA)} END
+    WHEN NOT (SELECT CAST(:python_kinds AS jsonb)) ? k.kind THEN {frame("k.kind", _FIELDS, _DATA)}
+    END AS frame OFFSET 0) f
 WHERE e.upstream = :u AND e.session_id = :s AND e.seq > :after
 ORDER BY e.seq
 LIMIT :limit
@@ -114,10 +129,18 @@ LIMIT :limit
 _KINDS = json.dumps({str(t): str(k) for t, k in TYPE_KINDS.items()})
 
 
+# The statement is long: planning it again for every page (PostgreSQL's custom plans, which `auto` keeps
+# choosing here) costs more than reading a short page. Its plan does not depend on the values (an index
+# range of one session), so each connection plans it once (asyncpg keeps it prepared), for this
+# transaction only (BENCHMARKS.md, "Replay of real sessions").
+GENERIC_PLAN = text("SET LOCAL plan_cache_mode = force_generic_plan")
+
+
 async def frames_after(engine: AsyncEngine, upstream: str, session_id: str, after: int,
                        limit: int) -> list[StoredFrame]:
     """The stored events with seq > after, in seq order, at most `limit`, as `StoredFrame`s."""
     async with engine.connect() as conn:
+        await conn.execute(GENERIC_PLAN)
         rows = await conn.execute(FRAMES_AFTER, {"u": upstream, "s": session_id, "after": after, "limit": limit,
                                                  "kinds": _KINDS, "python_kinds": _PYTHON_KINDS})
         return [(int(r[0]), r[1], r[2], r[3]) for r in rows]
