@@ -44,7 +44,7 @@ async def serve(url: str, read_pool: int, max_clients: int, listen_fd: int | Non
     tune_gc()
     engine = make_engine(url)
     read_engine = make_read_engine(url, pool_size=read_pool)
-    hub = Hub()
+    hub = Hub(wake=lambda sid: feed.wake(sid))
     store = FanoutStore(engine, UPSTREAM, read_engine)
     feed = DurableFeed(hub, store)
     listener = CommitListener(url, UPSTREAM, feed.committed, feed.wake_all, on_status=feed.status)

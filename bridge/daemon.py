@@ -203,7 +203,8 @@ class Daemon:
                             hooks=FanoutHooks(sessions=sessions, warm_sessions=sessions.warm_sessions,
                                               on_database_back=sessions.database_back,
                                               on_request=sessions.activity.request_changed,
-                                              commands=door.run, widen=door.service.widen))
+                                              commands=door.run, widen=door.service.widen,
+                                              requests=None if driver is None else Gen2Requests(client)))
         live, upstream_tasks = self._upstream_parts(driver, client, store, sessions, fanout, live_client=live_client)
         app = build_app(readiness_check(db.main, client, live, sessions, self.started,
                                         generation=generation_check(client, generation)),
@@ -270,9 +271,8 @@ class Daemon:
                               detail="the OpenCode 2.x driver is written from its source, not verified on a 2.x "
                                      "serve (docs/upstream.md §24)")
             # Deltas, permission requests and forms: the same table as 1.x's live events (without the
-            # sync-log discovery); pending requests re-read from 2.x's list routes on every (re)connect.
-            if fanout.resync is not None:  # pending permissions and forms listed on 2.x's routes
-                fanout.resync.use_requests(Gen2Requests(client))
+            # sync-log discovery); pending requests re-read from 2.x's list routes on every (re)connect (the
+            # fan-out's re-sync was given them at construction, FanoutHooks.requests).
             live2 = LiveFollower(driver, LiveDispatch(relay=fanout.relay, resync=fanout.resync, sessions=sessions),
                                  reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
                                  upstream=s.upstream_name)

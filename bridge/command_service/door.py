@@ -21,7 +21,7 @@ from bridge.directories import realpath
 from bridge.errors import error_body
 from bridge.log import correlation_id
 from bridge.store.chat_sessions import tree
-from bridge.store.commands_pending import PendingStore
+from bridge.store.commands_pending import PendingStore, PromptQueueStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.commands import UpstreamCommands
 from bridge.upstream.gen2.commands import Gen2Commands
@@ -44,7 +44,7 @@ def build_door(settings: Settings, engine: AsyncEngine, client: UpstreamClient, 
     return CommandService(DoorStore(engine, name), upstream,
                           DoorSettings(directories=settings.directory_roots, resolve=realpath,
                                        prompt_runtime=settings.prompt_runtime),
-                          questions=questions, widen=widen)
+                          queue=PromptQueueStore(engine, name), questions=questions, widen=widen)
 
 
 async def run_command(service: CommandService, claims: Claims, name: str, body: object,

@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from bridge import metrics
-from bridge.command_service.rows import DoorStore
+from bridge.command_service.rows import DoorRows
 from bridge.commands.model import Command
 from bridge.errors import SessionNotFound
 from bridge.upstream.commands import UpstreamCommands
@@ -22,7 +22,7 @@ from bridge.upstream.commands import UpstreamCommands
 _log = structlog.get_logger("bridge.lifecycle")
 
 
-async def run_erase(store: DoorStore, upstream: UpstreamCommands, cmd: Command, subject: str,
+async def run_erase(store: DoorRows, upstream: UpstreamCommands, cmd: Command, subject: str,
                     directory: str | None) -> tuple[int | None, dict[str, Any]]:
     """(upstream status or None, the answer's body)."""
     assert cmd.session_id is not None

@@ -38,7 +38,8 @@ from bridge.commands.legacy_delivery import (
     send_action,
 )
 from bridge.errors import UpstreamUnavailable
-from bridge.store.commands_pending import CommandKey, PromptQueueStore, PromptRow
+from bridge.store.ports.commands import CommandKey
+from bridge.store.ports.prompt_queue import PromptQueuePort, PromptRow
 from bridge.upstream.commands import UpstreamCommands
 
 _log = structlog.get_logger("bridge.commands")
@@ -73,7 +74,7 @@ def prompt_result(command_id: str, message_id: str, delivery: str, state: str,
 
 
 class LegacyPrompts:
-    def __init__(self, queue: PromptQueueStore, upstream: UpstreamCommands, *,
+    def __init__(self, queue: PromptQueuePort, upstream: UpstreamCommands, *,
                  exit_after: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.queue = queue
         self.upstream = upstream

@@ -23,7 +23,7 @@ from bridge.command_service.prompt_router import PromptRouter
 from bridge.commands.attachments import AttachmentError
 from bridge.commands.legacy_delivery import QUEUED, SENDING
 from bridge.errors import SessionNotFound, UpstreamError, error_body
-from bridge.store.commands_pending import PromptRow
+from bridge.store.ports.prompt_queue import PromptRow
 
 _log = structlog.get_logger("bridge.commands")
 POLL_S = 1.0

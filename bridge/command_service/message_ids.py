@@ -8,13 +8,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from bridge.command_service.rows import DoorStore
+from bridge.command_service.rows import DoorRows
 from bridge.commands.model import Command, upstream_message_id, upstream_session_id, v2_prompt_message_id
-from bridge.store.commands_pending import CommandKey, CommandRow
+from bridge.store.ports.commands import CommandKey, CommandRow
 
 
 class MessageIds:
-    def __init__(self, store: DoorStore, now_ms: Callable[[], int]) -> None:
+    def __init__(self, store: DoorRows, now_ms: Callable[[], int]) -> None:
         self._store = store
         self._now_ms = now_ms
 
@@ -37,5 +37,5 @@ class MessageIds:
         if row.upstream_id != v2_prompt_message_id(upstream, cmd.session_id, cmd.command_id, row.subject):
             return row
         stamped = upstream_message_id(upstream, cmd.session_id, cmd.command_id, self._now_ms(), row.subject)
-        held = await self._store.swap_upstream_id(CommandKey.of(cmd, row.subject), row.upstream_id, stamped)
+        held = await self._store.replace_upstream_id(CommandKey.of(cmd, row.subject), row.upstream_id, stamped)
         return dataclasses.replace(row, upstream_id=held)

@@ -19,7 +19,8 @@ from bridge.commands.attachments import AttachmentError, v2_files, v2_text
 from bridge.commands.legacy_delivery import FAILED, PENDING, QUEUED, NewestMessage, first_state, turn_ended
 from bridge.commands.model import Command, CommandError
 from bridge.errors import UpstreamError
-from bridge.store.commands_pending import CommandKey, PromptQueueStore, PromptRow
+from bridge.store.ports.commands import CommandKey
+from bridge.store.ports.prompt_queue import PromptQueuePort, PromptRow
 from bridge.upstream.commands import UpstreamCommands
 
 VERSION_TTL_S = 300.0
@@ -38,7 +39,7 @@ def newest_message(info: Mapping[str, Any] | None) -> NewestMessage | None:
 
 
 class PromptRouter:
-    def __init__(self, queue: PromptQueueStore, upstream: UpstreamCommands, setting: str, *,
+    def __init__(self, queue: PromptQueuePort, upstream: UpstreamCommands, setting: str, *,
                  exit_after: str | None = None, clock: Callable[[], float] = time.monotonic,
                  now_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.queue = queue

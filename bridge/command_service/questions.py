@@ -14,7 +14,7 @@ from typing import Any
 from bridge.commands.model import CommandError
 from bridge.errors import SessionNotFound
 from bridge.events.question import check_answers, pending_question, question_specs, stored_question
-from bridge.store.commands_pending import PendingStore
+from bridge.store.ports.pending import PendingRequestsPort
 from bridge.upstream.requests import UpstreamRequests
 
 
@@ -26,7 +26,7 @@ class QuestionDone:
 
 
 class QuestionCommands:
-    def __init__(self, store: PendingStore, upstream: UpstreamRequests) -> None:
+    def __init__(self, store: PendingRequestsPort, upstream: UpstreamRequests) -> None:
         self.store = store
         self.upstream = upstream
 

@@ -24,13 +24,14 @@ from bridge.command_service.model_check import ModelCheck
 from bridge.command_service.permission_reply import reply_where_pending
 from bridge.command_service.prompt_router import PromptRouter
 from bridge.command_service.questions import QuestionCommands
-from bridge.command_service.rows import DoorStore
+from bridge.command_service.rows import DoorRows
 from bridge.commands.model import Command, CommandError
 from bridge.commands.ratelimit import RateLimiter
 from bridge.commands.session_ops import SESSION_OP_SCOPES, result_body, route
 from bridge.errors import InvalidRequest, SessionNotFound, UpstreamError
 from bridge.log import correlation_id
-from bridge.store.commands_pending import CommandKey, CommandRow, PromptQueueStore
+from bridge.store.ports.commands import CommandKey, CommandRow
+from bridge.store.ports.prompt_queue import PromptQueuePort
 from bridge.upstream.commands import UpstreamCommands
 
 _log = structlog.get_logger("bridge.commands")
@@ -92,9 +93,8 @@ class DoorSettings:
 
 
 class CommandService:
-    def __init__(self, store: DoorStore, upstream: UpstreamCommands, settings: DoorSettings = DoorSettings(), *,
-                 limiter: RateLimiter | None = None, questions: QuestionCommands | None = None,
-                 queue: PromptQueueStore | None = None,
+    def __init__(self, store: DoorRows, upstream: UpstreamCommands, settings: DoorSettings = DoorSettings(), *,
+                 queue: PromptQueuePort, limiter: RateLimiter | None = None, questions: QuestionCommands | None = None,
                  widen: Callable[[Claims, str], Awaitable[Claims]] | None = None) -> None:
         self.store = store
         self.widen = widen  # a parent's token also grants its subagents' sessions (bridge.store.chat_sessions.tree)
@@ -107,7 +107,7 @@ class CommandService:
             else os.environ.get(EXIT_AFTER_UPSTREAM_ENV) or None
         self._model_check = ModelCheck(upstream, settings.clock)
         # Prompts on both runtimes (docs/commands.md, "Runtime affinity"): legacy sends, queue, attachments.
-        self.prompts = PromptRouter(queue or PromptQueueStore(store.engine, store.upstream), upstream,
+        self.prompts = PromptRouter(queue, upstream,
                                     settings.prompt_runtime, exit_after=self._exit_after)
 
     async def execute(self, claims: Claims, cmd: Command) -> Outcome:

@@ -23,16 +23,12 @@ from bridge.fanout.hub import Client, Hub, Subscription
 from bridge.fanout.limits import ConnectionSlots, OpLimits
 from bridge.fanout.queue import QueueLimits
 from bridge.fanout.read_queue import DEFAULT_MAX_WAITING, DEFAULT_PER_OWNER, ReadQueue, ReadQueueFull, busy_message
-from bridge.fanout.shared_reads import Page, SharedReads
+from bridge.fanout.replay_pages import replay
+from bridge.fanout.shared_reads import SharedReads
 from bridge.hosts import LOOPBACK_TRUSTED
 from bridge.log import correlation_id
 from bridge.revocation import never_revoked
 from bridge.store.reads import FanoutStore
-
-
-def _consume(task: asyncio.Task[Page]) -> None:
-    if not task.cancelled():
-        task.exception()  # retrieved: a page read ahead and not used may have failed unseen
 
 
 @dataclass
@@ -256,49 +252,8 @@ class Connection:
             raise
 
     async def _replay(self, sub: Subscription, head: int) -> bool:
-        """Stored events with seq > sub.sent_seq, then live; False if the subscription ended meanwhile.
-        One page is read ahead: PostgreSQL builds the next page while this one is queued and sent."""
-        ahead: tuple[int, asyncio.Task[Page]] | None = None
-        read_any = False
-        try:
-            while True:
-                # One read per page, shared with other new subscribers (bridge.fanout.shared_reads), framed by
-                # PostgreSQL (bridge.store.reads.replay).
-                if ahead is not None and ahead[0] == sub.sent_seq:
-                    page = await ahead[1]
-                else:
-                    page = await self._svc.reads.page(self._owner, sub.session_id, sub.sent_seq)
-                ahead = None
-                if page.full and page.frames:
-                    last = page.frames[-1][0]
-                    ahead = last, asyncio.create_task(self._svc.reads.page(self._owner, sub.session_id, last))
-                    ahead[1].add_done_callback(_consume)
-                queued = await self._queue_page(sub, page)
-                if queued is None:
-                    return False
-                read_any = read_any or queued
-                if not page.full and self._svc.hub.go_live(sub, sub.sent_seq if read_any else min(sub.sent_seq, head)):
-                    return True
-        finally:
-            if ahead is not None and not ahead[1].done():
-                ahead[1].cancel()
-
-    async def _queue_page(self, sub: Subscription, page: Page) -> bool | None:
-        """Queue a page's frames, waiting for room; whether any was new, None if the subscription ended."""
-        queue = self.client.queue
-        read_any = False
-        for seq, frame in page.frames:
-            if not queue.has_room:  # no await per frame while there is room: a replay is frames back to back
-                await queue.wait_room()
-            if queue.closed or self.client.subscriptions.get(sub.session_id) is not sub:
-                return None
-            if seq > sub.sent_seq:
-                sub.sent_seq = seq
-                read_any = True
-                self.client._durable(frame, (sub.session_id, seq))
-        if queue.closed or self.client.subscriptions.get(sub.session_id) is not sub:
-            return None
-        return read_any
+        """Stored events with seq > sub.sent_seq, then live; False if the subscription ended meanwhile."""
+        return await replay(self._svc.reads, self._svc.hub, self._owner, self.client, sub, head)
 
     def close(self) -> None:
         self._svc.hub.remove_client(self.client)

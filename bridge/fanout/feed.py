@@ -4,7 +4,8 @@ Wake-ups come from every process's writer, this one's included, through PostgreS
 (`CommitListener`; the NOTIFY is sent in the writing transaction). The feed reads the committed rows back by seq
 (`seq > last published`), so what it publishes is exactly what is stored, in seq order, whichever process
 wrote it. Wake-ups coalesce: one read covers any number of notifications, and the sessions woken meanwhile
-are read together, `BATCH` per statement (bridge.store.reads.batch).
+are read together, `BATCH` per statement (bridge.store.reads.batch). A first subscriber also wakes the feed:
+the hub is built with the feed's `wake` (bridge.fanout.service.FanoutPart).
 
 Session statuses arrive on their own channel (`bridge_status`), from every process including this one,
 each with its `status_version`: the hub never sends a subscriber an older status after a newer one.
@@ -47,7 +48,6 @@ class DurableFeed:
         self._status_dirty: set[str] = set()
         self._event = asyncio.Event()
         self._log = structlog.get_logger("bridge.feed").bind(upstream=store.upstream)
-        hub.set_wake(self.wake)
 
     def wake(self, session_id: str) -> None:
         if self._hub.has_subscribers(session_id):

@@ -92,20 +92,17 @@ class Client:
 
 class Hub:
     def __init__(self, *, now: Callable[[], float] = time.monotonic,
-                 on_subscribers: Callable[[str, int], None] | None = None) -> None:
+                 on_subscribers: Callable[[str, int], None] | None = None,
+                 wake: Callable[[str], None] = lambda _sid: None) -> None:
         self._subs: dict[str, dict[int, Subscription]] = {}
         # Told the number of local subscribers of a session whenever it changes (the supervisor keeps a
         # subscribed session warm and out of idle GC).
         self._on_subscribers = on_subscribers
         # Highest durable seq published to the live subscribers of a session (None: not known yet).
         self._published: dict[str, int] = {}
-        self._wake: Callable[[str], None] = lambda _sid: None
+        self._wake = wake  # the feed's wake-up: a session needs a read of committed events (DurableFeed.wake)
         self._now = now
         self._log = structlog.get_logger("bridge.hub")
-
-    def set_wake(self, wake: Callable[[str], None]) -> None:
-        """The feed's wake-up: called when a session needs a read of committed events."""
-        self._wake = wake
 
     # -- queries ----------------------------------------------------------------------------------------
     def sessions(self) -> list[str]:

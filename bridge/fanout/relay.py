@@ -10,7 +10,7 @@ legacy `message.part.delta` is the same `delta:text` / `delta:reasoning` as a v2
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
 import structlog
@@ -30,14 +30,15 @@ from bridge.store.session_errors import SessionErrorStore
 
 class LiveRelay:
     def __init__(self, hub: Hub, store: FanoutStore, pending: PendingRequestsPort | None = None,
-                 state: LiveSessionState | None = None, errors: SessionErrorStore | None = None) -> None:
+                 state: LiveSessionState | None = None, errors: SessionErrorStore | None = None,
+                 on_request: Iterable[Callable[[RequestChange], None]] = ()) -> None:
         self._hub = hub
         # the latest todo list / diff summary of each session (bridge.fanout.live_state)
         self.state = state or LiveSessionState()
         self.errors = errors  # session-level errors recorded for the audit (bridge.store.session_errors)
         self._store = store
         self.pending = pending or store.pending_store()
-        self.on_request: list[Callable[[RequestChange], None]] = []
+        self._on_request = tuple(on_request)
         self._log = structlog.get_logger("bridge.relay").bind(upstream=store.upstream)
 
     async def on_live_event(self, ev: ChatEvent) -> None:
@@ -103,7 +104,7 @@ class LiveRelay:
         self._changed(RequestChange(QUESTION, sid, update.request_id, state, now, update.runtime))
 
     def _changed(self, change: RequestChange) -> None:
-        for callback in self.on_request:
+        for callback in self._on_request:
             try:
                 callback(change)
             except Exception as e:  # a status machine's bug must not stop the relay

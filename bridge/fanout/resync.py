@@ -54,13 +54,15 @@ def legacy_permission(item: dict[str, Any]) -> PermissionUpdate | None:
 class RequestResync:
     def __init__(self, hub: Hub, store: FanoutStore, relay: LiveRelay, client: UpstreamClient,
                  warm: Callable[[], Iterable[str]] | None = None,
-                 clock: Callable[[], float] = time.monotonic, state: StateResync | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, state: StateResync | None = None,
+                 requests: UpstreamRequests | None = None) -> None:
         self._hub = hub
         self.state = state  # todo lists and diff summaries, re-read in the same passes (bridge.fanout.state_resync)
         self._store = store
         self._relay = relay
         self._client = client
-        self._upstream = UpstreamRequests(client)
+        # The list routes of the serve's generation (OpenCode 2.x's forms: docs/upstream.md §24); 1.x's by default.
+        self._upstream = requests or UpstreamRequests(client)
         self._warm = warm
         self._wanted = asyncio.Event()
         self._all = False
@@ -68,10 +70,6 @@ class RequestResync:
         self._clock = clock
         self._synced: dict[str, float] = {}  # session -> when a subscriber's pass last covered it
         self._log = structlog.get_logger("bridge.relay").bind(upstream=store.upstream)
-
-    def use_requests(self, upstream: UpstreamRequests) -> None:
-        """The list routes of another upstream generation (OpenCode 2.x's forms: docs/upstream.md §24)."""
-        self._upstream = upstream
 
     def request(self) -> None:
         self._all = True

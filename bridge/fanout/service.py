@@ -40,6 +40,7 @@ from bridge.store.notices import CommandNotice
 from bridge.store.reads import FanoutStore
 from bridge.store.session_errors import SessionErrorStore
 from bridge.upstream.client import UpstreamClient
+from bridge.upstream.requests import UpstreamRequests
 
 CONFIRM_TIMEOUT_S = 5.0
 # A "no" is remembered this long (at most this many ids): a client repeating a subscribe to an unknown
@@ -139,6 +140,8 @@ class FanoutHooks:
     # The `command` op (docs/commands.md): the command door (bridge.http.commands.CommandsContext.run)
     commands: Callable[..., Awaitable[Outcome]] | None = None
     widen: Callable[[Claims, str], Awaitable[Claims]] | None = None  # a parent's token grants its subagents'
+    # The pending requests' list routes of the serve's generation (2.x: docs/upstream.md §24); None: 1.x's.
+    requests: UpstreamRequests | None = None
 
 
 class FanoutPart:
@@ -149,18 +152,20 @@ class FanoutPart:
                  client: UpstreamClient | None = None, revoked: Callable[[str], bool] = never_revoked,
                  reads: ReadEngines = ReadEngines(), hooks: FanoutHooks = FanoutHooks()) -> None:
         sessions, on_request = hooks.sessions, hooks.on_request
-        self.hub = Hub(on_subscribers=None if sessions is None else sessions.set_subscriber_count)
+        self.hub = Hub(on_subscribers=None if sessions is None else sessions.set_subscriber_count,
+                       wake=lambda sid: self.feed.wake(sid))
         self.store = FanoutStore(engine, settings.upstream_name, reads.read, reads.standby)
         self.feed = DurableFeed(self.hub, self.store)
         # session-level errors recorded for the audit (docs/audit.md "Session errors")
         self.relay = LiveRelay(self.hub, self.store,
-                               errors=SessionErrorStore(engine, settings.upstream_name, reads.read))
+                               errors=SessionErrorStore(engine, settings.upstream_name, reads.read),
+                               # the sessions part's status machines (`waiting`, docs/lifecycle.md)
+                               on_request=() if on_request is None else (on_request,))
         # Without a client (unit tests) pending permissions are not re-synced after a live reconnect.
-        if on_request is not None:  # the sessions part's status machines (`waiting`, docs/lifecycle.md)
-            self.relay.on_request.append(on_request)
         self.resync = None if client is None else RequestResync(
             self.hub, self.store, self.relay, client, warm=hooks.warm_sessions,
-            state=StateResync(self.relay.state, self.hub, client, self.relay.pending.directories))
+            state=StateResync(self.relay.state, self.hub, client, self.relay.pending.directories),
+            requests=hooks.requests)
         self.listener = CommitListener(database_url, settings.upstream_name, self.feed.committed, self.feed.wake_all,
                                        on_status=self.feed.status, on_reconnected=hooks.on_database_back,
                                        on_command=self._command_notice)

@@ -25,6 +25,7 @@ from bridge.commands.ratelimit import RateLimiter
 from bridge.errors import UpstreamError
 from bridge.http.app import build_app
 from bridge.http.commands import CommandsContext, add_command_routes
+from bridge.store.commands_pending import PromptQueueStore
 from tests.integration.test_commands_http import SECRET, UPSTREAM
 from tests.support.commands_twin import OTHER, SID, UpstreamCommandsTwin
 
@@ -62,7 +63,8 @@ async def make_door(engine: AsyncEngine, tmp_path: Path) -> AsyncIterator[Callab
                                  DoorSettings(exit_after_upstream="",
                                               directories=(str(root),) if roots is None else roots,
                                               resolve=os.path.realpath, prompt_runtime="v2"),
-                                 limiter=RateLimiter(rate_per_s=100, burst=1000))
+                                 limiter=RateLimiter(rate_per_s=100, burst=1000),
+                                 queue=PromptQueueStore(engine, UPSTREAM))
         app = build_app(_ready, allowed_origins=frozenset({ORIGIN}))
         add_command_routes(app, CommandsContext(service, SECRET))
         client: TestClient[Any, Any] = TestClient(TestServer(app))

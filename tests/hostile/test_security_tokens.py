@@ -24,6 +24,7 @@ from bridge.fanout import protocol as p
 from bridge.fanout.service import print_local_token
 from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.revocation import RevocationList
+from bridge.store.commands_pending import PromptQueueStore
 from bridge.store.revoked import revoke, revoked_jtis
 from tests.support.commands_twin import SID, UpstreamCommandsTwin
 from tests.support.fanout_client import WsClient
@@ -100,7 +101,8 @@ def test_other_algorithms_and_keys_are_refused() -> None:
 async def test_forged_tokens_are_401_on_a_command_route_and_nothing_is_sent(engine: AsyncEngine) -> None:
     twin = UpstreamCommandsTwin()
     service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]  # the twin is a v2 serve
-                             DoorSettings(exit_after_upstream="", prompt_runtime="v2"))
+                             DoorSettings(exit_after_upstream="", prompt_runtime="v2"),
+                             queue=PromptQueueStore(engine, UPSTREAM))
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as http:
@@ -140,7 +142,8 @@ async def test_a_revoked_token_is_refused_on_http_and_its_open_socket_is_closed(
     await open_socket.wait_for("hello")
     twin = UpstreamCommandsTwin()
     service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]  # the twin is a v2 serve
-                             DoorSettings(exit_after_upstream="", prompt_runtime="v2"))
+                             DoorSettings(exit_after_upstream="", prompt_runtime="v2"),
+                             queue=PromptQueueStore(engine, UPSTREAM))
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET, revoked=revocations.revoked))
     async with TestClient(TestServer(app)) as http:

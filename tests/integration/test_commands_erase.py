@@ -18,6 +18,7 @@ from bridge.auth import mint_token
 from bridge.command_service import CommandService, DoorSettings
 from bridge.command_service.rows import DoorStore
 from bridge.http.commands import CommandsContext, add_command_routes
+from bridge.store.commands_pending import PromptQueueStore
 from bridge.store.writes import EventStore
 from tests.support.chat_events import batch
 from tests.support.commands_twin import OTHER, SID, UpstreamCommandsTwin
@@ -45,7 +46,8 @@ async def http(engine: AsyncEngine, twin: Twin) -> AsyncIterator[TestClient[Any,
         epoch, _ = await store.claim(sid, "owner", "/srv/agent/proj")
         await store.write_batch(sid, epoch, batch(1, 2, 3, session_id=sid), datetime.now(UTC))
     service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
-                             DoorSettings(exit_after_upstream="", prompt_runtime="v2"))
+                             DoorSettings(exit_after_upstream="", prompt_runtime="v2"),
+                             queue=PromptQueueStore(engine, UPSTREAM))
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as client:

@@ -19,6 +19,7 @@ from bridge.commands.model import MAX_BODY_BYTES, MAX_PROMPT_BODY_BYTES, MAX_TEX
 from bridge.commands.ratelimit import RateLimiter
 from bridge.errors import UpstreamUnavailable
 from bridge.http.commands import CommandsContext, add_command_routes
+from bridge.store.commands_pending import PromptQueueStore
 from tests.support.commands_twin import DIR, OTHER, SID, UpstreamCommandsTwin
 from tests.support.serve_model import Clock
 
@@ -43,7 +44,8 @@ async def http(engine: AsyncEngine, twin: UpstreamCommandsTwin, clock: Clock) ->
     service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]  # the twin is a v2 serve
                              DoorSettings(clock=clock, exit_after_upstream="", directories=("/srv/agent",),
                                           prompt_runtime="v2"),
-                             limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock))
+                             limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock),
+                             queue=PromptQueueStore(engine, UPSTREAM))
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as client:

@@ -21,6 +21,7 @@ from bridge.command_service.rows import DoorStore
 from bridge.commands.model import upstream_message_id
 from bridge.commands.ratelimit import RateLimiter
 from bridge.http.commands import CommandsContext, add_command_routes
+from bridge.store.commands_pending import PromptQueueStore
 from bridge.store.writes import EventStore
 from tests.support.chat_events import chat_event
 from tests.support.commands_twin import SID, UpstreamCommandsTwin
@@ -35,7 +36,8 @@ async def served(engine: AsyncEngine) -> AsyncIterator[tuple[TestClient[Any, Any
     service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]  # the twin is a v2 serve
                              DoorSettings(clock=clock, exit_after_upstream="", directories=("/srv/agent",),
                                           prompt_runtime="v2"),
-                             limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock))
+                             limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock),
+                             queue=PromptQueueStore(engine, UPSTREAM))
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as client:

@@ -38,7 +38,8 @@ class Replica:
         self.service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
                                       DoorSettings(exit_after_upstream="", directories=("/srv/agent",),
                                                    prompt_runtime="legacy"),
-                                      limiter=RateLimiter(rate_per_s=100, burst=100))
+                                      limiter=RateLimiter(rate_per_s=100, burst=100),
+                                      queue=PromptQueueStore(engine, UPSTREAM))
         self.queue: PromptQueueStore = self.service.prompts.queue
         self.claims = 0
         claim = self.queue.claim

@@ -22,6 +22,7 @@ from bridge.fanout.live_state import LiveSessionState
 from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.http.session_state import add_session_state_routes
 from bridge.store.chat_sessions import tree
+from bridge.store.commands_pending import PromptQueueStore
 from bridge.store.session_errors import SessionErrorStore
 from bridge.store.writes.event_store import EventStore
 from tests.support.chat_events import chat_event
@@ -51,7 +52,8 @@ async def served(engine: AsyncEngine) -> AsyncIterator[tuple[TestClient[Any, Any
 
     service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]
                              DoorSettings(clock=clock, exit_after_upstream=""),
-                             limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock), widen=widen)
+                             limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock), widen=widen,
+                             queue=PromptQueueStore(engine, UPSTREAM))
     store = EventStore(engine, UPSTREAM)
     epoch, _ = await store.claim(CHILD, "follower")
     created = chat_event(0, session_id=CHILD, type_="session.created", kind="session:created",

@@ -34,7 +34,7 @@ class Node:
                  confirm: Callable[[str], Awaitable[bool]] | None = None,
                  read_engine: AsyncEngine | None = None, read_slots: int = 3) -> None:
         self.engine = engine
-        self.hub = Hub()
+        self.hub = Hub(wake=lambda sid: self.feed.wake(sid))
         self.store = FanoutStore(engine, UPSTREAM, read_engine)
         self.feed = DurableFeed(self.hub, self.store)
         self.listener = CommitListener(database_url, UPSTREAM, self.feed.committed, self.feed.wake_all,

@@ -51,11 +51,11 @@ class _Serve:
 
 async def test_the_mirror_is_asked_first_then_the_serve() -> None:
     mirror = DoorStoreTwin()
-    mirror.sessions[SID] = SessionRow(SID, directory="/srv/kept")
+    mirror.tables.put(SID, directory="/srv/kept")
     serve = _Serve(_info("/srv/live"))
     assert await session_directory(mirror, serve, SID) == "/srv/kept"
     assert serve.asked == 0  # no upstream call for a session the mirror stored
-    mirror.sessions[SID] = SessionRow(SID, directory="bad\x00dir")
+    mirror.tables.put(SID, directory="bad\x00dir")
     assert await session_directory(mirror, serve, SID) == "/srv/live"
     assert await session_directory(DoorStoreTwin(), UpstreamCommandsTwin(), SID) == DIR
     with pytest.raises(SessionNotFound):

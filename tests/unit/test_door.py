@@ -11,10 +11,11 @@ from bridge.command_service import CommandService
 from bridge.command_service.door import build_door, run_command
 from bridge.config import Settings
 from bridge.store.db import make_engine
+from bridge.store.memory import MemoryPromptQueue
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.gen2.commands import Gen2Commands
 from tests.support.commands_twin import SID, UpstreamCommandsTwin
-from tests.support.door_twins import DoorStoreTwin, PromptQueueTwin, claims
+from tests.support.door_twins import DoorStoreTwin, claims
 
 URL = "postgresql://u:p@127.0.0.1:1/none"
 
@@ -22,7 +23,7 @@ URL = "postgresql://u:p@127.0.0.1:1/none"
 def _service(store: Any = None) -> CommandService:
     store = store or DoorStoreTwin()
     return CommandService(store, UpstreamCommandsTwin(),  # type: ignore[arg-type]
-                          queue=PromptQueueTwin(store, lambda: 0.0))  # type: ignore[arg-type]
+                          queue=MemoryPromptQueue(store.tables))  # type: ignore[arg-type]
 
 
 async def test_a_refused_command_is_an_outcome_in_the_envelope() -> None:

@@ -78,9 +78,8 @@ def test_held_traffic_overflow_makes_the_replay_read_again() -> None:
 
 
 def test_first_subscriber_sets_the_published_seq_and_wakes_the_feed() -> None:
-    hub = Hub()
     woken: list[str] = []
-    hub.set_wake(woken.append)
+    hub = Hub(wake=woken.append)
     c = Client(QueueLimits())
     sub = hub.register(c, SID, 4)
     assert hub.published_seq(SID) is None

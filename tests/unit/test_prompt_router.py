@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from bridge.command_service.prompt_router import VERSION_TTL_S, PromptRouter, newest_message
-from bridge.commands.affinity import BASIS_HISTORY, BASIS_NEW, TurnHistory
+from bridge.commands.affinity import BASIS_HISTORY, BASIS_NEW
 from bridge.commands.legacy_delivery import DONE, FAILED, PENDING, QUEUED
 from bridge.commands.model import CommandError, parse_command
 from bridge.store.commands_pending import CommandKey
+from bridge.store.memory import MemoryPromptQueue
 from tests.support.commands_twin import DIR, SID, UpstreamCommandsTwin
-from tests.support.door_twins import DoorStoreTwin, PromptQueueTwin, Row
+from tests.support.door_twins import add_prompt, announced, tables_on, turns
 from tests.support.serve_model import Clock
 
 MID = "msg_0a1b2c3d4e5fAAAAAAAAAAAAAA"
@@ -35,9 +36,9 @@ class _Serve(UpstreamCommandsTwin):
         return "1.18.33"
 
 
-def _router(setting: str = "auto") -> tuple[PromptRouter, PromptQueueTwin, _Serve, Clock]:
+def _router(setting: str = "auto") -> tuple[PromptRouter, MemoryPromptQueue, _Serve, Clock]:
     clock, serve = Clock(1000.0), _Serve()
-    queue = PromptQueueTwin(DoorStoreTwin(), clock)
+    queue = MemoryPromptQueue(tables_on(clock))
     return PromptRouter(queue, serve, setting, clock=clock), queue, serve, clock  # type: ignore[arg-type]
 
 
@@ -45,9 +46,9 @@ def _prompt(delivery: str = "steer", cid: str = "c1", **more: Any) -> Any:
     return parse_command("prompt", {"command_id": cid, "text": "hi", "delivery": delivery, **more}, SID)
 
 
-def _row(queue: PromptQueueTwin, cmd: Any) -> CommandKey:
+def _row(queue: MemoryPromptQueue, cmd: Any) -> CommandKey:
     key = CommandKey.of(cmd, "alice")
-    queue.add(Row(key, "prompt", SID, cmd.fingerprint, dict(cmd.args), upstream_id=MID))
+    add_prompt(queue.tables, key, dict(cmd.args), upstream_id=MID)
     return key
 
 
@@ -60,7 +61,7 @@ async def test_the_runtime_follows_the_sessions_turns_else_the_serves_own_client
     clock.now += VERSION_TTL_S
     await router.choose(SID)
     assert serve.versions == 2
-    queue.history[SID] = TurnHistory(latest="v2", seen=frozenset({"v2"}))
+    turns(queue.tables, SID, "session.next.prompt")
     assert (await router.choose(SID)).basis == BASIS_HISTORY
     assert (await router.choose(SID)).runtime == "v2"
     forced, _, _, _ = _router("v2")
@@ -73,11 +74,11 @@ async def test_prepare_refuses_a_file_outside_the_directory_before_anything_move
     key = _row(queue, cmd)
     with pytest.raises(CommandError) as e:
         await router.prepare(cmd, key, SID, str(tmp_path))
-    assert e.value.code == "bad_file" and queue.store.rows[key].runtime is None
+    assert e.value.code == "bad_file" and queue.tables.commands[key]["runtime"] is None
     plain = _prompt(cid="c2")
     key2 = _row(queue, plain)
     choice, resolved = await router.prepare(plain, key2, SID, str(tmp_path))
-    assert resolved == {} and queue.store.rows[key2].runtime == choice.runtime == "legacy"
+    assert resolved == {} and queue.tables.commands[key2]["runtime"] == choice.runtime == "legacy"
 
 
 async def test_a_legacy_queue_prompt_behind_a_busy_turn_waits_and_wakes_the_sender() -> None:
@@ -88,8 +89,8 @@ async def test_a_legacy_queue_prompt_behind_a_busy_turn_waits_and_wakes_the_send
     key = _row(queue, cmd)
     choice = await router.choose(SID)
     status, body = await router.legacy(cmd, key, SID, DIR, {}, MID, choice)
-    assert status == 200 and body["state"] == QUEUED and queue.store.rows[key].state == QUEUED
-    assert serve.count("legacy_prompt") == 0 and queue.announced == [("c1", QUEUED)]
+    assert status == 200 and body["state"] == QUEUED and queue.tables.commands[key]["state"] == QUEUED
+    assert serve.count("legacy_prompt") == 0 and announced(queue.tables) == [("c1", QUEUED)]
     assert await router.woken(0.0) is True and await router.woken(0.0) is False
     assert [r.command_id for r in await router.waiting()] == ["c1"]
 
@@ -99,34 +100,34 @@ async def test_a_steer_or_an_idle_session_sends_now() -> None:
     for cid, delivery in (("c1", "steer"), ("c2", "queue")):
         cmd = _prompt(delivery, cid)
         key = _row(queue, cmd)
-        queue.store.rows[key].upstream_id = f"msg_0a1b2c3d4e5f{cid}AAAAAAAAAAAA"
-        status, body = await router.legacy(cmd, key, SID, DIR, {}, str(queue.store.rows[key].upstream_id),
+        queue.tables.commands[key]["upstream_id"] = f"msg_0a1b2c3d4e5f{cid}AAAAAAAAAAAA"
+        status, body = await router.legacy(cmd, key, SID, DIR, {}, str(queue.tables.commands[key]["upstream_id"]),
                                            await router.choose(SID))
-        assert (status, body["state"], queue.store.rows[key].state) == (200, "sent", DONE)
+        assert (status, body["state"], queue.tables.commands[key]["state"]) == (200, "sent", DONE)
     assert serve.count("legacy_prompt") == 2
 
 
 async def test_the_senders_methods_settle_deliver_and_drop() -> None:
     router, queue, _, _ = _router()
     key = _row(queue, _prompt("queue"))
-    row = queue.store.rows[key]
-    row.state, row.result = QUEUED, {"command_id": "c1", "state": QUEUED}
+    row = queue.tables.commands[key]
+    row.update(state=QUEUED, result={"command_id": "c1", "state": QUEUED})
     (head,) = await router.waiting()
     status, answer = await router.send_queued(head, DIR, {"messageID": MID, "parts": []})
-    assert (status, answer["state"], row.state) == (200, "sent", DONE)
+    assert (status, answer["state"], row["state"]) == (200, "sent", DONE)
     key2 = _row(queue, _prompt("queue", "c2"))
-    queue.store.rows[key2].state = QUEUED
+    queue.tables.commands[key2]["state"] = QUEUED
     (head2,) = await router.waiting()
     assert await router.settle(head2, QUEUED, 422, {"error": "gone"}) is True
-    assert (queue.store.rows[key2].state, queue.store.rows[key2].http_status) == (FAILED, 422)
+    assert (queue.tables.commands[key2]["state"], queue.tables.commands[key2]["http_status"]) == (FAILED, 422)
     assert await router.settle(head2, QUEUED, 422, {}) is False  # final already
     key3 = _row(queue, _prompt("queue", "c3"))
-    queue.store.rows[key3].state = QUEUED
+    queue.tables.commands[key3]["state"] = QUEUED
     assert await router.drop_queued(SID, "interrupt") == ["c3"]
-    queue.deleted.add(SID)
+    queue.tables.put(SID, deleted=True)
     assert await router.session_deleted(SID) is True
     assert (await router.session_info(SID))["location"] == {"directory": DIR}
-    assert queue.store.rows[_row(queue, _prompt(cid="c4"))].state == PENDING
+    assert queue.tables.commands[_row(queue, _prompt(cid="c4"))]["state"] == PENDING
 
 
 def test_v2_text_files_go_in_the_text_images_as_files(tmp_path: Path) -> None:

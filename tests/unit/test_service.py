@@ -4,6 +4,7 @@ tests/support/door_twins.py; the serve: tests/support/commands_twin.py) — auth
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -13,11 +14,12 @@ from bridge.command_service.questions import QuestionCommands
 from bridge.commands.model import CommandError, parse_command, v2_prompt_message_id
 from bridge.commands.ratelimit import RateLimiter
 from bridge.errors import InvalidRequest, UpstreamUnavailable
-from bridge.store.codecs import SessionRow
 from bridge.store.commands_pending import CommandKey
 from tests.support.commands_twin import DIR, OTHER, SID, UpstreamCommandsTwin
-from tests.support.door_twins import UPSTREAM, DoorStoreTwin, PendingTwin, PromptQueueTwin, claims
+from tests.support.door_twins import UPSTREAM, claims, door_twins
 from tests.support.serve_model import Clock
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class _Serve(UpstreamCommandsTwin):
@@ -35,9 +37,9 @@ class _Serve(UpstreamCommandsTwin):
 
 class Door:
     def __init__(self, runtime: str = "v2", burst: int = 100) -> None:
-        self.clock, self.serve, self.store = Clock(1000.0), _Serve(), DoorStoreTwin()
-        self.queue = PromptQueueTwin(self.store, self.clock)
-        self.pending = PendingTwin()
+        self.clock, self.serve = Clock(1000.0), _Serve()
+        self.store, self.queue, self.pending = door_twins(self.clock)
+        self.tables = self.store.tables
         self.service = CommandService(
             self.store, self.serve,  # type: ignore[arg-type]
             DoorSettings(directories=("/srv/agent",), prompt_runtime=runtime, exit_after_upstream="",
@@ -67,7 +69,7 @@ async def test_a_v2_prompt_is_sent_once_and_a_retry_answers_from_its_row() -> No
     status, body = await door.run("prompt", _prompt())
     mid = v2_prompt_message_id(UPSTREAM, SID, "c1", "alice")
     assert (status, body["message_id"], body["admitted_seq"], body["runtime"]) == (200, mid, 1, "v2")
-    assert door.store.rows[CommandKey("alice", SID, "c1")].state == "done"
+    assert door.tables.commands[CommandKey("alice", SID, "c1")]["state"] == "done"
     assert await door.run("prompt", _prompt()) == (status, body)
     assert door.serve.count("prompt") == 1
     assert await _refused(door, "prompt", _prompt(text="other")) == "conflict"  # same id, another command
@@ -77,7 +79,7 @@ async def test_an_upstream_outage_keeps_the_row_pending_and_the_retry_sends_the_
     door = Door()
     door.serve.fail_prompt = UpstreamUnavailable("connection refused")
     assert await _refused(door, "prompt", _prompt()) == "upstream_unavailable"
-    assert door.store.rows[CommandKey("alice", SID, "c1")].state == "pending"
+    assert door.tables.commands[CommandKey("alice", SID, "c1")]["state"] == "pending"
     door.serve.fail_prompt = None
     assert (await door.run("prompt", _prompt()))[0] == 200
     sent = [args[2] for name, args in door.serve.calls if name == "prompt"]
@@ -90,8 +92,8 @@ async def test_a_refusal_of_the_serve_is_stored_failed_without_its_details() -> 
     with pytest.raises(CommandError) as e:
         await door.run("prompt", _prompt())
     assert e.value.code == "bad_request" and "127.0.0.1" not in e.value.message
-    row = door.store.rows[CommandKey("alice", SID, "c1")]
-    assert (row.state, row.http_status) == ("failed", 400)
+    row = door.tables.commands[CommandKey("alice", SID, "c1")]
+    assert (row["state"], row["http_status"]) == ("failed", 400)
 
 
 async def test_refused_before_any_row_scope_rate_erasure_deletion_and_unknown_sessions() -> None:
@@ -99,11 +101,11 @@ async def test_refused_before_any_row_scope_rate_erasure_deletion_and_unknown_se
     assert await _refused(door, "interrupt", {"command_id": "i1"}, scope="prompt") == "forbidden"
     door.store.tombstones.add(SID)
     assert await _refused(door, "prompt", _prompt("c2")) == "not_found"
-    door.store.sessions[OTHER] = SessionRow(OTHER, directory=DIR, deleted=True)
+    door.tables.put(OTHER, directory=DIR, deleted=True)
     assert await _refused(door, "prompt", _prompt("c3"), OTHER) == "not_found"
     assert await _refused(door, "prompt", _prompt("c4"), "ses_0000000000000000000000000X") == "not_found"
     assert await _refused(door, "prompt", _prompt("c5"), OTHER) == "rate_limited"
-    assert CommandKey("alice", SID, "c2") not in door.store.rows and door.serve.count("prompt") == 0
+    assert CommandKey("alice", SID, "c2") not in door.tables.commands and door.serve.count("prompt") == 0
 
 
 async def test_a_legacy_prompt_goes_with_a_time_stamped_id_through_the_router() -> None:
@@ -131,9 +133,12 @@ async def test_session_creation_control_commands_and_session_ops() -> None:
 async def test_a_permission_reply_is_sent_where_pending_and_who_answered_is_kept() -> None:
     door = Door()
     door.serve.legacy_pending = [{"id": "per_1", "sessionID": SID}]
+    await door.pending.permission_asked(SID, "per_1", {"id": "per_1"}, AT, None, None, None, "legacy")
     _, body = await door.run("permission_reply", {"command_id": "p1", "reply": "once"}, SID, "per_1")
-    assert (body["runtime"], body["applied"]) == ("legacy", True) and door.pending.answers["per_1"][0] == "alice"
-    door.store.permission_replies["per_2"] = (SID, "reject")  # answered elsewhere already
+    assert (body["runtime"], body["applied"]) == ("legacy", True)
+    assert door.tables.requests["per_1"]["answered_by"] == "alice"
+    await door.pending.permission_asked(SID, "per_2", {"id": "per_2"}, AT, None, None, None)
+    await door.pending.permission_replied(SID, "per_2", {"id": "per_2"}, AT, "reject")  # answered elsewhere
     _, body = await door.run("permission_reply", {"command_id": "p2", "reply": "once"}, SID, "per_2")
     assert (body["reply"], body["applied"]) == ("reject", False)
     assert await _refused(door, "permission_reply", {"command_id": "p3", "reply": "once"}, SID) == "bad_request"

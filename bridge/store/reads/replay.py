@@ -21,10 +21,10 @@ from typing import Any
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+import bridge.store.reads.replay_legacy as legacy
+import bridge.store.reads.sql_json as sql_json
 from bridge.events import TYPE_KINDS, Kind
 from bridge.events.content import CONTENT_KINDS
-from bridge.store.reads import replay_legacy as legacy
-from bridge.store.reads import sql_json
 
 # (seq, frame text | None, payload | None, kind column): the frame PostgreSQL built, else the payload for Python.
 StoredFrame = tuple[int, str | None, Any, str | None]

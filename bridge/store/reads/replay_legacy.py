@@ -16,10 +16,10 @@ framed in Python, as before. `tests/integration/test_replay_frames.py` pins that
 
 from __future__ import annotations
 
+import bridge.store.reads.sql_json as sql_json
 from bridge.events import Kind
 from bridge.events.error_envelope import ERROR_FALLBACK_MAX
 from bridge.events.legacy_state import PLAIN_PART_TYPES
-from bridge.store.reads import sql_json
 
 # Paths into the payload, read with `#>` (one walk, no copy of what lies between): "data,part,state".
 _D, _INFO, _PART = "data", "data,info", "data,part"
