@@ -8,17 +8,19 @@ recorded gap.
     .venv/bin/python -m bench.soak --minutes 2 --failover   # a replicated database, and a failover fault
 
 Faults (bench/soak_faults.py), one every 2-6 s (weights in FAULTS): SIGKILL of a replica (restarted 0-3 s
-later), SIGTERM of a replica (restarted at once), SIGTERM or SIGKILL of `opencode serve` (restarted on the
-same port and home), every bridge connection to PostgreSQL terminated (`pg_terminate_backend`), and with
-`--failover` the primary SIGKILLed after its standby was cut off, the standby promoted (docs/scaling.md). The
-workload prompts random sessions with the mock provider's directives (text, tools, reasoning, slow streams)
-through three runtimes (weights in RUNTIMES): the v2 API, legacy `prompt_async` (as the web app does) and
-OpenCode's own CLI (`opencode run --attach … --session …`), so most sessions mix both runtimes; prompts that
-fail because the serve is down are counted, not fatal. Exit status 1 (bench/soak_verdict.py) when the database
-and the sync log differ, or when any stored event is of kind `unknown` (the report lists those types: map them
-in bridge/events/). Before the first fault, one `prompt_async` turn each of a subagent (`task`), a plan
-(`todowrite`) and a file write, so that those kinds are in the database whatever the faults do later
-(`subagent_sessions` in the report counts the children stored).
+later), SIGKILL of one worker of a replica (each runs `--workers`, default 2: its parent starts another,
+docs/operations.md "Workers"), SIGTERM of a replica (restarted at once), SIGTERM or SIGKILL of `opencode
+serve` (restarted on the same port and home), every bridge connection to PostgreSQL terminated
+(`pg_terminate_backend`), and with `--failover` the primary SIGKILLed after its standby was cut off, the
+standby promoted (docs/scaling.md). The workload prompts random sessions with the mock provider's directives
+(text, tools, reasoning, slow streams) through three runtimes (weights in RUNTIMES): the v2 API, legacy
+`prompt_async` (as the web app does) and OpenCode's own CLI (`opencode run --attach … --session …`), so most
+sessions mix both runtimes; prompts that fail because the serve is down are counted, not fatal. Exit status 1
+(bench/soak_verdict.py) when the database and the sync log differ, or when any stored event is of kind
+`unknown` (the report lists those types: map them in bridge/events/). Before the first fault, one
+`prompt_async` turn each of a subagent (`task`), a plan (`todowrite`) and a file write, so that those kinds
+are in the database whatever the faults do later (`subagent_sessions` in the report counts the children
+stored).
 
 Churn (bench/soak_churn.py): every `--churn-every-s` (10 s) `--churn-new` sessions are created with one turn
 each, and `--churn-returning` older ones, quiet for longer than the bridges' idle TTL (`--idle-ttl-s`, 20 s:
@@ -111,7 +113,8 @@ class Soak:
         for i in range(self.args.replicas):
             b = BridgeProcess(self.workdir, self.serve.base_url, self.database_url, name=f"bridge-{i}",
                               extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET,
-                                         "BRIDGE_IDLE_TTL_S": f"{self.args.idle_ttl_s:g}"})
+                                         "BRIDGE_IDLE_TTL_S": f"{self.args.idle_ttl_s:g}",
+                                         "BRIDGE_WORKERS": str(self.args.workers)})
             b.start()
             self.replicas.append(b)
         for b in self.replicas:
@@ -298,6 +301,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--sessions", type=int, default=6)
     ap.add_argument("--replicas", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2, help="BRIDGE_WORKERS of each replica (kill9_worker kills one)")
     ap.add_argument("--continuity-sessions", type=int, default=3,
                     help="sessions driven by the CLI and by prompts through the bridge only")
     ap.add_argument("--churn-every-s", type=float, default=10.0, help="0: no churn")

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
+import signal
 import time
 from collections import Counter
+from pathlib import Path
 
 from sqlalchemy import text
 
@@ -17,7 +20,8 @@ from tests.support.opencode import OpencodeServe
 from tests.support.replication import ReplicatedPostgres
 from tests.support.waiting import WaitTimeout, wait_until
 
-FAULTS = {"kill9_bridge": 4, "sigterm_bridge": 2, "restart_opencode": 1, "kill9_opencode": 1, "drop_db": 2}
+FAULTS = {"kill9_bridge": 4, "sigterm_bridge": 2, "restart_opencode": 1, "kill9_opencode": 1, "drop_db": 2,
+          "kill9_worker": 3}
 # `--failover`: the database is a primary and a streaming standby (tests/support/replication.py), the bridges
 # on a two-host URL; this fault cuts the standby off, lets commits land on the primary only, SIGKILLs the
 # primary and promotes the standby (docs/scaling.md, "Failover"), then clones a new standby.
@@ -37,6 +41,10 @@ async def admin_sql(url: str, sql: str) -> None:
             await conn.execute(text(sql))
     finally:
         await engine.dispose()
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
 class Faults:
@@ -69,6 +77,22 @@ class Faults:
             b.kill()
         await asyncio.sleep(self.rng.uniform(0.0, 3.0))
         b.start()
+
+    async def _kill9_worker(self) -> None:
+        """One worker of a replica (`--workers` > 1, docs/operations.md "Workers") SIGKILLed: its parent starts
+        another and the sessions it held are adopted. With one process per replica: the whole replica."""
+        b = self.rng.choice(self.replicas)
+        if b.proc is None or b.proc.poll() is not None:
+            return
+        try:
+            workers = _children(b.proc.pid)
+        except OSError:
+            return
+        if not workers:
+            await self._kill9_bridge()
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.rng.choice(workers), signal.SIGKILL)
 
     async def _sigterm_bridge(self) -> None:
         b = self.rng.choice(self.replicas)

@@ -87,10 +87,19 @@ def _metric(url: str, name: str, labels: str = "") -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(key + " "))
 
 
+def _machine_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of every core so far (/proc/stat): how busy the whole machine was between two reads."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return float(sum(fields) - idle), float(sum(fields))
+
+
 def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far (Linux /proc)."""
+    """User + system CPU seconds of a process and its live children so far (Linux /proc): the server's
+    workers with `--workers`."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") + sum(_cpu_s(int(c)) for c in children)
 
 
 async def storm(url: str, server_pid: int, writer: Writer, sids: list[str], clients: int, procs: int, interval: float,
@@ -115,6 +124,7 @@ async def storm(url: str, server_pid: int, writer: Writer, sids: list[str], clie
         assert word == "connected", word
         connect_s = max(connect_s, float(took))
     start = time.time()
+    busy0 = _machine_busy()
     for p in ps:
         assert p.stdin is not None
         p.stdin.write(b"go\n")
@@ -126,6 +136,10 @@ async def storm(url: str, server_pid: int, writer: Writer, sids: list[str], clie
         rounds += 1
         await asyncio.wait(caught, timeout=interval)
     all_caught = time.time()
+    busy1 = _machine_busy()
+    # Cores in use on the whole machine from `go` to the last caught_up (fan-out, clients, PostgreSQL, the rest).
+    machine_cores = (busy1[0] - busy0[0]) / max(1.0, busy1[1] - busy0[1]) * (os.cpu_count() or 1)
+    clients_cpu_s = sum(_cpu_s(p.pid) for p in ps)
     for _ in range(steady):
         await asyncio.sleep(interval)
         await writer.round(sids)
@@ -159,7 +173,8 @@ async def storm(url: str, server_pid: int, writer: Writer, sids: list[str], clie
         "catch_up_ms_p99": _pct([c * 1000 for c in catch], 0.99),
         "live_latency_ms_p50": _pct(lat_all, 0.5), "live_latency_ms_p99": _pct(lat_all, 0.99),
         "steady_latency_ms_p50": _pct(lat_steady, 0.5), "steady_latency_ms_p99": _pct(lat_steady, 0.99),
-        "server_cpu_s": round(cpu_s, 1),
+        "server_cpu_s": round(cpu_s, 1), "clients_cpu_s": round(clients_cpu_s, 1),
+        "machine_cores_busy_until_caught_up": round(machine_cores, 2),
         # Every frame written (events, hello, subscribed, caught_up, …) and the socket writes they took.
         "frames_sent": frames, "socket_writes": _metric(url, "bridge_ws_socket_writes_total", "") - pre_writes,
         "server_cpu_us_per_frame": round(cpu_s / frames * 1e6, 1) if frames else None,
@@ -213,7 +228,7 @@ async def run(db_url: str, a: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"populate_s": round(time.perf_counter() - t0, 1)}
     extra = ["--profile", a.profile] if a.profile else []
     server = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.storm_server", "--database-url", db_url,
-                                                  *extra, stdout=asyncio.subprocess.PIPE)
+                                                  "--workers", str(a.workers), *extra, stdout=asyncio.subprocess.PIPE)
     try:
         assert server.stdout is not None
         url = f"http://127.0.0.1:{json.loads(await server.stdout.readline())['port']}"
@@ -242,6 +257,7 @@ def main() -> None:
     ap.add_argument("--stored", type=int, default=20, help="events stored per session before the storms")
     ap.add_argument("--long", type=int, default=20_000, help="events of the replayed session")
     ap.add_argument("--procs", type=int, default=4, help="client processes")
+    ap.add_argument("--workers", type=int, default=1, help="server processes on one port (BRIDGE_WORKERS)")
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between live rounds")
     ap.add_argument("--steady", type=int, default=3, help="live rounds after every client caught up")
     ap.add_argument("--json", help="also write the results here")

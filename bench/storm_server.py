@@ -1,7 +1,9 @@
 """The fan-out side of `bench.storm`, in its own process: hub, feed, LISTEN connection, the shared reads and
 `/v1/ws` (bridge.fanout), with the daemon's read pool (4 connections, 2 s acquire timeout) and its GC
 tuning, against the bench's PostgreSQL; `/metrics` for the orchestrator. Prints `{"port": N}` when ready
-and serves until SIGTERM."""
+and serves until SIGTERM. With `--workers N` (docs/operations.md "Workers"): this process binds the port and
+starts N such servers that accept on it, each with its own read pool, their metrics summed
+(PROMETHEUS_MULTIPROC_DIR), as `opencode-bridge run` with BRIDGE_WORKERS=N serves its clients."""
 
 from __future__ import annotations
 
@@ -9,11 +11,15 @@ import argparse
 import asyncio
 import cProfile
 import json
+import os
+import shutil
 import signal
+import socket
+import subprocess
 import sys
+import tempfile
 
 from aiohttp import web
-from prometheus_client import generate_latest
 
 from bridge.fanout.connection import WebSocketContext
 from bridge.fanout.feed import CommitListener, DurableFeed
@@ -21,7 +27,7 @@ from bridge.fanout.hub import Hub
 from bridge.fanout.limits import ConnectionSlots
 from bridge.http.ws import add_websocket
 from bridge.log import configure_logging
-from bridge.metrics import REGISTRY
+from bridge.metrics import exposition
 from bridge.perf.runtime import tune_gc
 from bridge.store.db import make_engine, make_read_engine
 from bridge.store.reads import FanoutStore
@@ -31,10 +37,10 @@ UPSTREAM = "storm-bench"
 
 
 async def _metrics(_request: web.Request) -> web.Response:
-    return web.Response(body=generate_latest(REGISTRY), content_type="text/plain")
+    return web.Response(body=exposition(), content_type="text/plain")
 
 
-async def serve(url: str, read_pool: int, max_clients: int) -> None:
+async def serve(url: str, read_pool: int, max_clients: int, listen_fd: int | None = None) -> None:
     tune_gc()
     engine = make_engine(url)
     read_engine = make_read_engine(url, pool_size=read_pool)
@@ -50,7 +56,8 @@ async def serve(url: str, read_pool: int, max_clients: int) -> None:
     app.router.add_get("/metrics", _metrics)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
+    site: web.BaseSite = (web.SockSite(runner, socket.socket(fileno=listen_fd)) if listen_fd is not None else
+                          web.TCPSite(runner, "127.0.0.1", 0, backlog=4096))
     await site.start()
     tasks = [asyncio.create_task(feed.run()), asyncio.create_task(listener.run())]
     await listener.connected.wait()
@@ -72,16 +79,44 @@ def main() -> None:
     ap.add_argument("--read-pool", type=int, default=4)
     ap.add_argument("--max-clients", type=int, default=20_000)
     ap.add_argument("--profile", help="write cProfile stats of the whole run here (slows the server down)")
+    ap.add_argument("--workers", type=int, default=1, help="server processes accepting on one port")
+    ap.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # a worker's inherited socket
     a = ap.parse_args()
+    if a.workers > 1:
+        sys.exit(_parent(a))
     configure_logging("console", "warning")
     prof = cProfile.Profile() if a.profile else None
     if prof is not None:
         prof.enable()
-    asyncio.run(serve(a.database_url, a.read_pool, a.max_clients))
+    asyncio.run(serve(a.database_url, a.read_pool, a.max_clients, a.listen_fd))
     if prof is not None:
         prof.disable()
         prof.dump_stats(a.profile)
     sys.exit(0)
+
+
+def _parent(a: argparse.Namespace) -> int:
+    """Binds the port, starts the workers on it, says `{"port": N}` once each is ready, forwards SIGTERM."""
+    sock = socket.create_server(("127.0.0.1", 0), backlog=4096)
+    sock.set_inheritable(True)
+    metrics_dir = tempfile.mkdtemp(prefix="storm-metrics-")
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
+    argv = [sys.executable, "-m", "bench.storm_server", "--database-url", a.database_url, "--read-pool",
+            str(a.read_pool), "--max-clients", str(a.max_clients), "--listen-fd", str(sock.fileno())]
+    workers = [subprocess.Popen([*argv, *(["--profile", f"{a.profile}.{i}"] if a.profile else [])], env=env,
+                                pass_fds=[sock.fileno()], stdout=subprocess.PIPE) for i in range(a.workers)]
+    for w in workers:
+        assert w.stdout is not None
+        json.loads(w.stdout.readline())
+    # Blocked after the workers started (they must not inherit the mask), before the orchestrator may send it.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    print(json.dumps({"port": sock.getsockname()[1], "workers": [w.pid for w in workers]}), flush=True)
+    signal.sigwait({signal.SIGTERM})
+    for w in workers:
+        w.terminate()
+    rc = max(w.wait() for w in workers)
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    return rc
 
 
 if __name__ == "__main__":

@@ -93,7 +93,9 @@ async def _serve_url(serve: Child, timeout_s: float) -> str:
 
 def _daemon(work: Path, upstream_url: str, database_url: str, port: int, profile: str | None, **extra: str) -> Child:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
-    env.update(extra, BRIDGE_UPSTREAM_URL=upstream_url, BRIDGE_DATABASE_URL=database_url, BRIDGE_HTTP_PORT=str(port),
+    # One process unless the caller says BRIDGE_WORKERS (docs/operations.md "Workers").
+    env.update({"BRIDGE_WORKERS": "1", **extra}, BRIDGE_UPSTREAM_URL=upstream_url, BRIDGE_DATABASE_URL=database_url,
+               BRIDGE_HTTP_PORT=str(port),
                BRIDGE_STATE_DIR=str(work / "state"), BRIDGE_UPSTREAM_NAME=UPSTREAM, BRIDGE_LOG_FORMAT="json",
                BRIDGE_LOG_LEVEL="info", BRIDGE_AUTH_DISABLED="true")
     argv = [sys.executable, "-m", "bench.wire_profiled", profile] if profile else [
@@ -173,7 +175,7 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
             port = free_port()
             bridge = f"http://127.0.0.1:{port}"
             spawned = time.time()
-            daemon = _daemon(work, fake, database_url, port, a.profile)
+            daemon = _daemon(work, fake, database_url, port, a.profile, BRIDGE_WORKERS=str(a.workers))
             pid = daemon.proc.pid
 
             async def stored_is(n: int) -> bool:
@@ -206,6 +208,10 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
                 **m.Phase.between({"routes": {}}, after_catch_up).per_event(max(stored, 1))}
             metrics = await m.daemon_metrics(http, bridge)
             out["catch_up"]["follower_crashes"] = metrics.get("bridge_follower_crashes_total", 0.0)
+            # Sessions per lease holder (one per worker with BRIDGE_WORKERS > 1): how the claims spread.
+            out["catch_up"]["sessions_per_owner"] = sorted((r[0] for r in await con.fetch(
+                "select count(*) from chat_sessions where upstream = $1 group by lease_owner", UPSTREAM)),
+                reverse=True)
             out["catch_up"]["ingest"] = m.ingest_counters({}, metrics)
             if out["catch_up"]["complete"]:
                 out.update(await warm_idle_burst(a, http, fake, bridge, pid, total, done, stored_is))
@@ -267,6 +273,7 @@ def main() -> None:
     ap.add_argument("--settle-seconds", type=float, default=10.0, help="after warm-up, before the idle window")
     ap.add_argument("--naive-seconds", type=float, default=8.0)
     ap.add_argument("--timeout", type=float, default=900.0, help="per phase")
+    ap.add_argument("--workers", type=int, default=1, help="BRIDGE_WORKERS of the daemon (CPU: all its processes)")
     ap.add_argument("--quick", action="store_true", help="20 sessions x 5 events, short idle and naive: a test")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, database)")
     ap.add_argument("--json", help="also write the results here")

@@ -20,9 +20,11 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process `pid` so far (/proc/<pid>/stat fields 14 and 15)."""
+    """User + system CPU seconds of process `pid` and its live children so far (/proc/<pid>/stat fields 14 and
+    15): a daemon's workers with BRIDGE_WORKERS > 1."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return (int(fields[11]) + int(fields[12])) / TICKS + sum(cpu_s(int(c)) for c in children)
 
 
 def rss_mib(pid: int) -> float:

@@ -62,8 +62,13 @@ def _database_url(settings: Settings) -> tuple[str, object | None]:
 
 async def _run(settings: Settings, url: str) -> int:
     from bridge.daemon import Daemon, install_signal_handlers
+    from bridge.workers.child import WorkerContext
 
-    daemon = Daemon(settings, url)
+    worker = WorkerContext.from_env()
+    if worker is not None:
+        worker.die_with_parent()
+        structlog.contextvars.bind_contextvars(worker=worker.index)  # every line says which worker
+    daemon = Daemon(settings, url, worker)
     install_signal_handlers(daemon)
     return await daemon.run()
 
@@ -194,6 +199,10 @@ def _main(args: argparse.Namespace, settings: Settings) -> int:
         from bridge.auth import load_or_create_secret
 
         load_or_create_secret(settings.auth_secret.value, settings.state_dir)
+    if settings.workers > 1:  # the parent of BRIDGE_WORKERS processes (docs/operations.md "Workers")
+        from bridge.workers.run import run_parent
+
+        return run_parent(settings, url)
     return asyncio.run(_run(settings, url))
 
 

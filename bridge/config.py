@@ -114,6 +114,9 @@ class Settings:
     retention_days: int = 0
     # Which OpenCode generation's driver runs (docs/upstream.md "OpenCode 2.x"): auto (what the serve says) | 1 | 2.
     upstream_generation: str = "auto"
+    # Worker processes on this host (docs/operations.md "Workers"): one parent that systemd sees and this many
+    # ordinary replicas sharing the HTTP port. Default: the number of cores; 1 is one process, as before.
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
 
     @property
     def directory_roots(self) -> tuple[str, ...]:
@@ -179,6 +182,7 @@ ENV_VARS: dict[str, str] = {
     "BRIDGE_PROMPT_RUNTIME": "prompt_runtime",
     "BRIDGE_RETENTION_DAYS": "retention_days",
     "BRIDGE_UPSTREAM_GENERATION": "upstream_generation",
+    "BRIDGE_WORKERS": "workers",
 }
 _TOML_KEYS = {v: k for k, v in ENV_VARS.items()}
 

@@ -68,6 +68,7 @@ from bridge.upstream.gen2.requests import Gen2Requests
 from bridge.upstream.live import LiveStream
 from bridge.upstream.port_follower import PortFollower, PortHooks, PortSettings
 from bridge.upstream.sync_batch import BatchSettings
+from bridge.workers.child import WorkerContext
 
 
 def new_incarnation_id() -> str:
@@ -101,9 +102,11 @@ async def _background(name: str, run: Callable[[], Coroutine[Any, Any, None]]) -
 
 
 class Daemon:
-    def __init__(self, settings: Settings, database_url: str) -> None:
+    def __init__(self, settings: Settings, database_url: str, worker: WorkerContext | None = None) -> None:
         self.settings = settings
         self.database_url = database_url
+        # One of BRIDGE_WORKERS processes (bridge.workers): the parent's sockets and `/global/event` tee.
+        self._worker = worker
         self.owner = new_incarnation_id()
         self._stop = asyncio.Event()
         self._started = False
@@ -152,10 +155,13 @@ class Daemon:
             client = await stack.enter_async_context(
                 UpstreamClient(s.upstream_url, s.upstream_username, s.upstream_password.value,
                                limits=ClientLimits(sync_batch=BatchSettings(items_per_s=s.sync_items_per_s))))
+            # A worker reads `/global/event` from its parent, which reads it once for the host (bridge.workers).
+            live_client = client if self._worker is None else await stack.enter_async_context(
+                self._worker.live_client())
             # Revoked tokens (docs/security.md): loaded before the first request, reloaded every few seconds.
             revocations = RevocationList(lambda: revoked_jtis(db.main))
             await revocations.refresh()
-            parts = self._parts(choice.generation, db, client, revocations.revoked)
+            parts = self._parts(choice.generation, db, client, revocations.revoked, live_client)
             await self._start(stack, parts, revocations.run)
             notifier = Notifier.from_env()
             # The watchdog's database probe shares the heartbeats' pool: a burst of write batches on the
@@ -178,10 +184,12 @@ class Daemon:
             raise UpstreamRefused(self._refusal)
         return 0
 
-    def _parts(self, generation: int, db: Engines, client: UpstreamClient, revoked: Revoked) -> _Parts:
+    def _parts(self, generation: int, db: Engines, client: UpstreamClient, revoked: Revoked,
+               live_client: UpstreamClient) -> _Parts:
         """Every part, built in start order (nothing runs yet)."""
         s = self.settings
-        secret = auth_secret(s)
+        # BRIDGE_AUTH_DISABLED=true with workers: the parent's per-start secret, so a token works on each.
+        secret = (self._worker.local_secret if self._worker is not None and s.auth_disabled else "") or auth_secret(s)
         store = EventStore(db.main, s.upstream_name)
         driver = Gen2Driver(client) if generation == 2 else None
         # One turnstile for every follower: a burst of reads is spread over loop turns (bridge.perf.turnstile).
@@ -201,7 +209,7 @@ class Daemon:
                                               on_request=sessions.activity.request_changed,
                                               commands=door.run, widen=door.service.widen,
                                               requests=None if driver is None else Gen2Requests(client)))
-        live, upstream_tasks = self._upstream_parts(driver, client, store, sessions, fanout)
+        live, upstream_tasks = self._upstream_parts(driver, client, store, sessions, fanout, live_client=live_client)
         app = build_app(readiness_check(db.main, client, live, sessions, self.started,
                                         generation=generation_check(client, generation)),
                         websocket=fanout.service,
@@ -218,9 +226,10 @@ class Daemon:
         """Every part started in order (each stops in reverse as the stack unwinds)."""
         s = self.settings
         await stack.enter_async_context(serving(parts.app, s.http_host, s.http_port,
-                                                max_connections=s.http_max_connections))
+                                                max_connections=s.http_max_connections,
+                                                sockets=self._worker.sockets() if self._worker else ()))
         self._log.info("http_listening", host=s.http_host, port=s.http_port, owner=self.owner)
-        if s.auth_disabled:
+        if s.auth_disabled and (self._worker is None or self._worker.index == 0):
             print_local_token(s, parts.secret)
         await stack.enter_async_context(_background("revocation", revocations))
         # The warm heap frozen as it grows, collected whole now and then (bridge.perf.runtime).
@@ -253,7 +262,8 @@ class Daemon:
 
     def _upstream_parts(self, driver: Gen2Driver | None, client: UpstreamClient, store: EventStore,
                         sessions: FollowerSupervisor,
-                        fanout: FanoutPart) -> tuple[LiveSource, list[tuple[str, PartRun]]]:
+                        fanout: FanoutPart, *, live_client: UpstreamClient
+                        ) -> tuple[LiveSource, list[tuple[str, PartRun]]]:
         """Discovery and the live side for the serve's generation: on 1.x the one `/global/event` reader
         with its dispatch table and the sync-log discovery; on 2.x (docs/upstream.md §24, written from its
         source) each session's log followed through the 2.x driver and the change hints."""
@@ -274,7 +284,7 @@ class Daemon:
         discovery = Discovery(client, store, sessions, min_interval_s=s.discovery_interval_s,
                               retry_min_s=s.reconnect_min_s, retry_max_s=s.reconnect_max_s)
         dispatch = LiveDispatch(relay=fanout.relay, resync=fanout.resync, sessions=sessions, discovery=discovery)
-        live = LiveStream(client, dispatch, heartbeat_timeout_s=s.live_heartbeat_timeout_s,
+        live = LiveStream(live_client, dispatch, heartbeat_timeout_s=s.live_heartbeat_timeout_s,
                           reconnect_min_s=s.reconnect_min_s, reconnect_max_s=s.reconnect_max_s,
                           upstream=s.upstream_name)
         return live, [("discovery", discovery.run), ("live", live.run)]

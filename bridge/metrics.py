@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import os
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+# Worker processes (docs/operations.md "Workers"): with PROMETHEUS_MULTIPROC_DIR set before this module is
+# imported every value lives in a file of that directory, and `/metrics` adds up all the workers' files. Each
+# gauge says how (`multiprocess_mode`): sums of what each worker holds (`livesum`), the worst of them
+# (`livemax`), or the latest write (`livemostrecent`); `live*`: the files of workers that died are left out.
+MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def exposition() -> bytes:
+    """The text of `/metrics`: this process's registry, or every worker's values when they share a directory."""
+    path = os.environ.get(MULTIPROC_DIR_ENV)
+    if not path:
+        return generate_latest(REGISTRY)
+    merged = CollectorRegistry()
+    MultiProcessCollector(merged, path)  # type: ignore[no-untyped-call]
+    return generate_latest(merged)
 
 EVENTS_INGESTED = Counter(
     "bridge_events_ingested_total",
@@ -65,7 +83,7 @@ GROUP_COMMIT_WAITING = Gauge(
     "bridge_group_commit_waiting_writes",
     "Sessions' batches queued for a group-commit transaction (waiting for a slot or their session's previous "
     "group): steadily high means the database does not keep up with the ingest",
-    registry=REGISTRY,
+    multiprocess_mode="livesum", registry=REGISTRY,
 )
 GROUP_WRITES = Histogram(
     "bridge_group_commit_writes", "Sessions' batches per group-commit transaction", registry=REGISTRY,
@@ -90,7 +108,8 @@ UPSTREAM_TO_COMMIT = Histogram(
     "bridge_upstream_to_commit_seconds", "From the upstream event timestamp to our commit",
     registry=REGISTRY, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
-SESSIONS_WARM = Gauge("bridge_sessions_warm", "Sessions with a running durable follower", registry=REGISTRY)
+SESSIONS_WARM = Gauge("bridge_sessions_warm", "Sessions with a running durable follower",
+                      multiprocess_mode="livesum", registry=REGISTRY)
 FOLLOWER_CRASHES = Counter(
     "bridge_follower_crashes_total", "Followers that died on an unexpected error and were restarted",
     registry=REGISTRY,
@@ -98,7 +117,8 @@ FOLLOWER_CRASHES = Counter(
 
 # --- operations (docs/operations.md) ------------------------------------------------------------------------------
 EVENT_LOOP_LAG = Gauge(
-    "bridge_event_loop_lag_seconds", "How late the health task woke up on its last tick", registry=REGISTRY
+    "bridge_event_loop_lag_seconds", "How late the health task woke up on its last tick",
+    multiprocess_mode="livemax", registry=REGISTRY
 )
 HEALTH_CHECKS_FAILED = Counter(
     "bridge_health_checks_failed_total", "Health ticks that withheld the systemd watchdog", registry=REGISTRY
@@ -128,7 +148,8 @@ SESSION_GAPS = Counter(
     registry=REGISTRY,
 )
 READY = Gauge(
-    "bridge_ready", "1 when /readyz answers 200, 0 otherwise (evaluated at every /metrics scrape)", registry=REGISTRY
+    "bridge_ready", "1 when /readyz answers 200, 0 otherwise (evaluated at every /metrics scrape)",
+    multiprocess_mode="livemostrecent", registry=REGISTRY
 )
 
 # --- hostile input and resource bounds (docs/operations.md, "Limits") -----------------------------------
@@ -184,13 +205,13 @@ SESSION_STRUCTURES = Gauge(
     "bridge_session_structures", "Sessions held by each per-session structure of the daemon (warm sessions, "
     "status machines, indexes, marks; known_to_sync: sessions named in sync-log bodies, bounded): each follows "
     "the warm sessions and none grows with sessions cycled (docs/operations.md \"Memory for weeks\")",
-    ["what"], registry=REGISTRY,
+    ["what"], multiprocess_mode="livesum", registry=REGISTRY,
 )
 SESSION_DB_WAITING = Gauge(
     "bridge_session_db_waiting",
     "Sessions waiting for a turn at the database (at most SESSION_DB_AT_ONCE run their claim, catch-up or "
     "release at once; docs/lifecycle.md \"Warm-up\"): high while many sessions warm at once",
-    registry=REGISTRY,
+    multiprocess_mode="livesum", registry=REGISTRY,
 )
 REQUEST_RESYNC_PASSES = Counter(
     "bridge_request_resync_passes_total",
@@ -271,11 +292,12 @@ QUESTIONS = Counter(
     registry=REGISTRY,
 )
 PENDING_REQUESTS = Gauge(
-    "bridge_pending_requests", "Requests pending (waiting for a person), by kind", ["kind"], registry=REGISTRY,
+    "bridge_pending_requests", "Requests pending (waiting for a person), by kind", ["kind"],
+    multiprocess_mode="livemax", registry=REGISTRY,
 )
 PENDING_OLDEST_SECONDS = Gauge(
     "bridge_pending_request_oldest_seconds", "Age of the oldest pending request, by kind (0: none)", ["kind"],
-    registry=REGISTRY,
+    multiprocess_mode="livemax", registry=REGISTRY,
 )
 # Prompts on both runtimes (docs/commands.md, "The legacy queue").
 QUEUED_PROMPT_SEND_SECONDS = Histogram(

@@ -6,8 +6,10 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from bridge.metrics import REGISTRY
 
-WS_CONNECTIONS = Gauge("bridge_ws_connections", "Open /v1/ws connections", registry=REGISTRY)
-WS_SUBSCRIPTIONS = Gauge("bridge_ws_subscriptions", "Session subscriptions over all connections", registry=REGISTRY)
+WS_CONNECTIONS = Gauge("bridge_ws_connections", "Open /v1/ws connections",
+                        multiprocess_mode="livesum", registry=REGISTRY)
+WS_SUBSCRIPTIONS = Gauge("bridge_ws_subscriptions", "Session subscriptions over all connections",
+                          multiprocess_mode="livesum", registry=REGISTRY)
 WS_REFUSED = Counter("bridge_ws_refused_total", "Connections or subscriptions refused, by reason", ["reason"],
                      registry=REGISTRY)
 WS_THROTTLED = Counter("bridge_ws_ops_throttled_total",
@@ -32,7 +34,7 @@ DELTA_QUEUE_SECONDS = Histogram(
 )
 READ_QUEUE_DEPTH = Gauge("bridge_ws_read_queue_depth",
                          "WebSocket reads waiting for a turn on the read pool (bridge.fanout.read_queue)",
-                         registry=REGISTRY)
+                         multiprocess_mode="livesum", registry=REGISTRY)
 READ_QUEUE_WAIT_SECONDS = Histogram(
     "bridge_ws_read_queue_wait_seconds", "From a WebSocket read joining the queue to its turn", registry=REGISTRY,
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),

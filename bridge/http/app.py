@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from bridge import metrics
 from bridge.fanout.connection import WebSocketContext
@@ -91,7 +92,7 @@ async def readyz(request: web.Request) -> web.Response:
 async def metrics_handler(request: web.Request) -> web.Response:
     # bridge_ready for alerting without a second probe (the checks are shared, at most one a second).
     await _readiness(request.app)
-    return web.Response(body=generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 def _add_viewer(app: web.Application) -> None:
@@ -136,15 +137,18 @@ def build_app(readiness: ReadinessCheck, *, websocket: WebSocketContext | None =
 
 
 @asynccontextmanager
-async def serving(app: web.Application, host: str, port: int, *,
-                  max_connections: int) -> AsyncIterator[web.AppRunner]:
+async def serving(app: web.Application, host: str, port: int, *, max_connections: int,
+                  sockets: Sequence[socket.socket] = ()) -> AsyncIterator[web.AppRunner]:
     """The app bound to host:port inside the block (at most `max_connections` open, idle keep-alive
     closed, handlers cancelled when their client leaves: bridge.http.server); on the way out sockets are
-    closed and handlers end."""
+    closed and handlers end. `sockets`: listening sockets bound already (a worker's, from its parent) instead."""
     runner = make_runner(app, max_connections=max_connections)
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port).start()
+        for sock in sockets:
+            await web.SockSite(runner, sock).start()
+        if not sockets:
+            await web.TCPSite(runner, host, port).start()
         yield runner
     finally:
         await runner.cleanup()

@@ -73,10 +73,12 @@ def _unavailable(request: Request, e: BaseException) -> UpstreamUnavailable:
 
 
 class AiohttpTransport:
-    """One aiohttp `ClientSession` (TCP keepalive on every socket, no connection limit)."""
+    """One aiohttp `ClientSession` (TCP keepalive on every socket, no connection limit); with `unix_socket`
+    every request goes to that socket instead (a worker's `/global/event` from its parent, bridge.workers)."""
 
-    def __init__(self, headers: Mapping[str, str] | None = None) -> None:
-        connector = aiohttp.TCPConnector(limit=0, socket_factory=_keepalive_socket)
+    def __init__(self, headers: Mapping[str, str] | None = None, *, unix_socket: str | None = None) -> None:
+        connector: aiohttp.BaseConnector = (aiohttp.UnixConnector(path=unix_socket, limit=0) if unix_socket else
+                                            aiohttp.TCPConnector(limit=0, socket_factory=_keepalive_socket))
         self._session = aiohttp.ClientSession(connector=connector, headers=dict(headers or {}))
 
     async def aclose(self) -> None:

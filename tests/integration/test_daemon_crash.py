@@ -18,6 +18,7 @@ def test_a_bridge_that_cannot_start_logs_bridge_crashed_without_secrets_and_exit
         "BRIDGE_DATABASE_URL": f"postgresql://bridge:hunter2-secret@127.0.0.1:{free_port()}/none",
         "BRIDGE_HTTP_PORT": str(free_port()),
         "BRIDGE_LOG_FORMAT": "json",
+        "BRIDGE_WORKERS": "1",
     }
     done = subprocess.run([sys.executable, "-m", "bridge", "run"], env=env, capture_output=True, text=True,
                           timeout=120)

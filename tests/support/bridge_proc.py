@@ -52,7 +52,8 @@ class BridgeProcess:
             BRIDGE_LOG_FORMAT="json",
             BRIDGE_LOG_LEVEL="debug",
             BRIDGE_RECONNECT_MAX_S="1.0",
-            **self.extra_env,
+            # One process, as before workers; a test about workers says how many.
+            **{"BRIDGE_WORKERS": "1", **self.extra_env},
         )
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in wait()/kill()
         self.proc = subprocess.Popen([sys.executable, "-m", "bridge", "run"], env=env, stdout=self._log,
