@@ -22,10 +22,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
-import os
-import platform
 import statistics
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -33,6 +30,7 @@ from typing import Any
 
 from sqlalchemy import text
 
+from bench.in_database import run_in_database
 from bridge.log import configure_logging
 from bridge.perf.turnstile import Turnstile
 from bridge.store.db import make_engine, upgrade_to_head
@@ -206,19 +204,7 @@ def main() -> None:
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
     configure_logging("console", "warning")
-    url = os.environ.get("BRIDGE_DATABASE_URL")
-    pg = None
-    if not url:
-        from bridge.store.embedded import start_embedded
-
-        pg = start_embedded(Path(tempfile.mkdtemp(prefix="bridge-bench-")))
-        url = pg.url
-    try:
-        res = asyncio.run(run(url, a.events, a.sessions))
-    finally:
-        if pg is not None:
-            pg.stop()
-    res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    res = run_in_database(lambda url: run(url, a.events, a.sessions))
     for k, v in res.items():
         print(f"{k:32s} {v:.2f}" if isinstance(v, float) else f"{k:32s} {v}")
     if a.json:
