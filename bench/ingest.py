@@ -37,7 +37,7 @@ from bridge.store.db import make_engine, upgrade_to_head
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
-from bridge.upstream.follower_settings import FollowerSettings
+from bridge.upstream.follower_settings import FollowerHooks, FollowerSettings
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 
@@ -58,10 +58,11 @@ async def _append(fake: FakeUpstream, sid: str, i: int) -> None:
 
 
 async def _follow(store: EventStore, client: UpstreamClient, sid: str, batch: int,
-                  **kw: Any) -> asyncio.Task[Any]:
+                  turnstile: Turnstile | None = None, **kw: Any) -> asyncio.Task[Any]:
     epoch, cursor = await store.claim(sid, "bench")
     f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, FollowerSettings(
-        batch_max_events=batch, reconnect_min_s=0.01, reconnect_max_s=0.1, upstream="bench", **kw))
+        batch_max_events=batch, reconnect_min_s=0.01, reconnect_max_s=0.1, upstream="bench", **kw),
+        FollowerHooks(turnstile=turnstile))
     return asyncio.create_task(f.run())
 
 
