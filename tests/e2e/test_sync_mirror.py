@@ -17,7 +17,7 @@ from bridge.store.writes import EventStore
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeServe
-from tests.support.stored_rows import stored_ids
+from tests.support.stored_rows import stored_ids, wait_synced
 from tests.support.tcp_proxy import TcpProxy
 from tests.support.waiting import wait_until
 
@@ -25,24 +25,6 @@ pytestmark = pytest.mark.e2e
 
 UPSTREAM = "e2e"
 
-
-
-async def wait_synced(db: AsyncEngine, serve: OpencodeServe, *sessions: str, timeout: float = 60) -> None:
-    """Every session's stored (seq, event_id) list equals its sync log from seq 0 (`session.created`
-    included), in order, no extras."""
-    store = EventStore(db, UPSTREAM)
-    state: dict[str, Any] = {}
-
-    async def same() -> bool:
-        for sid in sessions:
-            stored = await stored_ids(store, sid)
-            log = [(int(i["seq"]), str(i["id"])) for i in await serve.sync_log(sid)]
-            state[sid] = (len(stored), len(log))
-            if stored != log or not log or log[0][0] != 0:
-                return False
-        return True
-
-    await wait_until(same, timeout, 0.2, message=f"stored == /sync/history for {sessions} (stored, log): {state}")
 
 
 async def running(make: Callable[..., BridgeProcess], *args: Any, **kwargs: Any) -> BridgeProcess:
@@ -55,7 +37,7 @@ async def running(make: Callable[..., BridgeProcess], *args: Any, **kwargs: Any)
 
 async def wait_mirrored(db: AsyncEngine, serve: OpencodeServe, sid: str) -> None:
     """The session is stored exactly as its sync log (wait_synced), with no gap, nothing incomplete, no reject."""
-    await wait_synced(db, serve, sid)
+    await wait_synced(db, serve, UPSTREAM, sid)
     await assert_complete(db, sid)
 
 
@@ -200,7 +182,7 @@ async def test_repairs_after_a_reconnect_are_few(
     sid = await opencode.create_session()
     await opencode.prompt_async(sid, "MOCK:tool Run echo")
     await opencode.wait_legacy_idle(sid, 1)
-    await wait_synced(db, opencode, sid)
+    await wait_synced(db, opencode, UPSTREAM, sid)
     repairs, twins = await sync_reads(bridge, "bridge_sync_repairs_total{")
     log = await opencode.sync_history(sid, 0)
     print(f"\nlegacy tool turn: {len(log)} events, {twins:.0f} stored from twins, {repairs:.0f} sync-log reads")
