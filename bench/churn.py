@@ -24,11 +24,8 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import shutil
-import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,9 +35,7 @@ import asyncpg  # type: ignore[import-untyped]
 
 from bench import churn_report as report
 from bench import wire_measure as m
-from bench.wire import UPSTREAM, Child, _daemon, _serve_url, _until
-from bridge.store.db import make_engine, upgrade_to_head
-from bridge.store.embedded import start_embedded
+from bench.wire_procs import UPSTREAM, Child, measured, processes, serve_url, until
 from tests.support.bridge_proc import free_port
 
 
@@ -142,40 +137,28 @@ def _results(a: argparse.Namespace, run: Run, churn_s: float, drained: tuple[boo
 
 async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[str, Any]:
     load = os.getloadavg()
-    engine = make_engine(database_url)
-    await upgrade_to_head(engine)  # before the daemon: its start is not a migration
-    await engine.dispose()
-    serve = Child([sys.executable, "-m", "bench.churn_serve", "--new", str(a.new), "--events", str(a.events),
-                   "--returning", str(a.returning), "--extend", str(a.extend), "--legacy-every",
-                   str(a.legacy_every), "--seed", str(a.seed)], work / "serve.log")
-    daemon: Child | None = None
-    con = await asyncpg.connect(database_url.replace("postgresql+asyncpg://", "postgresql://"))
-    try:
+    serve_argv = ["bench.churn_serve", "--new", str(a.new), "--events", str(a.events), "--returning",
+                  str(a.returning), "--extend", str(a.extend), "--legacy-every", str(a.legacy_every), "--seed",
+                  str(a.seed)]
+    async with processes(work, database_url, serve_argv) as procs:
         async with aiohttp.ClientSession() as http:
-            fake = await _serve_url(serve, 60)
+            fake = await serve_url(procs.serve, 60)
             port = free_port()
             bridge = f"http://127.0.0.1:{port}"
-            daemon = _daemon(work, fake, database_url, port, None, BRIDGE_IDLE_TTL_S=f"{a.idle_ttl_s:g}")
+            daemon = procs.start_daemon(fake, port, None, BRIDGE_IDLE_TTL_S=f"{a.idle_ttl_s:g}")
 
             async def listening() -> bool:  # the daemon reads /global/event: no round goes unseen
                 return bool((await m.get_json(http, fake + "/_bench/counters"))["global_readers"])
-            await _until("the daemon's /global/event reader", listening, 60)
-            run = Run(a, http, con, fake, bridge, daemon)
+            await until("the daemon's /global/event reader", listening, 60)
+            run = Run(a, http, procs.con, fake, bridge, daemon)
             churn_s = await run.churn()
             drained = await run.drain()
             counters = await m.get_json(http, fake + "/_bench/counters")
             metrics = await m.daemon_metrics(http, bridge)
             out = _results(a, run, churn_s, drained, counters, metrics)
             expected = await m.get_json(http, fake + "/_bench/expected")
-        out["fsync"] = await con.fetchval("SHOW fsync")
-        out["daemon_exit"] = daemon.stop()
-        out["daemon_log_problems"] = m.log_problems(daemon.log)
-        out["check"] = await m.check_stored(database_url, UPSTREAM, expected)
-    finally:
-        await con.close()
-        if daemon is not None:
-            daemon.stop()
-        serve.stop()
+        out["fsync"] = await procs.con.fetchval("SHOW fsync")
+        await procs.finish(out, expected)
     out["load_average_start"], out["load_average_end"] = load, os.getloadavg()
     return out
 
@@ -199,19 +182,9 @@ def main() -> None:
     ap.add_argument("--plot", help="draw RSS and warm sessions over time into this PNG")
     ap.add_argument("--label", default="", help="names the run in the JSON and the plot")
     a = ap.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the children and the database too
     if a.quick:
         a.minutes, a.round_s, a.new, a.returning, a.idle_ttl_s, a.sample_s, a.drain_s = 1.0, 5.0, 20, 20, 5.0, 1.0, 60.0
-    work = Path(tempfile.mkdtemp(prefix="bridge-churn-"))
-    url = os.environ.get("BRIDGE_DATABASE_URL")  # a database of one's own (a test's), else embedded
-    pg = None if url else start_embedded(work / "pg")
-    try:
-        res = asyncio.run(measure(a, work, url or pg.url))  # type: ignore[union-attr]
-    finally:
-        if pg is not None:
-            pg.stop()
-    res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    res["work_dir"] = str(work)
+    res, work = measured("bridge-churn-", lambda work, url: measure(a, work, url))
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=2, default=str) + "\n")
     if a.plot:

@@ -22,10 +22,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
-import os
-import platform
 import statistics
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -33,13 +30,14 @@ from typing import Any
 
 from sqlalchemy import text
 
+from bench.in_database import run_in_database
 from bridge.log import configure_logging
 from bridge.perf.turnstile import Turnstile
 from bridge.store.db import make_engine, upgrade_to_head
 from bridge.store.writes import EventStore
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.durable import DurableFollower
-from bridge.upstream.follower_settings import FollowerSettings
+from bridge.upstream.follower_settings import FollowerHooks, FollowerSettings
 from bridge.upstream.store_sink import StoreSink
 from tests.support.fake_upstream import FakeUpstream
 
@@ -60,10 +58,11 @@ async def _append(fake: FakeUpstream, sid: str, i: int) -> None:
 
 
 async def _follow(store: EventStore, client: UpstreamClient, sid: str, batch: int,
-                  **kw: Any) -> asyncio.Task[Any]:
+                  turnstile: Turnstile | None = None, **kw: Any) -> asyncio.Task[Any]:
     epoch, cursor = await store.claim(sid, "bench")
     f = DurableFollower(sid, client, StoreSink(store, sid, epoch), cursor, FollowerSettings(
-        batch_max_events=batch, reconnect_min_s=0.01, reconnect_max_s=0.1, upstream="bench", **kw))
+        batch_max_events=batch, reconnect_min_s=0.01, reconnect_max_s=0.1, upstream="bench", **kw),
+        FollowerHooks(turnstile=turnstile))
     return asyncio.create_task(f.run())
 
 
@@ -206,19 +205,7 @@ def main() -> None:
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
     configure_logging("console", "warning")
-    url = os.environ.get("BRIDGE_DATABASE_URL")
-    pg = None
-    if not url:
-        from bridge.store.embedded import start_embedded
-
-        pg = start_embedded(Path(tempfile.mkdtemp(prefix="bridge-bench-")))
-        url = pg.url
-    try:
-        res = asyncio.run(run(url, a.events, a.sessions))
-    finally:
-        if pg is not None:
-            pg.stop()
-    res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    res = run_in_database(lambda url: run(url, a.events, a.sessions))
     for k, v in res.items():
         print(f"{k:32s} {v:.2f}" if isinstance(v, float) else f"{k:32s} {v}")
     if a.json:

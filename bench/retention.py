@@ -19,11 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
-import shutil
 import statistics
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,6 +28,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bench.in_database import run_in_database
 from bench.write_path_phases import frames
 from bridge.events import normalize, parse_frame
 from bridge.lifecycle.retention import run_retention
@@ -152,22 +149,8 @@ def main() -> None:
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
     configure_logging("console", "warning")
-    url = os.environ.get("BRIDGE_DATABASE_URL")
-    pg, data = None, None
-    if not url:
-        from bridge.store.embedded import start_embedded
-
-        data = Path(tempfile.mkdtemp(prefix="bridge-bench-"))
-        pg = start_embedded(data)
-        url = pg.url
-    try:
-        res = asyncio.run(run(url, a.sessions, a.events, a.days, a.probe_s, a.batch))
-    finally:
-        if pg is not None:
-            pg.stop()
-        if data is not None:
-            shutil.rmtree(data, ignore_errors=True)  # 10 M rows are ~15 GB
-    res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    # the data directory goes after the run: 10 M rows are ~15 GB
+    res = run_in_database(lambda url: run(url, a.sessions, a.events, a.days, a.probe_s, a.batch), remove=True)
     print(json.dumps(res, indent=2))
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=2) + "\n")

@@ -26,81 +26,18 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
 import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import aiohttp
-import asyncpg  # type: ignore[import-untyped]
 
 from bench import wire_measure as m
-from bridge.store.db import make_engine, upgrade_to_head
-from bridge.store.embedded import start_embedded
+from bench.wire_procs import UPSTREAM, measured, processes, serve_url, until
 from tests.support.bridge_proc import free_port
-
-UPSTREAM = "wirebench"
-ROOT = Path(__file__).resolve().parents[1]
-
-
-class Child:
-    """A child process with its output in a file, stopped with SIGTERM (then SIGKILL)."""
-
-    def __init__(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
-        self._out: IO[bytes] = open(log, "wb")  # noqa: SIM115 - closed in stop()
-        self.log = log
-        self.proc = subprocess.Popen(argv, stdout=self._out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._out.close()
-        return self.proc.returncode
-
-
-async def _until(what: str, check: Any, timeout_s: float, every_s: float = 0.1) -> float:
-    """Poll the async `check()` until true; the wall time (time.time()) at which it was."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if await check():
-            return time.time()
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout_s:.0f} s")
-        await asyncio.sleep(every_s)
-
-
-async def _serve_url(serve: Child, timeout_s: float) -> str:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for line in serve.log.read_text().splitlines():
-            if line.startswith("READY "):
-                return line.split()[1]
-        if serve.proc.poll() is not None:
-            raise RuntimeError(f"bench.wire_serve exited: {serve.log.read_text()[-2000:]}")
-        await asyncio.sleep(0.1)
-    raise TimeoutError("bench.wire_serve did not start")
-
-
-def _daemon(work: Path, upstream_url: str, database_url: str, port: int, profile: str | None, **extra: str) -> Child:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
-    # One process unless the caller says BRIDGE_WORKERS (docs/operations.md "Workers").
-    env.update({"BRIDGE_WORKERS": "1", **extra}, BRIDGE_UPSTREAM_URL=upstream_url, BRIDGE_DATABASE_URL=database_url,
-               BRIDGE_HTTP_PORT=str(port),
-               BRIDGE_STATE_DIR=str(work / "state"), BRIDGE_UPSTREAM_NAME=UPSTREAM, BRIDGE_LOG_FORMAT="json",
-               BRIDGE_LOG_LEVEL="info", BRIDGE_AUTH_DISABLED="true")
-    argv = [sys.executable, "-m", "bench.wire_profiled", profile] if profile else [
-        str(Path(sys.executable).parent / "opencode-bridge")]
-    return Child([*argv, "run"], work / "bridge.log", env)
 
 
 def _profile_phase(a: argparse.Namespace, pid: int) -> None:
@@ -119,7 +56,7 @@ async def warm_idle_burst(a: argparse.Namespace, http: aiohttp.ClientSession, fa
         got: float = (await m.daemon_metrics(http, bridge)).get("bridge_sessions_warm", 0.0)
         return bool(got >= a.sessions)
     with contextlib.suppress(TimeoutError):  # reported below: the warm count is what it is
-        await _until("warm", warm_settled, 60, 0.5)
+        await until("warm", warm_settled, 60, 0.5)
     warm_at = time.time()
     cpu0 = m.cpu_s(pid)
     await asyncio.sleep(a.settle_seconds)  # the warm-up's tail (statuses, polls) is not idleness
@@ -144,7 +81,7 @@ async def warm_idle_burst(a: argparse.Namespace, http: aiohttp.ClientSession, fa
         started = (await r.json())["started_at"]
     n = a.sessions * a.burst
     with contextlib.suppress(TimeoutError):  # then reported incomplete, as it stands
-        await _until("burst", lambda: stored_is(total + n), a.timeout)
+        await until("burst", lambda: stored_is(total + n), a.timeout)
     done = time.time()
     _profile_phase(a, pid)  # BASE.2: the burst (BASE.3: what follows, to the stop)
     burst_cpu = m.cpu_s(pid) - cpu0
@@ -161,25 +98,21 @@ async def warm_idle_burst(a: argparse.Namespace, http: aiohttp.ClientSession, fa
 async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[str, Any]:
     out: dict[str, Any] = {"sessions": a.sessions, "events_per_session": a.events, "burst_per_session": a.burst,
                            "legacy_every": a.legacy_every, "load_average_start": os.getloadavg()}
-    engine = make_engine(database_url)
-    await upgrade_to_head(engine)  # before the daemon: its start is not a migration
-    await engine.dispose()
-    serve = Child([sys.executable, "-m", "bench.wire_serve", "--sessions", str(a.sessions), "--events",
-                   str(a.events), "--burst", str(a.burst), "--legacy-every", str(a.legacy_every)], work / "serve.log")
-    daemon: Child | None = None
-    con = await asyncpg.connect(database_url)
-    try:
+    serve_argv = ["bench.wire_serve", "--sessions", str(a.sessions), "--events", str(a.events), "--burst",
+                  str(a.burst), "--legacy-every", str(a.legacy_every)]
+    async with processes(work, database_url, serve_argv) as procs:
+        con = procs.con
         async with aiohttp.ClientSession() as http:
-            fake = await _serve_url(serve, 600)
+            fake = await serve_url(procs.serve, 600)
             total = (await m.get_json(http, fake + "/_bench/counters"))["log_events"]
             port = free_port()
             bridge = f"http://127.0.0.1:{port}"
             spawned = time.time()
-            daemon = _daemon(work, fake, database_url, port, a.profile, BRIDGE_WORKERS=str(a.workers))
+            daemon = procs.start_daemon(fake, port, a.profile, BRIDGE_WORKERS=str(a.workers))
             pid = daemon.proc.pid
 
             async def stored_is(n: int) -> bool:
-                if daemon is not None and daemon.proc.poll() is not None:
+                if daemon.proc.poll() is not None:
                     raise RuntimeError(f"the daemon exited with {daemon.proc.returncode}")
                 return await m.stored_count(con, UPSTREAM) >= n
 
@@ -192,7 +125,7 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
                     cpu_at_first.append(m.cpu_s(pid))
                 return await stored_is(total)
             try:
-                done = await _until("catch-up", caught_up, a.timeout)
+                done = await until("catch-up", caught_up, a.timeout)
             except TimeoutError:  # reported as it stands (stored so far, calls, crashes); no idle, no burst
                 done = time.time()
             _profile_phase(a, pid)  # BASE.0: start-up and catch-up
@@ -220,14 +153,7 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
             out["follower_crashes"] = metrics.get("bridge_follower_crashes_total", 0)
             out["rejects_metric"] = metrics.get("bridge_rejects_total", 0)
             expected = await m.get_json(http, fake + "/_bench/expected")
-        out["daemon_exit"] = daemon.stop()
-        out["daemon_log_problems"] = m.log_problems(daemon.log)
-        out["check"] = await m.check_stored(database_url, UPSTREAM, expected)
-    finally:
-        await con.close()
-        if daemon is not None:
-            daemon.stop()
-        serve.stop()
+        await procs.finish(out, expected)
     out["baselines"] = await m.baselines(database_url, UPSTREAM, a.naive_seconds)
     copy, naive = out["baselines"]["copy_events_per_s"], out["baselines"]["naive_events_per_s"]
     for phase in [p for p in ("catch_up", "burst") if p in out]:
@@ -279,21 +205,11 @@ def main() -> None:
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--profile", help="run the daemon under cProfile: BASE.0 catch-up, .1 idle, .2 burst, .3 stop")
     a = ap.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the children and the database too
     if a.quick:
         a.sessions, a.events, a.burst, a.timeout = 20, 5, 5, 60.0
         a.idle_seconds, a.settle_seconds, a.naive_seconds = 1.0, 0.5, 0.5
-    work = Path(tempfile.mkdtemp(prefix="bridge-wire-"))
-    url = os.environ.get("BRIDGE_DATABASE_URL")  # a database of one's own (a test's), else embedded
-    pg = None if url else start_embedded(work / "pg")
-    try:
-        res = asyncio.run(measure(a, work, url or pg.url))  # type: ignore[union-attr]
-    finally:
-        if pg is not None:
-            pg.stop()
-    res["machine"] = (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-                      f"PostgreSQL {res['baselines']['postgres']}, fsync {res['baselines']['fsync']}")
-    res["work_dir"] = str(work)
+    res, work = measured("bridge-wire-", lambda work, url: measure(a, work, url))
+    res["machine"] += (f", PostgreSQL {res['baselines']['postgres']}, fsync {res['baselines']['fsync']}")
     print(json.dumps(res, indent=2, default=str))
     print(summary(res))
     if a.json:

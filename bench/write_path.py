@@ -23,12 +23,8 @@ Usage: python -m bench.write_path [--sessions 1000] [--events 20] [--json FILE]
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import os
-import platform
 import resource
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -36,6 +32,7 @@ from typing import Any
 from sqlalchemy import text
 
 from bench.footprint import footprint
+from bench.in_database import run_in_database
 from bench.write_path_baselines import copy_ceiling, naive_mirror, rows_of
 from bench.write_path_phases import (
     burst,
@@ -108,19 +105,7 @@ def main() -> None:
                     help="gen-0 threshold given to bridge.perf.runtime.tune_gc (0: CPython's defaults, untuned)")
     a = ap.parse_args()
     configure_logging("console", "warning")
-    url = os.environ.get("BRIDGE_DATABASE_URL")
-    pg = None
-    if not url:
-        from bridge.store.embedded import start_embedded
-
-        pg = start_embedded(Path(tempfile.mkdtemp(prefix="bridge-bench-")))
-        url = pg.url
-    try:
-        res = asyncio.run(run(url, a.sessions, a.events, a.naive_seconds, a.long, a.gc_gen0))
-    finally:
-        if pg is not None:
-            pg.stop()
-    res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    res = run_in_database(lambda url: run(url, a.sessions, a.events, a.naive_seconds, a.long, a.gc_gen0))
     print(json.dumps(res, indent=2, default=str))
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=2, default=str) + "\n")

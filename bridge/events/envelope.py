@@ -30,6 +30,21 @@ class Envelope:
     raw: dict[str, Any]  # the whole envelope exactly as parsed
 
 
+def an_object(value: object, what: str, reason: str = "bad_shape") -> dict[str, Any]:
+    """`value` if it is a JSON object, else `BadFrame(reason)` naming `what` and the type it is."""
+    if not isinstance(value, dict):
+        raise BadFrame(reason, f"{what} is a {type(value).__name__}, not an object")
+    return value
+
+
+def a_nonempty_str(obj: dict[str, Any], key: str, reason: str = "bad_shape") -> str:
+    """`obj[key]` if it is a non-empty string, else `BadFrame(reason)`."""
+    value = obj.get(key)
+    if not isinstance(value, str) or not value:
+        raise BadFrame(reason, f"missing or non-string {key}")
+    return value
+
+
 def parse_frame(data: str) -> Envelope:
     """Parse the `data:` text of one SSE event into a v2 envelope, or raise `BadFrame`."""
     try:
@@ -41,19 +56,12 @@ def parse_frame(data: str) -> Envelope:
 
 def parse_envelope(obj: object) -> Envelope:
     """Validate an already-decoded envelope (e.g. one item of a `/history` page)."""
-    if not isinstance(obj, dict):
-        raise BadFrame("bad_shape", f"envelope is a {type(obj).__name__}, not an object")
-    event_id, event_type = obj.get("id"), obj.get("type")
-    if not isinstance(event_id, str) or not event_id:
-        raise BadFrame("bad_shape", "missing or non-string id")
-    if not isinstance(event_type, str) or not event_type:
-        raise BadFrame("bad_shape", "missing or non-string type")
+    obj = an_object(obj, "envelope")
+    event_id, event_type = a_nonempty_str(obj, "id"), a_nonempty_str(obj, "type")
     if "data" not in obj and "properties" in obj:
         # The legacy /event envelope (docs/upstream.md §2): ISO timestamps, no durable block. Never consumed.
         raise BadFrame("legacy_envelope", event_type)
-    data = obj.get("data", {})
-    if not isinstance(data, dict):
-        raise BadFrame("bad_shape", f"data is a {type(data).__name__}, not an object")
+    data = an_object(obj.get("data", {}), "data")
     seq, version, aggregate_id = _parse_durable(obj)
     session_id = data.get("sessionID")
     if not isinstance(session_id, str):
@@ -65,9 +73,7 @@ def parse_envelope(obj: object) -> Envelope:
 def _parse_durable(obj: dict[str, Any]) -> tuple[int | None, int | None, str | None]:
     if "durable" not in obj:
         return None, None, None
-    durable = obj["durable"]
-    if not isinstance(durable, dict):
-        raise BadFrame("bad_durable", f"durable is a {type(durable).__name__}, not an object")
+    durable = an_object(obj["durable"], "durable", "bad_durable")
     seq = durable.get("seq")
     if not is_int(seq) or seq < 0:
         raise BadFrame("bad_durable", f"seq must be an integer >= 0, got {seq!r:.40}")

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bridge.errors import BadFrame
-from bridge.events.envelope import Envelope
+from bridge.events.envelope import Envelope, a_nonempty_str, an_object
 from bridge.events.fields import is_int
 from bridge.perf.jsonload import strict_loads
 
@@ -60,21 +60,13 @@ def split_type(versioned: str) -> tuple[str, int | None]:
     return versioned, None
 
 
-def _nonempty_str(obj: dict[str, Any], key: str, reason: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str) or not value:
-        raise BadFrame(reason, f"missing or non-string {key}")
-    return value
-
-
 def _persisted(event_id: str, versioned: str, seq: object, aggregate_id: object, data: object) -> Envelope:
     """The envelope of one persisted event, from the fields the sync item and the twin share."""
     if not is_int(seq) or seq < 0:
         raise BadFrame("bad_sync", f"seq must be an integer >= 0, got {seq!r:.40}")
     if not isinstance(aggregate_id, str) or not aggregate_id:
         raise BadFrame("bad_sync", f"aggregate id must be a non-empty string, got {aggregate_id!r:.40}")
-    if not isinstance(data, dict):
-        raise BadFrame("bad_shape", f"data is a {type(data).__name__}, not an object")
+    data = an_object(data, "data")
     name, version = split_type(versioned)
     session_id = data.get("sessionID")
     raw: dict[str, Any] = {"id": event_id, "aggregate_id": aggregate_id, "seq": seq, "type": versioned, "data": data}
@@ -97,10 +89,9 @@ def _persisted(event_id: str, versioned: str, seq: object, aggregate_id: object,
 
 def parse_sync_item(obj: object) -> Envelope:
     """One item of a `POST /sync/history` answer, or `BadFrame`."""
-    if not isinstance(obj, dict):
-        raise BadFrame("bad_shape", f"sync item is a {type(obj).__name__}, not an object")
-    event_id = _nonempty_str(obj, "id", "bad_shape")
-    versioned = _nonempty_str(obj, "type", "bad_shape")
+    obj = an_object(obj, "sync item")
+    event_id = a_nonempty_str(obj, "id")
+    versioned = a_nonempty_str(obj, "type")
     env = _persisted(event_id, versioned, obj.get("seq"), obj.get("aggregate_id"), obj.get("data", {}))
     if not env.type.startswith(DURABLE_PREFIX):
         return replace(env, raw=obj)  # the item exactly as received
@@ -122,13 +113,10 @@ def parse_sync_log(body: object) -> list[Envelope | BadFrame]:
 
 def parse_bus_event(obj: object) -> Envelope:
     """A bus event `{id, type, properties}` (legacy `/event` frame, `/global/event` payload); no seq."""
-    if not isinstance(obj, dict):
-        raise BadFrame("bad_shape", f"bus event is a {type(obj).__name__}, not an object")
-    event_id = _nonempty_str(obj, "id", "bad_shape")
-    event_type = _nonempty_str(obj, "type", "bad_shape")
-    props = obj.get("properties", {})
-    if not isinstance(props, dict):
-        raise BadFrame("bad_shape", f"properties is a {type(props).__name__}, not an object")
+    obj = an_object(obj, "bus event")
+    event_id = a_nonempty_str(obj, "id")
+    event_type = a_nonempty_str(obj, "type")
+    props = an_object(obj.get("properties", {}), "properties")
     session_id = props.get("sessionID")
     return Envelope(
         id=event_id,
@@ -160,8 +148,7 @@ def parse_global_frame(data: str | bytes) -> GlobalFrame:
 
 
 def parse_global_object(obj: object) -> GlobalFrame:
-    if not isinstance(obj, dict):
-        raise BadFrame("bad_shape", f"global frame is a {type(obj).__name__}, not an object")
+    obj = an_object(obj, "global frame")
     payload = obj.get("payload")
     if not isinstance(payload, dict):
         raise BadFrame("bad_shape", "missing or non-object payload")
@@ -182,8 +169,8 @@ def _twin(payload: dict[str, Any]) -> Envelope:
     sync = payload.get("syncEvent")
     if not isinstance(sync, dict):
         raise BadFrame("bad_sync", "sync frame without a syncEvent object")
-    event_id = _nonempty_str(sync, "id", "bad_sync")
-    versioned = _nonempty_str(sync, "type", "bad_sync")
+    event_id = a_nonempty_str(sync, "id", "bad_sync")
+    versioned = a_nonempty_str(sync, "type", "bad_sync")
     return _persisted(event_id, versioned, sync.get("seq"), sync.get("aggregateID"), sync.get("data", {}))
 
 

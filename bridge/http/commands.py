@@ -115,24 +115,32 @@ async def list_slash_commands(request: web.Request, claims: Claims) -> web.Respo
     return json_response({"data": [{k: c[k] for k in keys if k in c} for c in listed]}, 200)
 
 
+_SESSION = "/v1/sessions/{session_id}"
+# Every command route (method, path, the door's command name), in the order they are added.
+COMMAND_ROUTES = (
+    ("POST", "/v1/sessions", "create_session"),
+    ("POST", f"{_SESSION}/prompt", "prompt"),
+    ("POST", f"{_SESSION}/interrupt", "interrupt"),
+    ("POST", f"{_SESSION}/model", "model"),
+    ("POST", f"{_SESSION}/agent", "agent"),
+    ("POST", f"{_SESSION}/permissions/{{request_id}}/reply", "permission_reply"),
+    ("POST", f"{_SESSION}/questions/{{request_id}}/reply", "question_reply"),
+    ("POST", f"{_SESSION}/questions/{{request_id}}/reject", "question_reject"),
+    # Session commands (bridge.commands.session_ops): rename, undo, fork, slash command.
+    ("POST", f"{_SESSION}/title", "title"),
+    ("POST", f"{_SESSION}/revert", "revert"),
+    ("POST", f"{_SESSION}/unrevert", "unrevert"),
+    ("POST", f"{_SESSION}/fork", "fork"),
+    ("POST", f"{_SESSION}/command", "slash_command"),
+    # Erasure from the mirror (docs/lifecycle.md "Erasure"): the body carries command_id, reason, upstream?.
+    ("DELETE", f"{_SESSION}/mirror", "erase"),
+)
+
+
 def add_command_routes(app: web.Application, ctx: CommandsContext) -> None:
     app[COMMANDS_KEY] = ctx
     install_envelope(app)
-    app.router.add_post("/v1/sessions", _command("create_session"))
-    app.router.add_post("/v1/sessions/{session_id}/prompt", _command("prompt"))
-    app.router.add_post("/v1/sessions/{session_id}/interrupt", _command("interrupt"))
-    app.router.add_post("/v1/sessions/{session_id}/model", _command("model"))
-    app.router.add_post("/v1/sessions/{session_id}/agent", _command("agent"))
-    app.router.add_post("/v1/sessions/{session_id}/permissions/{request_id}/reply", _command("permission_reply"))
-    app.router.add_post("/v1/sessions/{session_id}/questions/{request_id}/reply", _command("question_reply"))
-    app.router.add_post("/v1/sessions/{session_id}/questions/{request_id}/reject", _command("question_reject"))
-    app.router.add_get("/v1/sessions/{session_id}/commands", v1_route("commands", gate, list_commands))
-    # Session commands (bridge.commands.session_ops): rename, undo, fork, slash command.
-    app.router.add_post("/v1/sessions/{session_id}/title", _command("title"))
-    app.router.add_post("/v1/sessions/{session_id}/revert", _command("revert"))
-    app.router.add_post("/v1/sessions/{session_id}/unrevert", _command("unrevert"))
-    app.router.add_post("/v1/sessions/{session_id}/fork", _command("fork"))
-    app.router.add_post("/v1/sessions/{session_id}/command", _command("slash_command"))
+    for method, path, name in COMMAND_ROUTES:
+        app.router.add_route(method, path, _command(name))
+    app.router.add_get(f"{_SESSION}/commands", v1_route("commands", gate, list_commands))
     app.router.add_get("/v1/commands", v1_route("slash_commands", gate, list_slash_commands))
-    # Erasure from the mirror (docs/lifecycle.md "Erasure"): the body carries command_id, reason, upstream?.
-    app.router.add_delete("/v1/sessions/{session_id}/mirror", _command("erase"))

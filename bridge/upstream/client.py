@@ -21,6 +21,7 @@ import structlog
 from bridge import metrics
 from bridge.errors import SessionNotFound, UpstreamError
 from bridge.ids import valid_session_id
+from bridge.upstream import responses
 from bridge.upstream.http_base import DEFAULT_MAX_BODY_BYTES, UpstreamHttp
 from bridge.upstream.known_sizes import KnownSizes
 from bridge.upstream.responses import HistoryPage, ServerHealth, decode_json, error_body, error_for, read_bounded
@@ -146,20 +147,16 @@ class UpstreamClient(UpstreamHttp):
         seen_cursors: set[str] = set()
         while True:
             body = await self._get_json("/api/session", params)
-            page = self._unwrap(body, "/api/session")
-            if not isinstance(page, list):
-                raise UpstreamError("GET /api/session: data is not a list")
+            page = responses.session_page(self._unwrap(body, "/api/session"))
             listed = [s for s in page if isinstance(s, dict) and isinstance(s.get("id"), str)]
             kept = [s for s in listed if valid_session_id(s["id"])]
             if len(kept) < len(listed):
                 metrics.REJECTS.labels(reason="bad_session_id").inc(len(listed) - len(kept))
             out.extend(kept)
             self.learn_aggregates(s["id"] for s in kept)
-            cursor = body.get("cursor") if isinstance(body, dict) else None
-            nxt = cursor.get("next") if isinstance(cursor, dict) else None
-            if not page or not isinstance(nxt, str) or nxt in seen_cursors:
+            nxt = responses.next_cursor(body, page, seen_cursors)
+            if nxt is None:
                 return out
-            seen_cursors.add(nxt)
             params = {"cursor": nxt}
 
     async def get_session(self, session_id: str) -> dict[str, Any]:

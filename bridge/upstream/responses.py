@@ -81,3 +81,21 @@ async def error_body(resp: Response) -> Any:
         return decode_json(await read_bounded(resp, ERROR_BODY_BYTES, "error body"))
     except (BodyTooLarge, UpstreamUnavailable):
         return None
+
+
+def session_page(page: object) -> list[Any]:
+    """The items of one `GET /api/session` page (its `data`), or `UpstreamError` if they are no list."""
+    if not isinstance(page, list):
+        raise UpstreamError("GET /api/session: data is not a list")
+    return page
+
+
+def next_cursor(body: object, page: list[Any], seen: set[str]) -> str | None:
+    """The `cursor.next` of a `GET /api/session` answer, added to `seen`; None at the end: an empty page,
+    no cursor, or one already followed (a serve that loops ends the walk)."""
+    cursor = body.get("cursor") if isinstance(body, dict) else None
+    nxt = cursor.get("next") if isinstance(cursor, dict) else None
+    if not page or not isinstance(nxt, str) or nxt in seen:
+        return None
+    seen.add(nxt)
+    return nxt

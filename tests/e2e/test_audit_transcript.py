@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
 from tests.e2e.test_mirror import UPSTREAM, wait_mirrored
-from tests.support.bridge_proc import BridgeProcess
+from tests.support.bridge_proc import running_bridge
 from tests.support.mock_llm import FINAL_TEXT
 from tests.support.opencode import OpencodeServe
 
@@ -58,11 +58,8 @@ def cli(database_url: str, *argv: str) -> subprocess.CompletedProcess[str]:
 async def test_transcript_of_a_real_tool_turn_is_the_expected_conversation_live_and_replayed(
     tmp_path: Path, opencode: OpencodeServe, database_url: str, db: AsyncEngine
 ) -> None:
-    bridge = BridgeProcess(tmp_path, opencode.base_url, database_url,
-                           extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET})
-    bridge.start()
-    try:
-        await bridge.wait_ready()
+    async with running_bridge(tmp_path, opencode.base_url, database_url, ready_s=30.0,
+                              BRIDGE_UPSTREAM_NAME=UPSTREAM, BRIDGE_AUTH_SECRET=SECRET) as bridge:
         sid = await opencode.create_session()
         await opencode.prompt(sid, "MOCK:tool Run echo")
         await opencode.wait_idle(sid, 60)
@@ -73,8 +70,6 @@ async def test_transcript_of_a_real_tool_turn_is_the_expected_conversation_live_
         ) as r:
             assert r.status == 200
             live = (await r.json())["data"]["entries"]
-    finally:
-        bridge.stop()
 
     tokens = 10  # the mock reports 100 in / 10 out per call
     echo = {"command": "echo hi", "description": "Print hi"}

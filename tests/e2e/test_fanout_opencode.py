@@ -39,8 +39,34 @@ async def started(make: Callable[..., BridgeProcess], name: str = "bridge") -> B
     return b
 
 
-def ids(history: list[dict[str, Any]], after: int = -1) -> list[tuple[int, str]]:
-    return [(int(e["durable"]["seq"]), str(e["id"])) for e in history if int(e["durable"]["seq"]) > after]
+async def caught_up(clients: list[WsClient], bridge: BridgeProcess, sid: str) -> WsClient:
+    """A client of `bridge` subscribed to `sid` from the start and caught up."""
+    c = await connect(clients, bridge, sid)
+    await c.subscribe(sid)
+    await c.wait_for("caught_up", session=sid)
+    return c
+
+
+async def a_session(opencode: OpencodeServe, make: Callable[..., BridgeProcess],
+                    clients: list[WsClient]) -> tuple[BridgeProcess, str, WsClient]:
+    """A bridge, a new session upstream, and a client caught up on it."""
+    bridge = await started(make)
+    sid = await opencode.create_session()
+    return bridge, sid, await caught_up(clients, bridge, sid)
+
+
+def sync_ids(log: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    return [(int(e["seq"]), str(e["id"])) for e in log]
+
+
+def text_ended(c: WsClient, sid: str) -> dict[str, Any]:
+    """The one `text:end` of the turn, its text the mock's, its part's deltas adding up to that text."""
+    ended = [m for m in c.of("event", sid) if m["kind"] == "text:end"]
+    assert [m["fields"]["text"] for m in ended] == [HELLO_TEXT]  # the final text, once, however often re-sent
+    part = ended[0]["fields"]["part_id"]
+    deltas = [m for m in c.of("delta", sid) if m["kind"] == "delta:text" and m["part_id"] == part]
+    assert deltas and "".join(d["delta"] for d in deltas) == HELLO_TEXT
+    return ended[0]
 
 
 def received(c: WsClient, sid: str) -> list[tuple[int, str]]:
@@ -65,26 +91,19 @@ async def wait_same_as_history(c: WsClient, serve: OpencodeServe, sid: str, afte
 async def test_a_subscriber_gets_every_durable_event_in_order_and_deltas_that_add_up_to_the_text(
     opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], clients: list[WsClient]
 ) -> None:
-    bridge = await started(bridge_processes)
-    sid = await opencode.create_session()
-    c = await connect(clients, bridge, sid)
-    await c.subscribe(sid)
-    await c.wait_for("caught_up", session=sid)
+    _, sid, c = await a_session(opencode, bridge_processes, clients)
     await opencode.prompt(sid, "MOCK:text Say hello.")
     await opencode.wait_idle(sid, 60)
     await wait_same_as_history(c, opencode, sid)
 
-    ended = [m for m in c.of("event", sid) if m["kind"] == "text:end"]
-    assert [m["fields"]["text"] for m in ended] == [HELLO_TEXT]
+    ended = text_ended(c, sid)
     deltas = [m for m in c.of("delta", sid) if m["kind"] == "delta:text"]
-    part = ended[0]["fields"]["part_id"]
-    assert "".join(d["delta"] for d in deltas if d["part_id"] == part) == HELLO_TEXT
     # Ordering against durable events: `after_seq` never goes back, and the deltas were all sent before
     # the text.ended that carries the whole text (deltas take the short path; durable ones are stored first).
     after_seqs = [d["after_seq"] for d in deltas]
-    assert after_seqs == sorted(after_seqs) and after_seqs[-1] < ended[0]["seq"]
+    assert after_seqs == sorted(after_seqs) and after_seqs[-1] < ended["seq"]
     positions = [c.messages.index(d) for d in deltas]
-    assert max(positions) < c.messages.index(ended[0])
+    assert max(positions) < c.messages.index(ended)
 
 
 async def test_a_client_that_disconnects_mid_turn_resumes_with_exactly_the_missing_events(
@@ -140,12 +159,7 @@ async def test_two_clients_on_two_bridge_processes_see_the_same_durable_sequence
 ) -> None:
     one, two = await asyncio.gather(started(bridge_processes, "bridge-a"), started(bridge_processes, "bridge-b"))
     sid = await opencode.create_session()
-    a = await connect(clients, one, sid)
-    b = await connect(clients, two, sid)
-    await a.subscribe(sid)
-    await b.subscribe(sid)
-    await a.wait_for("caught_up", session=sid)
-    await b.wait_for("caught_up", session=sid)
+    a, b = await asyncio.gather(caught_up(clients, one, sid), caught_up(clients, two, sid))
     await opencode.prompt(sid, "MOCK:tool Run echo")
     await opencode.wait_idle(sid, 60)
     got_a = await wait_same_as_history(a, opencode, sid)
@@ -161,11 +175,7 @@ async def test_two_clients_on_two_bridge_processes_see_the_same_durable_sequence
 async def test_a_permission_request_is_pushed_kept_for_a_later_page_and_updated_when_answered(
     opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], clients: list[WsClient]
 ) -> None:
-    bridge = await started(bridge_processes)
-    sid = await opencode.create_session()
-    live = await connect(clients, bridge, sid)
-    await live.subscribe(sid)
-    await live.wait_for("caught_up", session=sid)
+    bridge, sid, live = await a_session(opencode, bridge_processes, clients)
     await opencode.prompt(sid, "MOCK:perm Touch a file")
     asked = await live.wait_for("permission", session=sid, state="asked", timeout=60)
     assert asked["action"] == "bash" and asked["request_id"].startswith("per_")
@@ -183,9 +193,7 @@ async def test_a_permission_request_is_pushed_kept_for_a_later_page_and_updated_
     await opencode.wait_idle(sid, 60)
     await wait_same_as_history(live, opencode, sid)
 
-    after = await connect(clients, bridge, sid)
-    await after.subscribe(sid)
-    await after.wait_for("caught_up", session=sid)
+    after = await caught_up(clients, bridge, sid)
     await after.send(op="ping", id="p")
     await after.wait_for("pong", id="p")
     assert after.of("permission") == []
@@ -194,44 +202,20 @@ async def test_a_permission_request_is_pushed_kept_for_a_later_page_and_updated_
 # --- legacy-driven turns (OpenCode's own clients: docs/upstream.md §13), same frames as v2 ------------------
 
 
-def sync_ids(log: list[dict[str, Any]]) -> list[tuple[int, str]]:
-    return [(int(e["seq"]), str(e["id"])) for e in log]
-
-
 async def test_a_legacy_turn_reaches_the_client_whole_and_its_deltas_add_up_to_the_final_text(
     opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], clients: list[WsClient]
 ) -> None:
-    bridge = await started(bridge_processes)
-    sid = await opencode.create_session()
-    c = await connect(clients, bridge, sid)
-    await c.subscribe(sid)
-    await c.wait_for("caught_up", session=sid)
+    _, sid, c = await a_session(opencode, bridge_processes, clients)
     await opencode.prompt_async(sid, "MOCK:text Say hello.")  # the web app's legacy prompt
     await opencode.wait_legacy_idle(sid, 1)
-
-    state: dict[str, Any] = {}
-
-    async def same_as_sync_log() -> bool:
-        want = sync_ids(await opencode.sync_log(sid))  # from seq 0: `session.created` is stored and sent too
-        state.update(want=len(want), got=len(received(c, sid)))
-        return bool(want) and received(c, sid) == want
-
-    await wait_until(same_as_sync_log, 60, 0.1, message=f"client events == /sync/history: {state}")
-    ended = [m for m in c.of("event", sid) if m["kind"] == "text:end"]
-    assert [m["fields"]["text"] for m in ended] == [HELLO_TEXT]  # the final text, once, however often re-sent
-    part = ended[0]["fields"]["part_id"]
-    deltas = [m for m in c.of("delta", sid) if m["kind"] == "delta:text" and m["part_id"] == part]
-    assert deltas and "".join(d["delta"] for d in deltas) == HELLO_TEXT
+    await wait_same_as_history(c, opencode, sid)  # from seq 0: `session.created` is stored and sent too
+    text_ended(c, sid)
 
 
 async def test_a_legacy_permission_request_reaches_the_client_and_its_answer_is_shown(
     opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], clients: list[WsClient]
 ) -> None:
-    bridge = await started(bridge_processes)
-    sid = await opencode.create_session()
-    c = await connect(clients, bridge, sid)
-    await c.subscribe(sid)
-    await c.wait_for("caught_up", session=sid)
+    _, sid, c = await a_session(opencode, bridge_processes, clients)
     await opencode.prompt_async(sid, "MOCK:perm go")  # a `touch`: the serve asks first
 
     asked = await c.wait_for("permission", 60, session=sid, state="asked")

@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 
 from bridge.auth import mint_token
-from tests.support.bridge_proc import BridgeProcess
+from tests.support.bridge_proc import running_bridge
 from tests.support.opencode import OpencodeServe
 from tests.support.waiting import wait_until, wait_until_sync
 
@@ -125,11 +125,8 @@ async def browser(chromium_devtools: str) -> AsyncIterator[Page]:
 async def test_the_viewer_shows_a_turn_streaming_and_its_final_text(
     opencode: OpencodeServe, tmp_path: Path, database_url: str, browser: Page
 ) -> None:
-    bridge = BridgeProcess(tmp_path, opencode.base_url, database_url,
-                           extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET})
-    bridge.start()
-    try:
-        await bridge.wait_ready(60)
+    async with running_bridge(tmp_path, opencode.base_url, database_url,
+                              BRIDGE_UPSTREAM_NAME=UPSTREAM, BRIDGE_AUTH_SECRET=SECRET) as bridge:
         sid = await opencode.create_session()
         token = mint_token(SECRET, UPSTREAM, [sid], 600)
         await browser.open(f"{bridge.url}/?token={token}&session={sid}")
@@ -152,5 +149,3 @@ async def test_the_viewer_shows_a_turn_streaming_and_its_final_text(
         assert shown == final
         assert final.startswith(streaming) and len(streaming) < len(final)
         assert await browser.js("document.querySelectorAll('.msg.text').length") == 1
-    finally:
-        bridge.stop()

@@ -22,12 +22,10 @@ from bridge.cli import _parser
 from bridge.config import Settings
 from bridge.lifecycle import cli as lifecycle_cli
 from bridge.store.lifecycle.removal import SESSION_TABLES
-from bridge.store.writes import EventStore
 from tests.support.bridge_proc import BridgeFactory, BridgeProcess
 from tests.support.fanout_client import WsClient
 from tests.support.opencode import OpencodeHTTPError, OpencodeServe
-from tests.support.stored_rows import stored_ids
-from tests.support.waiting import wait_until
+from tests.support.stored_rows import wait_synced
 
 pytestmark = pytest.mark.e2e
 
@@ -54,16 +52,6 @@ async def rows_of(db: AsyncEngine, *sessions: str) -> dict[str, int]:
     return out
 
 
-async def wait_synced(db: AsyncEngine, serve: OpencodeServe, sid: str) -> None:
-    store = EventStore(db, UPSTREAM)
-
-    async def same() -> bool:
-        log = [(int(i["seq"]), str(i["id"])) for i in await serve.sync_log(sid)]
-        return bool(log) and await stored_ids(store, sid) == log
-
-    await wait_until(same, 60, 0.2, message=f"{sid}: stored == sync log from seq 0")
-
-
 @pytest.fixture
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as s:
@@ -83,7 +71,7 @@ async def test_an_erased_session_and_its_subagent_never_come_back_after_kill_9_a
     await opencode.prompt_async(other, "MOCK:text kept")
     await opencode.wait_legacy_idle(other, 1)
     for s in (sid, child, other):
-        await wait_synced(db, opencode, s)
+        await wait_synced(db, opencode, UPSTREAM, s)
 
     live = await WsClient.connect(first.url, token())
     try:
@@ -112,7 +100,7 @@ async def test_an_erased_session_and_its_subagent_never_come_back_after_kill_9_a
     await opencode.prompt_async(sid, "MOCK:text and again")
     await opencode.wait_legacy_idle(other, 2)
     await opencode.wait_legacy_idle(sid, 3)
-    await wait_synced(db, opencode, other)  # the new bridge mirrored what it should, from the sync log
+    await wait_synced(db, opencode, UPSTREAM, other)  # the new bridge mirrored what it should, from the sync log
 
     assert await rows_of(db, sid, child) == dict.fromkeys(SESSION_TABLES, 0)
     grown = await rows_of(db, other)
@@ -130,7 +118,7 @@ async def test_the_cli_erases_with_upstream_and_the_serve_forgets_the_session(
     sid = await opencode.create_session()
     await opencode.prompt_async(sid, "MOCK:text to be forgotten")
     await opencode.wait_legacy_idle(sid, 1)
-    await wait_synced(db, opencode, sid)
+    await wait_synced(db, opencode, UPSTREAM, sid)
 
     settings = Settings(upstream_url=opencode.base_url, upstream_name=UPSTREAM)
     args = _parser().parse_args(["erase", "--session", sid, "--reason", "account closed", "--upstream"])

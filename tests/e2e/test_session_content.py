@@ -15,12 +15,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
-from bridge.store.writes import EventStore
 from tests.support.bridge_proc import BridgeFactory, BridgeProcess
 from tests.support.fanout_client import WsClient
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeServe
-from tests.support.stored_rows import stored_ids
+from tests.support.stored_rows import wait_synced
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -66,23 +65,6 @@ async def bridge(bridge_processes: BridgeFactory, opencode: OpencodeServe) -> As
         await http.close()
 
 
-async def wait_synced(db: AsyncEngine, serve: OpencodeServe, *sessions: str) -> None:
-    """Stored (seq, event_id) == the sync log from seq 0 (`session.created` included), for each session."""
-    store = EventStore(db, UPSTREAM)
-    state: dict[str, Any] = {}
-
-    async def same() -> bool:
-        for sid in sessions:
-            stored = await stored_ids(store, sid)
-            log = [(int(i["seq"]), str(i["id"])) for i in await serve.sync_log(sid)]
-            state[sid] = (stored[:1], len(stored), len(log))
-            if stored != log or not log or log[0][0] != 0:
-                return False
-        return True
-
-    await wait_until(same, 60, 0.2, message=f"stored == sync log from seq 0: {state}")
-
-
 async def unknown_kinds(db: AsyncEngine, *sessions: str) -> list[str]:
     async with db.connect() as c:
         rows = await c.execute(text("select type from chat_session_events where session_id = any(:s) "
@@ -118,7 +100,7 @@ async def test_task_todo_and_write_turns_show_the_child_the_plan_and_the_files(
     await opencode.wait_legacy_idle(sid, 2)
     await opencode.prompt_async(sid, "MOCK:write one")
     await opencode.wait_legacy_idle(sid, 3)
-    await wait_synced(db, opencode, sid, child)
+    await wait_synced(db, opencode, UPSTREAM, sid, child)
     assert await unknown_kinds(db, sid, child) == []
 
     parent_token = token("read", [sid])
@@ -184,7 +166,7 @@ async def test_revert_delete_rename_and_commands_through_the_bridge(
     await opencode.prompt_async(sid, "MOCK:text after revert")  # removes the reverted messages
     await opencode.wait_legacy_idle(sid, 2)
     await opencode.request("DELETE", f"/session/{sid}/message/{users[0]}")
-    await wait_synced(db, opencode, sid)
+    await wait_synced(db, opencode, UPSTREAM, sid)
     # The model no longer saw the reverted prompt: "one" and "after revert" only (docs/upstream.md §22).
     last = mock_llm.requests_for("text")[-1]
     assert last.user_text == "MOCK:text after revert" and last.roles.count("user") == 2, last

@@ -17,7 +17,7 @@ from bridge.store.writes import EventStore
 from tests.support.bridge_proc import BridgeProcess
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeServe
-from tests.support.stored_rows import stored_ids
+from tests.support.stored_rows import stored_ids, wait_synced
 from tests.support.tcp_proxy import TcpProxy
 from tests.support.waiting import wait_until
 
@@ -27,22 +27,33 @@ UPSTREAM = "e2e"
 
 
 
-async def wait_synced(db: AsyncEngine, serve: OpencodeServe, *sessions: str, timeout: float = 60) -> None:
-    """Every session's stored (seq, event_id) list equals its sync log from seq 0 (`session.created`
-    included), in order, no extras."""
+async def running(make: Callable[..., BridgeProcess], *args: Any, **kwargs: Any) -> BridgeProcess:
+    """A bridge process started and ready."""
+    bridge = make(*args, **kwargs)
+    bridge.start()
+    await bridge.wait_ready()
+    return bridge
+
+
+async def wait_mirrored(db: AsyncEngine, serve: OpencodeServe, sid: str) -> None:
+    """The session is stored exactly as its sync log (wait_synced), with no gap, nothing incomplete, no reject."""
+    await wait_synced(db, serve, UPSTREAM, sid)
+    await assert_complete(db, sid)
+
+
+async def wait_some_stored(db: AsyncEngine, sid: str) -> None:
+    """Part of the turn (3 events) is stored."""
     store = EventStore(db, UPSTREAM)
-    state: dict[str, Any] = {}
 
-    async def same() -> bool:
-        for sid in sessions:
-            stored = await stored_ids(store, sid)
-            log = [(int(i["seq"]), str(i["id"])) for i in await serve.sync_log(sid)]
-            state[sid] = (len(stored), len(log))
-            if stored != log or not log or log[0][0] != 0:
-                return False
-        return True
+    async def some_stored() -> bool:
+        return len(await stored_ids(store, sid)) >= 3
+    await wait_until(some_stored, 60, 0.1, message="part of the legacy turn stored")
 
-    await wait_until(same, timeout, 0.2, message=f"stored == /sync/history for {sessions} (stored, log): {state}")
+
+async def sync_reads(bridge: BridgeProcess, repairs_prefix: str) -> tuple[float, float]:
+    """From the bridge's /metrics: (sync-log repairs counted under `repairs_prefix`, events stored from twins)."""
+    text_ = await bridge_metrics(bridge)
+    return metric_sum(text_, repairs_prefix), metric_sum(text_, "bridge_twin_events_total")
 
 
 async def assert_complete(db: AsyncEngine, *sessions: str) -> None:
@@ -75,13 +86,10 @@ async def legacy_lag_ms(db: AsyncEngine, sid: str) -> list[float]:
 async def test_a_turn_of_the_real_cli_is_mirrored_exactly(
     opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], db: AsyncEngine
 ) -> None:
-    bridge = bridge_processes()
-    bridge.start()
-    await bridge.wait_ready()
+    await running(bridge_processes)
     sid = await opencode.create_session()
     await opencode.run_cli(sid, "MOCK:tool Run echo")
-    await wait_synced(db, opencode, sid)
-    await assert_complete(db, sid)
+    await wait_mirrored(db, opencode, sid)
     log = await opencode.sync_history(sid, 0)
     assert not [i for i in log if i["type"].startswith("session.next.")]  # the CLI drives the legacy API
     got = await kinds(db, sid)
@@ -94,16 +102,13 @@ async def test_a_turn_of_the_real_cli_is_mirrored_exactly(
 async def test_a_session_mixing_a_legacy_prompt_async_turn_and_a_v2_turn_is_mirrored_exactly(
     opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], db: AsyncEngine
 ) -> None:
-    bridge = bridge_processes()
-    bridge.start()
-    await bridge.wait_ready()
+    await running(bridge_processes)
     sid = await opencode.create_session()
     await opencode.prompt_async(sid, "MOCK:text Say hello.")
     await opencode.wait_legacy_idle(sid, 1)
     await opencode.prompt(sid, "MOCK:text Say hello again.")
     await opencode.wait_idle(sid, 60)
-    await wait_synced(db, opencode, sid)
-    await assert_complete(db, sid)
+    await wait_mirrored(db, opencode, sid)
     log = await opencode.sync_history(sid, 0)
     v2 = [i for i in log if i["type"].startswith("session.next.")]
     assert v2 and len(v2) < len(log)
@@ -113,14 +118,11 @@ async def test_a_session_mixing_a_legacy_prompt_async_turn_and_a_v2_turn_is_mirr
 async def test_a_v2_only_tool_turn_equals_the_sync_log(
     opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], db: AsyncEngine
 ) -> None:
-    bridge = bridge_processes()
-    bridge.start()
-    await bridge.wait_ready()
+    await running(bridge_processes)
     sid = await opencode.create_session()
     await opencode.prompt(sid, "MOCK:tool Run echo")
     history = await opencode.wait_idle(sid, 60)
-    await wait_synced(db, opencode, sid)
-    await assert_complete(db, sid)
+    await wait_mirrored(db, opencode, sid)
     log = await opencode.sync_history(sid, 0)
     assert [(i["seq"], i["id"]) for i in log] == [(e["durable"]["seq"], e["id"]) for e in history]
 
@@ -128,29 +130,19 @@ async def test_a_v2_only_tool_turn_equals_the_sync_log(
 async def test_sigkill_of_the_bridge_in_the_middle_of_a_legacy_turn_then_restart(
     opencode: OpencodeServe, mock_llm: MockLLM, bridge_processes: Callable[..., BridgeProcess], db: AsyncEngine
 ) -> None:
-    first = bridge_processes("first")
-    first.start()
-    await first.wait_ready()
+    first = await running(bridge_processes, "first")
     sid = await opencode.create_session()
     await opencode.prompt_async(sid, "MOCK:gate:g1:2 Wait")
-    store = EventStore(db, UPSTREAM)
-
-    async def some_stored() -> bool:
-        return len(await stored_ids(store, sid)) >= 3
-
     # The model holds the turn (so the next prompt is a turn of its own, not folded into this one by a
     # loop that had not started yet), and part of it is stored.
     await mock_llm.wait_gate_reached("g1", timeout=60)
-    await wait_until(some_stored, 60, 0.1, message="part of the legacy turn stored")
+    await wait_some_stored(db, sid)
     first.kill()
     mock_llm.release("g1")
     await opencode.prompt_async(sid, "MOCK:text And again.")  # a whole turn while no bridge runs
     await opencode.wait_legacy_idle(sid, 2)
-    second = bridge_processes("second")
-    second.start()
-    await second.wait_ready()
-    await wait_synced(db, opencode, sid)
-    await assert_complete(db, sid)
+    await running(bridge_processes, "second")
+    await wait_mirrored(db, opencode, sid)
 
 
 async def test_a_global_event_cut_mid_turn_is_repaired(
@@ -160,30 +152,20 @@ async def test_a_global_event_cut_mid_turn_is_repaired(
     proxy = TcpProxy(host, int(port))
     await proxy.start()
     try:
-        bridge = bridge_processes(upstream_url=proxy.url)
-        bridge.start()
-        await bridge.wait_ready()
+        bridge = await running(bridge_processes, upstream_url=proxy.url)
         await wait_until(lambda: proxy.open_matching(b"GET /global/event") == 1, 20, 0.05,
                          message="/global/event through the proxy")
         sid = await opencode.create_session()
         await opencode.prompt_async(sid, "MOCK:gate:g2:2 Wait")
-        store = EventStore(db, UPSTREAM)
-
-        async def some_stored() -> bool:
-            return len(await stored_ids(store, sid)) >= 3
-
         await mock_llm.wait_gate_reached("g2", timeout=60)  # the turn is running, held by the model
-        await wait_until(some_stored, 60, 0.1, message="part of the legacy turn stored")
+        await wait_some_stored(db, sid)
         assert proxy.cut(b"GET /global/event") == 1
         mock_llm.release("g2")  # the rest of the turn happens around the cut
         await opencode.wait_legacy_idle(sid, 1)
-        await wait_synced(db, opencode, sid)
-        await assert_complete(db, sid)
+        await wait_mirrored(db, opencode, sid)
         await wait_until(lambda: proxy.open_matching(b"GET /global/event") == 1, 20, 0.05,
                          message="/global/event reconnected")
-        text_ = await bridge_metrics(bridge)
-        repairs = metric_sum(text_, 'bridge_sync_repairs_total{cause="live_reconnect"}')
-        twins = metric_sum(text_, "bridge_twin_events_total")
+        repairs, twins = await sync_reads(bridge, 'bridge_sync_repairs_total{cause="live_reconnect"}')
         log = await opencode.sync_history(sid, 0)
         print(f"\n/global/event cut mid legacy turn: {len(log)} events, {twins:.0f} from twins, "
               f"{repairs:.0f} sync-log read(s) after the reconnect")
@@ -196,16 +178,12 @@ async def test_repairs_after_a_reconnect_are_few(
     opencode: OpencodeServe, bridge_processes: Callable[..., BridgeProcess], db: AsyncEngine
 ) -> None:
     """Numbers for the report: sync-log reads per legacy turn and after one reconnect (from /metrics)."""
-    bridge = bridge_processes()
-    bridge.start()
-    await bridge.wait_ready()
+    bridge = await running(bridge_processes)
     sid = await opencode.create_session()
     await opencode.prompt_async(sid, "MOCK:tool Run echo")
     await opencode.wait_legacy_idle(sid, 1)
-    await wait_synced(db, opencode, sid)
-    metrics_text = await bridge_metrics(bridge)
-    repairs = metric_sum(metrics_text, "bridge_sync_repairs_total{")
-    twins = metric_sum(metrics_text, "bridge_twin_events_total")
+    await wait_synced(db, opencode, UPSTREAM, sid)
+    repairs, twins = await sync_reads(bridge, "bridge_sync_repairs_total{")
     log = await opencode.sync_history(sid, 0)
     print(f"\nlegacy tool turn: {len(log)} events, {twins:.0f} stored from twins, {repairs:.0f} sync-log reads")
     assert twins > 0 and repairs <= 6

@@ -13,7 +13,7 @@ import pytest
 
 from bridge.auth import mint_token
 from tests.e2e.test_fanout_viewer import Page, browser, chromium_devtools  # noqa: F401  (fixtures)
-from tests.support.bridge_proc import BridgeProcess
+from tests.support.bridge_proc import running_bridge
 from tests.support.opencode import OpencodeServe
 from tests.support.waiting import wait_until
 
@@ -36,13 +36,10 @@ async def _admitted(serve: OpencodeServe, sid: str) -> list[tuple[str, str]]:
 async def test_the_viewer_sends_queues_and_answers_a_permission_with_a_control_token(
     opencode: OpencodeServe, tmp_path: Path, database_url: str, browser: Page  # noqa: F811
 ) -> None:
-    bridge = BridgeProcess(tmp_path, opencode.base_url, database_url,
-                           extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET,
-                                      "BRIDGE_ALLOWED_DIRECTORIES": str(opencode.project_dir),
-                                      "BRIDGE_PROMPT_RUNTIME": "v2"})  # reads the v2 admissions
-    bridge.start()
-    try:
-        await bridge.wait_ready(60)
+    async with running_bridge(tmp_path, opencode.base_url, database_url, show_log_tail=30,
+                              BRIDGE_UPSTREAM_NAME=UPSTREAM, BRIDGE_AUTH_SECRET=SECRET,
+                              BRIDGE_ALLOWED_DIRECTORIES=str(opencode.project_dir),
+                              BRIDGE_PROMPT_RUNTIME="v2") as bridge:  # reads the v2 admissions
         control = mint_token(SECRET, UPSTREAM, None, 600, "viewer-user", scope="control")
         async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {control}"}) as http, \
                 http.post(f"{bridge.url}/v1/sessions",
@@ -77,6 +74,3 @@ async def test_the_viewer_sends_queues_and_answers_a_permission_with_a_control_t
             "document.getElementById('composer-status').textContent.endsWith('done') && "
             "document.getElementById('composer-status').textContent"), 30, 0.1, message="answer shown")
         assert status == "answer: done"
-    finally:
-        bridge.stop()
-        print(f"\n--- tail of {bridge.log_path} ---\n{bridge.log_tail(30)}")

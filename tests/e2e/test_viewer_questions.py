@@ -11,7 +11,7 @@ import pytest
 
 from bridge.auth import mint_token
 from tests.e2e.test_fanout_viewer import Page, browser, chromium_devtools  # noqa: F401  (fixtures)
-from tests.support.bridge_proc import BridgeProcess
+from tests.support.bridge_proc import running_bridge
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeServe
 from tests.support.waiting import wait_until
@@ -25,11 +25,8 @@ SECRET = "viewer-questions-" + "y" * 40
 async def test_the_viewer_shows_a_question_and_answers_it(
     opencode: OpencodeServe, mock_llm: MockLLM, tmp_path: Path, database_url: str, browser: Page  # noqa: F811
 ) -> None:
-    bridge = BridgeProcess(tmp_path, opencode.base_url, database_url,
-                           extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET})
-    bridge.start()
-    try:
-        await bridge.wait_ready(60)
+    async with running_bridge(tmp_path, opencode.base_url, database_url, show_log_tail=30,
+                              BRIDGE_UPSTREAM_NAME=UPSTREAM, BRIDGE_AUTH_SECRET=SECRET) as bridge:
         sid = await opencode.create_session()
         await browser.open(f"{bridge.url}/?token={mint_token(SECRET, UPSTREAM, None, 600, 'carol', scope='prompt')}"
                            f"#/sessions/{sid}")
@@ -59,6 +56,3 @@ async def test_the_viewer_shows_a_question_and_answers_it(
             "(document.querySelector('.msg.question.answered') || {}).textContent"), 30, 0.1,
             message="answered card")
         assert "Question answered" in shown and "Color: Blue" in shown
-    finally:
-        bridge.stop()
-        print(f"\n--- tail of {bridge.log_path} ---\n{bridge.log_tail(30)}")

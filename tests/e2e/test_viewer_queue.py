@@ -12,7 +12,7 @@ import pytest
 
 from bridge.auth import mint_token
 from tests.e2e.test_fanout_viewer import Page, browser, chromium_devtools  # noqa: F401  (fixtures)
-from tests.support.bridge_proc import BridgeProcess
+from tests.support.bridge_proc import running_bridge
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeServe
 from tests.support.waiting import wait_until
@@ -35,11 +35,8 @@ def _seen(mock: MockLLM, marker: str) -> list[list[str]]:
 async def test_the_composer_sends_and_queues_on_a_legacy_session_and_lists_the_queued_prompt(
     opencode: OpencodeServe, mock_llm: MockLLM, tmp_path: Path, database_url: str, browser: Page  # noqa: F811
 ) -> None:
-    bridge = BridgeProcess(tmp_path, opencode.base_url, database_url,
-                           extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET})
-    bridge.start()
-    try:
-        await bridge.wait_ready(60)
+    async with running_bridge(tmp_path, opencode.base_url, database_url, show_log_tail=30,
+                              BRIDGE_UPSTREAM_NAME=UPSTREAM, BRIDGE_AUTH_SECRET=SECRET) as bridge:
         sid = await opencode.create_session()
         await opencode.run_cli(sid, "MOCK:text MARKER-CLI begun in the CLI")  # a legacy session
         control = mint_token(SECRET, UPSTREAM, None, 600, "viewer-user", scope="control")
@@ -65,6 +62,3 @@ async def test_the_composer_sends_and_queues_on_a_legacy_session_and_lists_the_q
                 http.get(f"{bridge.url}/v1/sessions/{sid}/commands") as r:
             rows = (await r.json())["data"]
         assert sorted((c["runtime"], c["state"]) for c in rows) == [("legacy", "done"), ("legacy", "done")]
-    finally:
-        bridge.stop()
-        print(f"\n--- tail of {bridge.log_path} ---\n{bridge.log_tail(30)}")

@@ -22,7 +22,7 @@ from bench.demo import converse
 from bridge.auth import mint_token
 from tests.e2e.test_fanout_viewer import Page, browser, chromium_devtools  # noqa: F401  (fixtures)
 from tests.support import png
-from tests.support.bridge_proc import BridgeProcess
+from tests.support.bridge_proc import BridgeProcess, running_bridge
 from tests.support.opencode import OpencodeServe
 from tests.support.waiting import wait_until
 
@@ -52,11 +52,8 @@ async def _list(page: Page) -> list[dict[str, Any]]:
 async def test_the_viewer_lists_filters_deep_links_and_shows_a_transcript_worth_reading(
     opencode: OpencodeServe, tmp_path: Path, database_url: str, browser: Page  # noqa: F811
 ) -> None:
-    bridge = BridgeProcess(tmp_path, opencode.base_url, database_url,
-                           extra_env={"BRIDGE_UPSTREAM_NAME": UPSTREAM, "BRIDGE_AUTH_SECRET": SECRET})
-    bridge.start()
-    try:
-        await bridge.wait_ready(60)
+    async with running_bridge(tmp_path, opencode.base_url, database_url,
+                              BRIDGE_UPSTREAM_NAME=UPSTREAM, BRIDGE_AUTH_SECRET=SECRET) as bridge:
         other_dir = await opencode.create_project(tmp_path / "other-project", "another project\n")
         other = await opencode.create_session(other_dir)
         await opencode.prompt(other, "MOCK:text Say hello")
@@ -173,8 +170,6 @@ async def test_the_viewer_lists_filters_deep_links_and_shows_a_transcript_worth_
         at = [r[0] for r in listed].index(sid)
         assert listed[at] == [sid, "0", False] and listed[at + 1] == [child, "1", True], listed
         assert [r for r in listed if r[0] == other] == [[other, "0", False]]
-    finally:
-        bridge.stop()
 
 
 def _save(shot: bytes, *paths: str | Path | None) -> None:

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import orjson
 import pytest_asyncio
-from aiohttp import ClientSession, web
+from aiohttp import ClientSession
 
 from bench import wire_workload as w
 from bench.churn_serve import ChurnServe
+from tests.support.serving import served
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,12 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest_asyncio.fixture
 async def serve() -> AsyncIterator[tuple[ChurnServe, str]]:
     fake = ChurnServe(new=3, events=4, returning=2, extend=3, legacy_every=2, seed=7)
-    runner = web.AppRunner(fake.app(), handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield fake, f"http://127.0.0.1:{runner.addresses[0][1]}"
-    await runner.cleanup()
+    async with served(fake.app()) as url:
+        yield fake, url
 
 
 async def _rounds_seen_live(http: ClientSession, url: str, rounds: int) -> list[tuple[str, int, str]]:

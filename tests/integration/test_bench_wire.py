@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from aiohttp import web
 
 from bench import wire_workload as w
 from bench.wire_answers import MAX_NAMED
@@ -22,6 +21,7 @@ from bridge.errors import InvalidRequest, UpstreamUnavailable
 from bridge.events import parse_frame
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.sync_plan import SYNC_CUTOFF_MAX
+from tests.support.serving import served
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,12 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest_asyncio.fixture
 async def serve() -> AsyncIterator[tuple[WireServe, str]]:
     fake = WireServe(sessions=3, events=8, burst=2, legacy_every=4)
-    runner = web.AppRunner(fake.app(), handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield fake, f"http://127.0.0.1:{runner.addresses[0][1]}"
-    await runner.cleanup()
+    async with served(fake.app()) as url:
+        yield fake, url
 
 
 async def test_sync_log_names_and_unnamed_like_the_real_serve(serve: tuple[WireServe, str]) -> None:

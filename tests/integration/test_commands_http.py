@@ -3,6 +3,7 @@ bounds, the rate limiter, exactly-once retries and reuse conflicts, and the audi
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -39,8 +40,10 @@ def clock() -> Clock:
     return Clock(1000.0)
 
 
-@pytest.fixture
-async def http(engine: AsyncEngine, twin: UpstreamCommandsTwin, clock: Clock) -> AsyncIterator[TestClient[Any, Any]]:
+@contextlib.asynccontextmanager
+async def command_routes(engine: AsyncEngine, twin: UpstreamCommandsTwin,
+                         clock: Clock) -> AsyncIterator[TestClient[Any, Any]]:
+    """The command routes on the door (v2 prompts, `/srv/agent` allowed, 6 commands a burst) and the twin."""
     service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]  # the twin is a v2 serve
                              DoorSettings(clock=clock, exit_after_upstream="", directories=("/srv/agent",),
                                           prompt_runtime="v2"),
@@ -49,6 +52,12 @@ async def http(engine: AsyncEngine, twin: UpstreamCommandsTwin, clock: Clock) ->
     app = web.Application()
     add_command_routes(app, CommandsContext(service, SECRET))
     async with TestClient(TestServer(app)) as client:
+        yield client
+
+
+@pytest.fixture
+async def http(engine: AsyncEngine, twin: UpstreamCommandsTwin, clock: Clock) -> AsyncIterator[TestClient[Any, Any]]:
+    async with command_routes(engine, twin, clock) as client:
         yield client
 
 

@@ -11,36 +11,23 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bridge.command_service import CommandService, DoorSettings
-from bridge.command_service.rows import DoorStore
 from bridge.commands.model import upstream_message_id
-from bridge.commands.ratelimit import RateLimiter
-from bridge.http.commands import CommandsContext, add_command_routes
-from bridge.store.commands_pending import PromptQueueStore
 from bridge.store.writes import EventStore
 from tests.support.chat_events import chat_event
 from tests.support.commands_twin import SID, UpstreamCommandsTwin
 from tests.support.serve_model import Clock
 
-from .test_commands_http import PROMPT, SECRET, UPSTREAM, auth
+from .test_commands_http import PROMPT, UPSTREAM, auth, command_routes
 
 
 @pytest.fixture
 async def served(engine: AsyncEngine) -> AsyncIterator[tuple[TestClient[Any, Any], UpstreamCommandsTwin, Clock]]:
     twin, clock = UpstreamCommandsTwin(), Clock(1000.0)
-    service = CommandService(DoorStore(engine, UPSTREAM), twin,  # type: ignore[arg-type]  # the twin is a v2 serve
-                             DoorSettings(clock=clock, exit_after_upstream="", directories=("/srv/agent",),
-                                          prompt_runtime="v2"),
-                             limiter=RateLimiter(rate_per_s=1.0, burst=6, clock=clock),
-                             queue=PromptQueueStore(engine, UPSTREAM))
-    app = web.Application()
-    add_command_routes(app, CommandsContext(service, SECRET))
-    async with TestClient(TestServer(app)) as client:
+    async with command_routes(engine, twin, clock) as client:
         yield client, twin, clock
 
 

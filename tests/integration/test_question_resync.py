@@ -4,37 +4,23 @@ routes back (v2 per session, legacy per location) — against the fake upstream 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestServer
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.auth import mint_token
-from bridge.config import Secret, Settings
-from bridge.dispatch import LiveDispatch
-from bridge.fanout.resync import RequestResync
-from bridge.fanout.service import FanoutPart
-from bridge.http.app import build_app
 from bridge.upstream.client import UpstreamClient
-from bridge.upstream.live import LiveStream
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.fanout_client import WsClient
-from tests.support.metric_values import Since
-from tests.support.waiting import wait_until
+from tests.support.resync_stack import ResyncStack as Stack
+from tests.support.resync_stack import resync_stack
 
 SID = "ses_question_resync"
 SECRET = "q" * 48
 UPSTREAM = "it-questions"
-
-
-async def not_ready() -> dict[str, Any]:
-    return {"started": {"ok": False}}
 
 
 def question(rid: str, sid: str = SID) -> dict[str, Any]:
@@ -45,54 +31,11 @@ def question(rid: str, sid: str = SID) -> dict[str, Any]:
                                        {"label": "Blue", "description": "cool"}]}]}
 
 
-@dataclass
-class Stack:
-    fake: FakeUpstream
-    fanout: FanoutPart
-    live: LiveStream
-    ws: WsClient
-    url: str
-    passes: Since  # bridge_request_resync_passes_total since the stack started
-
-    @property
-    def resync(self) -> RequestResync:
-        assert self.fanout.resync is not None
-        return self.fanout.resync
-
-    async def reconnect(self) -> None:
-        connections, passes = self.live.connections, self.passes.value
-        self.fake.drop_connections()
-        await wait_until(lambda: self.live.connections > connections, 20, 0.01, message="live stream reconnected")
-        await wait_until(lambda: self.passes.value > passes, 20, 0.01, message="re-sync pass after reconnect")
-
-
 @pytest.fixture
 async def stack(engine: AsyncEngine, database_url: str, fake: FakeUpstream,
                 fake_client: UpstreamClient) -> AsyncIterator[Stack]:
-    fake.add_session(SID)
-    settings = Settings(upstream_url=fake.url, upstream_name=UPSTREAM, auth_secret=Secret(SECRET))
-    fanout = FanoutPart(settings, engine, database_url, secret=SECRET, client=fake_client)
-    server = TestServer(build_app(not_ready, websocket=fanout.service), host="127.0.0.1")
-    await server.start_server()
-    live = LiveStream(fake_client, LiveDispatch(relay=fanout.relay, resync=fanout.resync), reconnect_min_s=0.01,
-                      reconnect_max_s=0.05, upstream=UPSTREAM)
-    passes = Since("bridge_request_resync_passes_total")
-    tasks = [asyncio.create_task(live.run()), asyncio.create_task(fanout.run())]
-    url = str(server.make_url("")).rstrip("/")
-    ws = await WsClient.connect(url, mint_token(SECRET, UPSTREAM))
-    try:
-        await wait_until(lambda: passes.value >= 1, 20, 0.01,
-                         message="first connect re-synced")
-        await ws.subscribe(SID)
-        await ws.wait_for("caught_up")
-        yield Stack(fake, fanout, live, ws, url, passes)
-    finally:
-        await ws.close()
-        for t in tasks:
-            t.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
-        await server.close()
+    async with resync_stack(engine, database_url, fake, fake_client, SID, SECRET, UPSTREAM) as s:
+        yield s
 
 
 async def test_a_v2_question_asked_while_disconnected_reaches_the_subscriber_after_the_reconnect(

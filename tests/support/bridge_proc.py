@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import IO
 
@@ -105,3 +106,19 @@ class BridgeProcess:
 
 
 BridgeFactory = Callable[..., BridgeProcess]
+
+
+@contextlib.asynccontextmanager
+async def running_bridge(workdir: Path, upstream_url: str, database_url: str, *, ready_s: float = 60.0,
+                         show_log_tail: int = 0, **env: str) -> AsyncIterator[BridgeProcess]:
+    """A bridge process (`env` added to its environment) started and ready for the block, stopped after it;
+    then, when `show_log_tail`, that many lines of its log printed for whoever reads a failure."""
+    bridge = BridgeProcess(workdir, upstream_url, database_url, extra_env=env)
+    bridge.start()
+    try:
+        await bridge.wait_ready(ready_s)
+        yield bridge
+    finally:
+        bridge.stop()
+        if show_log_tail:
+            print(f"\n--- tail of {bridge.log_path} ---\n{bridge.log_tail(show_log_tail)}")

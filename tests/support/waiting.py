@@ -41,6 +41,35 @@ def _describe(predicate: object, timeout: float, message: str | None) -> str:
     return f"condition not met within {timeout:g} s: {what}"
 
 
+class _Polls:
+    """What both waits keep between polls: the deadline, the last falsy value or ignored error, the verdict."""
+
+    def __init__(self, predicate: object, timeout: float, message: str | None, now: Callable[[], float]) -> None:
+        self._predicate, self._timeout, self._message, self._now = predicate, timeout, message, now
+        self._deadline = now() + timeout
+        self.last_value: object = None
+        self.last_error: BaseException | None = None
+
+    def final(self) -> bool:
+        return self._now() >= self._deadline
+
+    def met(self, value: object, error: BaseException | None, final: bool) -> bool:
+        """Whether this poll's `value` ends the wait; a miss at the final poll raises `WaitTimeout`."""
+        if error is not None:
+            self.last_error = error
+        elif value:
+            return True
+        else:
+            self.last_value, self.last_error = value, None
+        if final:
+            raise WaitTimeout(_describe(self._predicate, self._timeout, self._message), last_value=self.last_value,
+                              last_error=self.last_error)
+        return False
+
+    def pause(self, interval: float) -> float:
+        return min(interval, max(0.0, self._deadline - self._now()))
+
+
 @overload
 async def wait_until(
     predicate: Callable[[], Awaitable[T]],
@@ -78,24 +107,16 @@ async def wait_until(
     any other exception propagates at once. The predicate is always evaluated at least once and once
     more at the deadline, so a slow event loop cannot make a met condition time out.
     """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    last_value: object = None
-    last_error: BaseException | None = None
+    polls = _Polls(predicate, timeout, message, asyncio.get_running_loop().time)
     while True:
-        final = loop.time() >= deadline
+        final = polls.final()
         try:
-            value = await _evaluate(predicate)
+            value, error = await _evaluate(predicate), None
         except ignore as exc:
-            last_error = exc
-        else:
-            if value:
-                return value
-            last_value, last_error = value, None
-        if final:
-            raise WaitTimeout(_describe(predicate, timeout, message), last_value=last_value,
-                              last_error=last_error)
-        await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))
+            value, error = None, exc
+        if polls.met(value, error, final):
+            return value
+        await asyncio.sleep(polls.pause(interval))
 
 
 def wait_until_sync(
@@ -107,20 +128,13 @@ def wait_until_sync(
     ignore: tuple[type[BaseException], ...] = (),
 ) -> T:
     """Blocking twin of :func:`wait_until` for synchronous code (never call it on an event loop)."""
-    deadline = time.monotonic() + timeout
-    last_value: object = None
-    last_error: BaseException | None = None
+    polls = _Polls(predicate, timeout, message, time.monotonic)
     while True:
-        final = time.monotonic() >= deadline
+        final = polls.final()
         try:
-            value = predicate()
+            value, error = predicate(), None
         except ignore as exc:
-            last_error = exc
-        else:
-            if value:
-                return value
-            last_value, last_error = value, None
-        if final:
-            raise WaitTimeout(_describe(predicate, timeout, message), last_value=last_value,
-                              last_error=last_error)
-        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+            value, error = None, exc
+        if polls.met(value, error, final):
+            return value  # type: ignore[return-value]
+        time.sleep(polls.pause(interval))

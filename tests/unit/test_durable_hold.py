@@ -37,6 +37,17 @@ def syncs(up: MemoryUpstream) -> int:
     return up.paths.count("/sync/history")
 
 
+def seq_0_stored_from_its_twin() -> tuple[MemoryUpstream, MemorySink, DurableFollower]:
+    """A session of seqs 0 (`session.created`), 1 and 2 (legacy) and 3 (v2) upstream, its follower shown only
+    seq 0's twin while claimed."""
+    created, l1, l2, v3 = legacy(0, "session.created"), legacy(1), legacy(2), envelope(SID, 3)
+    up = MemoryUpstream(history={SID: []}, sync={SID: [sync_item(e) for e in (created, l1, l2, v3)]})
+    sink = MemorySink()
+    early = EarlyTwins()
+    early.twin(twin(created))
+    return up, sink, follower(up, sink, early)
+
+
 async def test_covered_by_its_early_twins_a_new_session_reads_no_log_and_stores_everything() -> None:
     created, first = legacy(0, "session.created"), envelope(SID, 1)
     up = MemoryUpstream(history={SID: []}, sync={SID: [sync_item(created), sync_item(first)]})
@@ -65,12 +76,8 @@ async def test_not_covered_it_reads_the_log_first() -> None:
 
 
 async def test_a_durable_batch_before_the_twins_below_it_waits_for_them() -> None:
-    created, l1, l2, v3 = legacy(0, "session.created"), legacy(1), legacy(2), envelope(SID, 3)
-    up = MemoryUpstream(history={SID: []}, sync={SID: [sync_item(e) for e in (created, l1, l2, v3)]})
-    sink = MemorySink()
-    early = EarlyTwins()
-    early.twin(twin(created))
-    f = follower(up, sink, early)
+    up, sink, f = seq_0_stored_from_its_twin()
+    l1, l2, v3 = legacy(1), legacy(2), envelope(SID, 3)
     async with in_background(f.run()):
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
         await wait_until(lambda: 0 in sink.events, 5, 0.001, message="seq 0 stored from its twin")
@@ -83,12 +90,8 @@ async def test_a_durable_batch_before_the_twins_below_it_waits_for_them() -> Non
 
 
 async def test_a_hole_the_live_stream_has_shown_past_is_read_at_once() -> None:
-    created, l1, l2, v3 = legacy(0, "session.created"), legacy(1), legacy(2), envelope(SID, 3)
-    up = MemoryUpstream(history={SID: []}, sync={SID: [sync_item(e) for e in (created, l1, l2, v3)]})
-    sink = MemorySink()
-    early = EarlyTwins()
-    early.twin(twin(created))
-    f = follower(up, sink, early)
+    up, sink, f = seq_0_stored_from_its_twin()
+    l2, v3 = legacy(2), envelope(SID, 3)
     async with in_background(f.run()):
         await wait_until(lambda: f.connected.is_set(), 5, 0.001, message="durable stream open")
         await wait_until(lambda: 0 in sink.events, 5, 0.001, message="seq 0 stored from its twin")

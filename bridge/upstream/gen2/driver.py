@@ -36,6 +36,7 @@ from bridge.perf.jsonload import strict_decode
 from bridge.upstream.driver import SWEEP, Admission, Change, Delivery, ListedSession, LogRead
 from bridge.upstream.driver_streams import hint, log_reads, parsed
 from bridge.upstream.http_base import UpstreamHttp
+from bridge.upstream.responses import next_cursor, session_page
 
 MAX_PAGES = 10_000  # a session list that never ends is refused, not followed forever
 
@@ -94,9 +95,7 @@ class Gen2Driver:
         for _ in range(MAX_PAGES):
             _, body = await self.http.send_json("GET", "/api/session" + ("?cursor=" + _q(params["cursor"])
                                                                           if params else ""), ok=(200,))
-            page = _data(body, "GET /api/session")
-            if not isinstance(page, list):
-                raise UpstreamError("GET /api/session: data is not a list")
+            page = session_page(_data(body, "GET /api/session"))
             for s in page:
                 sid = s.get("id") if isinstance(s, dict) else None
                 if not isinstance(sid, str) or not valid_session_id(sid):
@@ -104,11 +103,9 @@ class Gen2Driver:
                     continue
                 parent = s.get("parentID")
                 out.append(ListedSession(sid, location_directory(s), parent if isinstance(parent, str) else None))
-            cursor = body.get("cursor") if isinstance(body, dict) else None
-            nxt = cursor.get("next") if isinstance(cursor, dict) else None
-            if not page or not isinstance(nxt, str) or nxt in seen:
+            nxt = next_cursor(body, page, seen)
+            if nxt is None:
                 return out
-            seen.add(nxt)
             params = {"cursor": nxt}
         raise UpstreamError(f"GET /api/session: more than {MAX_PAGES} pages")
 
