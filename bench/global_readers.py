@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.in_database import machine
 from tests.support.mock_llm import MockLLM
 from tests.support.opencode import OpencodeServe
 
@@ -101,7 +101,7 @@ def main() -> None:
     a = ap.parse_args()
     a.opencode = str(Path(a.opencode).resolve())  # the serve runs in a directory of its own
     res = asyncio.run(run(a))
-    res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    res["machine"] = machine()
     res["load_average"] = os.getloadavg()
     print(json.dumps(res, indent=2))
     if a.json:

@@ -23,15 +23,14 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import re
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.in_database import run_in_database
 from bench.storm import replay_socket
 from bench.storm_server import UPSTREAM
 from bench.write_path_phases import frames, replay
@@ -156,19 +155,7 @@ def main() -> None:
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
     configure_logging("console", "warning")
-    url = os.environ.get("BRIDGE_DATABASE_URL")
-    pg = None
-    if not url:
-        from bridge.store.embedded import start_embedded
-
-        pg = start_embedded(Path(tempfile.mkdtemp(prefix="bridge-replay-")))
-        url = pg.url
-    try:
-        res = asyncio.run(run(url, a.events, a.rounds, a.base))
-    finally:
-        if pg is not None:
-            pg.stop()
-    res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    res = run_in_database(lambda url: run(url, a.events, a.rounds, a.base))
     res["load_average"] = os.getloadavg()
     print(json.dumps(res, indent=2))
     if a.json:

@@ -18,9 +18,7 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import sys
-import tempfile
 import time
 import urllib.request
 from datetime import UTC, datetime
@@ -29,6 +27,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.in_database import run_in_database
 from bench.storm_server import SECRET, UPSTREAM
 from bench.write_path_phases import replay
 from bridge.auth import mint_token
@@ -265,19 +264,7 @@ def main() -> None:
     ap.add_argument("--only", type=int, help="one storm of this many clients (default: 1,000 and --clients)")
     a = ap.parse_args()
     configure_logging("console", "warning")
-    url = os.environ.get("BRIDGE_DATABASE_URL")
-    pg = None
-    if not url:
-        from bridge.store.embedded import start_embedded
-
-        pg = start_embedded(Path(tempfile.mkdtemp(prefix="bridge-storm-")))
-        url = pg.url
-    try:
-        res = asyncio.run(run(url, a))
-    finally:
-        if pg is not None:
-            pg.stop()
-    res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    res = run_in_database(lambda url: run(url, a))
     res["load_average"] = os.getloadavg()
     print(json.dumps(res, indent=2))
     if a.json:
