@@ -45,6 +45,7 @@ from bridge.http.app import build_app, serving
 from bridge.http.audit import AuditContext
 from bridge.http.commands import CommandsContext, add_command_routes
 from bridge.http.session_state import add_session_state_routes
+from bridge.lease import claim_delay
 from bridge.ops.pending import PendingGauges
 from bridge.ops.readiness import LiveSource, health_monitor, readiness_check, readiness_detail, status_line
 from bridge.ops.sdnotify import Notifier
@@ -199,7 +200,8 @@ class Daemon:
                                       leases=LeaseStore(db.main, s.upstream_name, db.liveness),
                                       hooks=SessionHooks(turnstile=Turnstile(), on_idle=lambda sid: queue.wake(sid),
                                                          followers=None if driver is None
-                                                         else self._gen2_followers(driver, lambda: sessions)))
+                                                         else self._gen2_followers(driver, lambda: sessions),
+                                                         claim_delay=self._claim_delay()))
         # The command door (docs/commands.md): its adapters are the /v1 routes and the WebSocket `command` op.
         door = CommandsContext(build_door(s, db.main, client, generation), secret, revoked=revoked)
         fanout = FanoutPart(s, db.main, self.database_url, secret=secret, client=client, revoked=revoked,
@@ -246,6 +248,13 @@ class Daemon:
         pending = PendingGauges(parts.fanout.relay.pending)
         await stack.enter_async_context(_background("pending-gauges", pending.run))
         await stack.enter_async_context(_background("prompt-queue", parts.queue.run))
+
+    def _claim_delay(self) -> Callable[[str], float] | None:
+        """One of a host's workers: each session claimed first by its home worker (bridge.lease.claim_delay)."""
+        w = self._worker
+        if w is None or w.count <= 1:
+            return None
+        return lambda sid: claim_delay(sid, w.index, w.count)
 
     def _gen2_followers(self, driver: Gen2Driver, sessions: Callable[[], FollowerSupervisor]) -> FollowerFactory:
         """Each session's log followed through the 2.x driver (docs/upstream.md §24). Turn end is an event on

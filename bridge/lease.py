@@ -12,6 +12,7 @@ Time comes in as an argument (the database's `now()`, one clock for every replic
 from __future__ import annotations
 
 import enum
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -115,3 +116,21 @@ def adoption_reason(owner: str | None, expired: bool, holder_dead: Callable[[str
     if holder_dead(owner):
         return "orphan_holder_dead"
     return None
+
+
+# A host's BRIDGE_WORKERS (docs/operations.md "Workers"): every worker sees every session (the parent's
+# one /global/event), and the first claim to commit wins. Left at that, the first worker up claims them all.
+# Each session has a home worker (a stable hash of its id) that claims at once; the others wait
+# `WORKER_CLAIM_DEFER_S` before trying, so they take a session only when its home worker did not (dead,
+# restarting, or slow): nothing waits on a worker that is not there, and nothing is claimed twice.
+WORKER_CLAIM_DEFER_S = 1.0
+
+
+def home_worker(session_id: str, workers: int) -> int:
+    """The worker (0 .. workers-1) that claims `session_id` first; the same in every process."""
+    return zlib.crc32(session_id.encode()) % workers if workers > 1 else 0
+
+
+def claim_delay(session_id: str, index: int, workers: int, defer_s: float = WORKER_CLAIM_DEFER_S) -> float:
+    """Seconds worker `index` of `workers` waits before claiming `session_id`: 0 at its home worker."""
+    return 0.0 if home_worker(session_id, workers) == index else defer_s

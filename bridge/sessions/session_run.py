@@ -74,6 +74,8 @@ class RunnerParts:
     turnstile: Turnstile  # one for every follower of the process (bridge.perf.turnstile)
     # Followers of another upstream generation (bridge.upstream.driver): None = the 1.x follower.
     follower_factory: FollowerFactory | None = None
+    # One of a host's workers: how long to wait before claiming a session (bridge.lease.claim_delay).
+    claim_delay: Callable[[str], float] | None = None
 
 
 class SessionRunner:
@@ -93,6 +95,7 @@ class SessionRunner:
         self._clock = parts.clock
         self._turnstile = parts.turnstile
         self._follower_factory = parts.follower_factory
+        self._claim_delay = parts.claim_delay
         self._db_gate = asyncio.Semaphore(SESSION_DB_AT_ONCE)
         # One stall governor for every follower: whether a late stream is stuck or the process is slow.
         self._stall_governor = StallGovernor(settings.durable_stall_s)
@@ -126,6 +129,9 @@ class SessionRunner:
     async def run(self, session_id: str, directory: str | None, w: WarmSession) -> None:
         log = self._log.bind(session_id=session_id)
         backoff = Backoff(self._settings.reconnect_min_s, self._settings.reconnect_max_s)
+        delay = 0.0 if self._claim_delay is None else self._claim_delay(session_id)
+        if delay > 0:  # another worker of this host is its home: it claims first (bridge.lease.claim_delay)
+            await asyncio.sleep(delay)
         while True:
             try:
                 outcome, cursor = await self._follow_once(session_id, directory, w)

@@ -67,6 +67,7 @@ class SessionHooks:
     turnstile: Turnstile | None = None
     followers: FollowerFactory | None = None
     on_idle: Callable[[str], None] | None = None  # a session of ours went idle upstream (the legacy queue)
+    claim_delay: Callable[[str], float] | None = None  # one of a host's workers (bridge.lease.claim_delay)
 
 
 class FollowerSupervisor:
@@ -83,7 +84,8 @@ class FollowerSupervisor:
         self.activity = ActivityTracker(leases, owner, s.stall_timeout_s, clock=clock, upstream=s.upstream_name,
                                         on_idle=hooks.on_idle)
         self.registry = WarmRegistry(RunnerParts(store, leases, client, self.activity, holder_dead, clock,
-                                                 hooks.turnstile or Turnstile(), hooks.followers),
+                                                 hooks.turnstile or Turnstile(), hooks.followers,
+                                                 hooks.claim_delay),
                                      s, owner, hooks.failure_streak)
         # Heartbeats and sweeps fail together while the database is away: logged once, not every beat.
         self.database_outage = OutageLog(structlog.get_logger("bridge.supervisor").bind(

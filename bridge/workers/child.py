@@ -16,6 +16,7 @@ from bridge.upstream.client import UpstreamClient
 from bridge.upstream.transport import AiohttpTransport
 
 INDEX_ENV = "BRIDGE_WORKER_INDEX"
+COUNT_ENV = "BRIDGE_WORKER_COUNT"
 LISTEN_FDS_ENV = "BRIDGE_WORKER_LISTEN_FDS"
 LIVE_SOCKET_ENV = "BRIDGE_WORKER_LIVE_SOCKET"
 PARENT_PID_ENV = "BRIDGE_WORKER_PARENT_PID"
@@ -33,6 +34,7 @@ class WorkerContext:
     live_socket: str
     parent_pid: int
     local_secret: str = ""
+    count: int = 1  # the host's workers (each session's home worker: bridge.lease.claim_delay)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerContext | None:
@@ -41,7 +43,7 @@ class WorkerContext:
             return None
         fds = tuple(int(fd) for fd in env.get(LISTEN_FDS_ENV, "").split(",") if fd)
         return cls(int(env[INDEX_ENV]), fds, env.get(LIVE_SOCKET_ENV, ""), int(env.get(PARENT_PID_ENV, "0")),
-                   env.get(LOCAL_SECRET_ENV, ""))
+                   env.get(LOCAL_SECRET_ENV, ""), int(env.get(COUNT_ENV, "1")))
 
     def sockets(self) -> list[socket.socket]:
         """The parent's listening sockets (bound once, before any worker started: every worker accepts on them)."""

@@ -86,7 +86,8 @@ class WorkerSet:
         env = {k: v for k, v in os.environ.items() if k not in _SYSTEMD_ENV}
         env.update({
             "BRIDGE_WORKERS": "1", "BRIDGE_DATABASE_URL": self.database_url,
-            child.INDEX_ENV: str(index), child.LISTEN_FDS_ENV: ",".join(map(str, fds)),
+            child.INDEX_ENV: str(index), child.COUNT_ENV: str(self.count),
+            child.LISTEN_FDS_ENV: ",".join(map(str, fds)),
             child.LIVE_SOCKET_ENV: str(self.runtime_dir / "live.sock"), child.PARENT_PID_ENV: str(os.getpid()),
             "NOTIFY_SOCKET": str(self.inbox.path(index)), "WATCHDOG_USEC": str(int(self.worker_watchdog_s * 1e6)),
             "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_dir),

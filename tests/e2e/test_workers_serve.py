@@ -38,6 +38,13 @@ async def holder_pid(db: AsyncEngine, sid: str) -> int:
     return int(owner.split(":")[1]) if owner else 0
 
 
+async def victim_holds_none(db: AsyncEngine, pid: int) -> bool:
+    async with db.connect() as c:
+        owners = (await c.execute(text("select lease_owner from chat_sessions where lease_owner is not null and "
+                                       "lease_expires_at > now()"))).scalars().all()
+    return all(int(o.split(":")[1]) != pid for o in owners)
+
+
 async def test_a_worker_killed_mid_turn_is_replaced_and_the_mirror_equals_the_serve(
     tmp_path: Path, opencode: OpencodeServe, mock_llm: MockLLM, database_url: str, db: AsyncEngine,
     notify_socket: tuple[str, socket.socket], bridges: list[BridgeProcess],  # noqa: F811
@@ -81,6 +88,9 @@ async def test_a_worker_killed_mid_turn_is_replaced_and_the_mirror_equals_the_se
         return (await holder_pid(db, sid)) not in (0, victim)
 
     await wait_until(adopted, 30, 0.1, message=f"{sid} adopted")
+    # Every session of the killed worker (`quiet` too, when its home was the victim: bridge.lease.claim_delay)
+    # is adopted by the sweep of a live worker, or its lease expires: none is left held by the dead pid.
+    await wait_until(lambda: victim_holds_none(db, victim), 30, 0.1, message="no lease left to the killed worker")
     await wait_mirrored(db, opencode, sid, quiet, timeout=60)
 
     assert bridge.proc is not None

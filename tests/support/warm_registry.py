@@ -81,12 +81,13 @@ class Leases(MemoryLeaseStore):
 @asynccontextmanager
 async def warm_registry(leases: Leases, clock: Clock, *, dead: Callable[[str], bool] = lambda owner: False,
                         settings: Settings | None = None, driver: MemoryDriver | None = None,
-                        failures: Callable[[], FailureStreak] = FailureStreak,
+                        failures: Callable[[], FailureStreak] = FailureStreak, owner: str = ME,
+                        claim_delay: Callable[[str], float] | None = None,
                         ) -> AsyncIterator[tuple[WarmRegistry, ActivityTracker]]:
     """The registry accepting sessions (in a task group) until the block ends; then every follower stops.
     Without a `driver` every warmed session exists upstream with an empty log; with one, as it says."""
     serve = driver or MemoryDriver(2)
-    activity = ActivityTracker(leases, ME, 3600.0, clock=clock)  # a turn stalls after an hour
+    activity = ActivityTracker(leases, owner, 3600.0, clock=clock)  # a turn stalls after an hour
 
     def follower(sid: str, sink: Any, cursor: int, committed: Any) -> PortFollower:
         if driver is None:
@@ -94,8 +95,9 @@ async def warm_registry(leases: Leases, clock: Clock, *, dead: Callable[[str], b
         return PortFollower(serve, sid, sink, cursor, PortSettings(0.001, 0.01), PortHooks(on_committed=committed))
 
     parts = RunnerParts(cast(EventStore, leases), cast(LeaseStore, leases), MemoryUpstream().client(), activity,
-                        dead, clock, Turnstile(), follower)
-    registry = WarmRegistry(parts, settings or Settings(reconnect_min_s=0.001, reconnect_max_s=0.01), ME, failures)
+                        dead, clock, Turnstile(), follower, claim_delay)
+    registry = WarmRegistry(parts, settings or Settings(reconnect_min_s=0.001, reconnect_max_s=0.01), owner,
+                            failures)
     async with asyncio.TaskGroup() as tg:
         registry.attach(tg)
         try:

@@ -118,3 +118,28 @@ def test_a_holder_is_dead_only_on_this_host_with_its_pid_gone() -> None:
 )
 def test_adoption_reason(owner: str | None, expired: bool, dead: bool, expected: str | None) -> None:
     assert adoption_reason(owner, expired, always_dead if dead else never_dead) == expected
+
+
+# --- the home worker of a session among a host's BRIDGE_WORKERS (docs/operations.md "Workers") -----------
+
+
+@pytest.mark.parametrize("workers", [2, 3, 8])
+def test_each_session_has_one_home_worker_and_the_sessions_spread(workers: int) -> None:
+    from bridge.lease import claim_delay, home_worker
+
+    sids = [f"ses_{i:05d}x{i * 7919 % 1000:03d}" for i in range(4000)]
+    homes = [home_worker(sid, workers) for sid in sids]
+    assert homes == [home_worker(sid, workers) for sid in sids]  # the same answer in every process
+    for w in range(workers):
+        share = homes.count(w) / len(sids)
+        assert abs(share - 1 / workers) < 0.25 / workers, (w, share)
+    for sid, home in zip(sids[:200], homes[:200], strict=True):
+        delays = [claim_delay(sid, w, workers, 0.7) for w in range(workers)]
+        assert delays == [0.0 if w == home else 0.7 for w in range(workers)]
+
+
+def test_one_worker_is_every_sessions_home() -> None:
+    from bridge.lease import claim_delay, home_worker
+
+    assert {home_worker(f"ses_{i}", 1) for i in range(100)} == {0}
+    assert claim_delay("ses_A", 0, 1) == 0.0

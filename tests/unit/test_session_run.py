@@ -4,10 +4,11 @@ how each way a follower ends leaves the session (released, deleted, parked), and
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from bridge.errors import InvalidRequest
+from bridge.lease import claim_delay, home_worker
 from bridge.sessions.parking import FailureStreak
 from bridge.sessions.registry import WarmRegistry
 from bridge.upstream.driver import LogRead
@@ -99,3 +100,42 @@ async def test_a_release_while_following_gives_the_lease_back_and_a_hand_off_kee
         registry.stop_all("handoff")
         await ended(registry, "ses_B")
         assert leases.rows["ses_B"].lease_owner == ME  # kept for a peer to adopt (the keeper hands it off)
+
+
+# --- a host's workers: each session claimed by its home worker (bridge.lease.claim_delay) -----------------
+
+WORKERS = ("host:1:w0", "host:2:w1")
+SIDS = [f"ses_W{i:02d}" for i in range(24)]
+
+
+def delays(index: int) -> Callable[[str], float]:
+    return lambda sid: claim_delay(sid, index, len(WORKERS), 0.05)
+
+
+async def test_two_workers_seeing_every_session_each_claim_their_home_sessions_only() -> None:
+    leases, clock = Leases(), Clock()
+    async with warm_registry(leases, clock, owner=WORKERS[0], claim_delay=delays(0)) as (w0, _), \
+            warm_registry(leases, clock, owner=WORKERS[1], claim_delay=delays(1)) as (w1, _):
+        for sid in SIDS:  # both see every session (the parent's one /global/event)
+            w0.warm(sid, reason="session.created")
+            w1.warm(sid, reason="session.created")
+        home = {sid: (w0, w1)[home_worker(sid, 2)] for sid in SIDS}
+
+        def settled() -> bool:  # each followed by its home worker, the other one refused and gone
+            return all((h := home[sid].get(sid)) is not None and h.follower is not None
+                       and (w1 if home[sid] is w0 else w0).get(sid) is None for sid in SIDS)
+
+        await wait_until(settled, 5, 0.005, message="every session followed by its home worker only")
+        assert {sid: leases.rows[sid].lease_owner for sid in SIDS} == {
+            sid: WORKERS[home_worker(sid, 2)] for sid in SIDS}
+        assert 0 < sum(home_worker(sid, 2) for sid in SIDS) < len(SIDS)  # both workers hold some
+
+
+async def test_a_session_whose_home_worker_is_away_is_claimed_by_another_after_the_delay() -> None:
+    leases, clock = Leases(), Clock()
+    async with warm_registry(leases, clock, owner=WORKERS[1], claim_delay=delays(1)) as (w1, _):
+        for sid in SIDS:
+            w1.warm(sid, reason="session.created")
+        await wait_until(lambda: all((w := w1.get(sid)) is not None and w.follower is not None for sid in SIDS),
+                         5, 0.005, message="every session followed by the one worker up")
+        assert {leases.rows[sid].lease_owner for sid in SIDS} == {WORKERS[1]}
