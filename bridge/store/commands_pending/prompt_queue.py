@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import and_, func, not_, or_, select
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bridge.commands.affinity import TurnHistory, runtime_of_type
@@ -92,7 +93,7 @@ class PromptQueueStore:
 
     async def heads(self, limit: int = 200) -> list[PromptRow]:
         """The oldest waiting prompt of every session that has one (FIFO per session)."""
-        q = (select(chat_commands).distinct(C.session_id)
+        q = (select(chat_commands).ext(distinct_on(C.session_id))
              .where(C.upstream == self.upstream, C.command == "prompt", _in_queue())
              .order_by(C.session_id, C.created_at, C.command_id).limit(limit))
         async with self._engine.connect() as conn:
