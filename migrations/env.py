@@ -17,7 +17,8 @@ from sqlalchemy import Connection, pool
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bridge.store.db import to_async_url
-from bridge.store.schema import include_name, metadata
+from bridge.store.partition_names import include_name
+from bridge.store.schema import metadata
 
 config = context.config
 target_metadata = metadata

@@ -82,7 +82,6 @@ def session_day_of(upstream: str, session_id: str) -> Any:
     return select(chat_sessions.c.session_day).where(session_key(upstream, session_id)).scalar_subquery()
 
 
-
 chat_session_events = Table(
     "chat_session_events",
     metadata,
@@ -145,21 +144,6 @@ chat_session_events = Table(
     ),
     postgresql_partition_by="RANGE (session_day)",
 )
-
-
-def is_partition_name(name: str | None) -> bool:
-    """A partition of `chat_session_events` (`…_legacy`, `…_default`, `…_pYYYYMMDD`): created by the bridge,
-    not declared here (alembic's comparison leaves them out: `migrations/env.py`)."""
-    return name is not None and name.startswith("chat_session_events_")
-
-
-def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
-    """alembic's `include_name` hook: everything but the partitions and their indexes."""
-    if type_ == "table":
-        return not is_partition_name(name)
-    if type_ in ("index", "unique_constraint"):
-        return not is_partition_name(parent_names.get("table_name"))
-    return True
 
 
 def session_events(upstream: str, session_id: str) -> Any:

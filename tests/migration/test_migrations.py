@@ -21,7 +21,8 @@ from bridge.store.db import (
     schema_is_at_head,
     upgrade_to_head,
 )
-from bridge.store.schema import include_name, metadata
+from bridge.store.partition_names import include_name
+from bridge.store.schema import metadata
 
 REPO = Path(__file__).resolve().parents[2]
 
