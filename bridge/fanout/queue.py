@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -81,6 +82,34 @@ class ClientQueue:
             return False
         self._push(frame, True, 0.0, key)
         return True
+
+    def offer_durable_run(self, session_id: str, frames: Sequence[tuple[int, str]], start: int, max_frame: int) -> int:
+        """Queue `frames[start:]` — `(seq, frame)` of one session, durable — in order while the queue is below its
+        soft limits and each frame has at most `max_frame` characters; the index of the first one not queued.
+
+        A replay's page: each frame would have waited for room (`wait_room`) and then been offered alone
+        (`offer_durable`), which fits below the soft limits whenever the frame is at most half the byte limit;
+        here the run is queued in one call, without a check and a wake-up per frame."""
+        if self.closed:
+            return start
+        items, lim = self._items, self.limits
+        soft_n, soft_bytes = lim.max_messages // 2, lim.max_bytes // 2
+        n, size, i, end = len(items), self._bytes, start, len(frames)
+        while i < end and n < soft_n and size <= soft_bytes:
+            seq, frame = frames[i]
+            chars = len(frame)
+            if chars > max_frame:
+                break
+            items.append((frame, True, 0.0, (session_id, seq)))
+            size += chars
+            n += 1
+            i += 1
+        if i > start:
+            self._bytes = size
+            self._ready.set()
+            if not self._below_soft():
+                self._room.clear()
+        return i
 
     def _evict_ephemeral(self) -> None:
         kept = deque(item for item in self._items if item[1])
