@@ -99,10 +99,11 @@ async def write_queue(ws: web.WebSocketResponse, stream: AbstractStreamWriter, c
             client.queue.close()
             return
         metrics.WS_FRAMES_SENT.inc(len(batch))
-        written = client.written
+        written, now = client.written, 0.0
         for _, stamp, key in batch:
-            if stamp:
-                metrics.DELTA_QUEUE_SECONDS.observe(time.monotonic() - stamp)
+            if stamp:  # a delta: how long it waited (one clock read per batch: its frames left together)
+                now = now or time.monotonic()
+                metrics.DELTA_QUEUE_SECONDS.observe(now - stamp)
             if key is not None:
                 written[key[0]] = key[1]
     if ws.closed or client.close_reason is None:
