@@ -102,16 +102,27 @@ class SessionIngest:
 
     async def accept_frame(self, data: str, received_at: datetime) -> ChatEvent | None:
         """One frame of the durable stream as an event of this session, or None (rejected and kept)."""
+        events = await self.accept_frames([data], received_at)
+        return events[0] if events else None
+
+    async def accept_frames(self, frames: Sequence[str], received_at: datetime) -> list[ChatEvent]:
+        """The frames of one read of the durable stream as events of this session, in order; each parsed
+        once, and what cannot be stored rejected and kept. No await unless a frame is rejected."""
+        out: list[ChatEvent] = []
+        for data in frames:
+            r = self._frame(data)
+            if isinstance(r, Rejected):
+                await self.reject_item(r, received_at)
+            else:
+                out.append(r)
+        return out
+
+    def _frame(self, data: str) -> ChatEvent | Rejected:
         try:
             env = parse_frame(data)
         except BadFrame as e:
-            await self.reject(e.reason, data, received_at, None, str(e))
-            return None
-        r = check(self.map(env), self.session_id, lambda: data, self._log)
-        if isinstance(r, Rejected):
-            await self.reject_item(r, received_at)
-            return None
-        return r
+            return Rejected(e.reason, data, None, str(e))
+        return check(self.map(env), self.session_id, lambda: data, self._log)
 
     async def reject(self, reason: str, raw: str, received_at: datetime, seq: int | None, detail: str) -> None:
         metrics.REJECTS.labels(reason=reason).inc()
