@@ -32,13 +32,13 @@ from typing import Any
 from structlog.typing import FilteringBoundLogger
 
 from bridge import metrics
-from bridge.errors import BadFrame, BodyTooLarge, CursorBehind
-from bridge.events import ChatEvent, Envelope, Kind, parse_frame
+from bridge.errors import BodyTooLarge, CursorBehind
+from bridge.events import ChatEvent, Envelope, Kind
 from bridge.events.legacy import normalize_legacy
 from bridge.events.legacy_state import LegacyTurnState
 from bridge.events.syncframes import contiguous_run
 from bridge.perf.turnstile import Turnstile
-from bridge.upstream.admit import Rejected, check, json_text
+from bridge.upstream.admit import Rejected, json_text, parse_frame_item
 from bridge.upstream.client import FROM_START, UpstreamClient
 from bridge.upstream.follower import EventSink
 from bridge.upstream.sync_items import accepted
@@ -100,29 +100,17 @@ class SessionIngest:
         events in seq order, each once (a repeat maps to the same kind)."""
         return normalize_legacy(env, self._state)
 
-    async def accept_frame(self, data: str, received_at: datetime) -> ChatEvent | None:
-        """One frame of the durable stream as an event of this session, or None (rejected and kept)."""
-        events = await self.accept_frames([data], received_at)
-        return events[0] if events else None
-
     async def accept_frames(self, frames: Sequence[str], received_at: datetime) -> list[ChatEvent]:
-        """The frames of one read of the durable stream as events of this session, in order; each parsed
-        once, and what cannot be stored rejected and kept. No await unless a frame is rejected."""
+        """The frames of one durable read as events of this session, in order, each parsed once; a frame
+        that cannot be stored is rejected and kept (the only await)."""
         out: list[ChatEvent] = []
         for data in frames:
-            r = self._frame(data)
+            r = parse_frame_item(data, self.session_id, self.map, self._log)
             if isinstance(r, Rejected):
                 await self.reject_item(r, received_at)
             else:
                 out.append(r)
         return out
-
-    def _frame(self, data: str) -> ChatEvent | Rejected:
-        try:
-            env = parse_frame(data)
-        except BadFrame as e:
-            return Rejected(e.reason, data, None, str(e))
-        return check(self.map(env), self.session_id, lambda: data, self._log)
 
     async def reject(self, reason: str, raw: str, received_at: datetime, seq: int | None, detail: str) -> None:
         metrics.REJECTS.labels(reason=reason).inc()

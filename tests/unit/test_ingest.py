@@ -85,11 +85,11 @@ async def test_a_commit_is_cut_into_batches_and_each_batch_is_reported() -> None
 async def test_a_frame_that_is_not_a_durable_event_of_this_session_is_kept_as_a_reject() -> None:
     up, sink = MemoryUpstream(), MemorySink()
     i = ingest(up, sink)
-    assert await i.accept_frame("{not json", AT) is None
+    assert await i.accept_frames(["{not json"], AT) == []
     other = json.dumps(envelope(SID, 7, aggregate="ses_B"))
-    assert await i.accept_frame(other, AT) is None
-    ok = await i.accept_frame(json.dumps(envelope(SID, 1)), AT)
-    assert ok is not None and ok.seq == 1
+    assert await i.accept_frames([other], AT) == []
+    (ok,) = await i.accept_frames([json.dumps(envelope(SID, 1))], AT)
+    assert ok.seq == 1
     assert sink.rejects == [("bad_json", None), ("wrong_session", 7)]
 
 
@@ -100,6 +100,6 @@ async def test_a_reads_frames_give_what_each_frame_alone_gives_in_order_rejects_
     one_sink, each_sink = MemorySink(), MemorySink()
     together = await ingest(MemoryUpstream(), one_sink).accept_frames(frames, AT)
     alone = ingest(MemoryUpstream(), each_sink)
-    each = [ev for f in frames if (ev := await alone.accept_frame(f, AT)) is not None]
+    each = [ev for f in frames for ev in await alone.accept_frames([f], AT)]
     assert [e.seq for e in together] == [1, 2, 3] and together == each
     assert one_sink.rejects == each_sink.rejects == [("bad_json", None), ("wrong_session", 7), ("not_durable", None)]
