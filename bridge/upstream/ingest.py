@@ -128,12 +128,13 @@ class SessionIngest:
         (bridge.upstream.twin_shelf; docs/mirror.md "A repair only for a real hole")."""
         async with self._lock:
             fresh = [e for e in events if e.seq is not None and e.seq > self._cursor]
-            if fresh and contiguous_run(self._cursor, [e.envelope for e in fresh]).missing_from is not None:
+            run = contiguous_run(self._cursor, [e.envelope for e in fresh]) if fresh else None
+            if run is not None and run.missing_from is not None:
                 # The exact twins waiting in the holes between its seqs: a durable batch that arrives after
                 # the legacy twins between its events needs no repair (docs/mirror.md rule 3).
                 fill = self._shelf.fill(self._cursor, [e.envelope for e in fresh])
                 fresh = sorted(fresh + [self.map(env) for env in fill], key=lambda e: e.seq or 0)
-            run = contiguous_run(self._cursor, [e.envelope for e in fresh]) if fresh else None
+                run = contiguous_run(self._cursor, [e.envelope for e in fresh])
             if run is not None and run.missing_from is not None and source == "stream":
                 now = {e.seq for e in run.events}
                 ahead = [e for e in fresh if e.seq not in now]
