@@ -262,5 +262,6 @@ async def _stream(client: UpstreamClient, ingest: SessionIngest, connected: asyn
             # The chunk's frames framed at once, parsed in one pass, written as one batch.
             events = await ingest.accept_frames([item.data for item in parser.feed(chunk)
                                                  if not isinstance(item, SSEComment)], received_at)
-            await ingest.write(events, received_at, "stream")
+            if events:  # a read may end inside a frame: nothing to write yet
+                await ingest.write(events, received_at, "stream")
         parser.close()  # a frame cut by EOF is discarded: it is replayed after reconnect
