@@ -25,6 +25,8 @@ from bridge.perf.runtime import GEN0_THRESHOLD, tune_gc
 from bridge.store.hash_chain import link
 from bridge.store.jsonb_text import jsonb_text
 from bridge.store.writes.rows import prepare_event
+from bridge.upstream.sse import SSEParser
+from bridge.upstream.sync_answer import lone_surrogate
 
 
 def _best(fn: Callable[[], Any], n: int, repeat: int) -> tuple[float, Any]:
@@ -34,6 +36,11 @@ def _best(fn: Callable[[], Any], n: int, repeat: int) -> tuple[float, Any]:
         out = fn()
         best = min(best, time.process_time() - t0)
     return best / n * 1e6, out
+
+
+def _frame_all(chunks: list[bytes]) -> int:
+    parser = SSEParser()
+    return sum(len(parser.feed(c)) for c in chunks)
 
 
 def stages(sessions: int, events: int, repeat: int) -> dict[str, float]:
@@ -52,6 +59,15 @@ def stages(sessions: int, events: int, repeat: int) -> dict[str, float]:
         lambda: [prepare_event("u", e.session_id or "", ev, now) for e, ev in zip(envs, evs, strict=True)], n, repeat)
     out["link"], _ = _best(lambda: [link("0" * 64, p.seq, p.event_id, p.payload_text) for p in ps], n, repeat)
     out["parse_frame+normalize"], _ = _best(lambda: [normalize(parse_frame(f)) for f in wire], n, repeat)
+    # The durable stream's framing: a read per event (a burst, every session keeping up) and 16 KiB reads
+    # (a catch-up's backlog); the sync log answer's surrogate check over the same events as one answer.
+    reads = [f"data: {f}\n\n".encode() for f in wire]
+    body = b"".join(reads)
+    out["sse framing, a read per event"], _ = _best(lambda: _frame_all(reads), n, repeat)
+    big = [body[i:i + 16384] for i in range(0, len(body), 16384)]
+    out["sse framing, 16 KiB reads"], _ = _best(lambda: _frame_all(big), n, repeat)
+    answer = ("[" + ",".join(wire) + "]").encode()
+    out["sync answer surrogate check"], _ = _best(lambda: lone_surrogate(answer, final=True), n, repeat)
 
     def whole() -> list[str]:
         prev, links = "0" * 64, []

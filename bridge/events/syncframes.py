@@ -33,12 +33,13 @@ whose twin follows with the same id.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from bridge.errors import BadFrame
 from bridge.events.envelope import Envelope, a_nonempty_str, an_object
 from bridge.events.fields import is_int
+from bridge.perf.frozen import build
 from bridge.perf.jsonload import strict_loads
 
 DURABLE_PREFIX = "session.next."  # the only persisted events that also reach the durable stream
@@ -60,8 +61,10 @@ def split_type(versioned: str) -> tuple[str, int | None]:
     return versioned, None
 
 
-def _persisted(event_id: str, versioned: str, seq: object, aggregate_id: object, data: object) -> Envelope:
-    """The envelope of one persisted event, from the fields the sync item and the twin share."""
+def _persisted(event_id: str, versioned: str, seq: object, aggregate_id: object, data: object,
+               item: dict[str, Any] | None = None) -> Envelope:
+    """The envelope of one persisted event, from the fields the sync item and the twin share; a sync `item`
+    that is not a durable type is kept as its raw, exactly as received."""
     if not is_int(seq) or seq < 0:
         raise BadFrame("bad_sync", f"seq must be an integer >= 0, got {seq!r:.40}")
     if not isinstance(aggregate_id, str) or not aggregate_id:
@@ -69,22 +72,20 @@ def _persisted(event_id: str, versioned: str, seq: object, aggregate_id: object,
     data = an_object(data, "data")
     name, version = split_type(versioned)
     session_id = data.get("sessionID")
-    raw: dict[str, Any] = {"id": event_id, "aggregate_id": aggregate_id, "seq": seq, "type": versioned, "data": data}
+    raw: dict[str, Any]
     if name.startswith(DURABLE_PREFIX):
         durable: dict[str, Any] = {"aggregateID": aggregate_id, "seq": seq}
         if version is not None:
             durable["version"] = version
         raw = {"id": event_id, "type": name, "durable": durable, "data": data}
-    return Envelope(
-        id=event_id,
-        type=name,
-        seq=seq,
-        version=version,
-        aggregate_id=aggregate_id,
-        session_id=session_id if isinstance(session_id, str) else aggregate_id,
-        data=data,
-        raw=raw,
-    )
+    elif item is not None:
+        raw = item
+    else:
+        raw = {"id": event_id, "aggregate_id": aggregate_id, "seq": seq, "type": versioned, "data": data}
+    # Envelope(id=…, …), without its __init__ (bridge.perf.frozen): one per event of every sync-log answer
+    return build(Envelope, {"id": event_id, "type": name, "seq": seq, "version": version, "aggregate_id": aggregate_id,
+                            "session_id": session_id if isinstance(session_id, str) else aggregate_id, "data": data,
+                            "raw": raw})
 
 
 def parse_sync_item(obj: object) -> Envelope:
@@ -92,10 +93,7 @@ def parse_sync_item(obj: object) -> Envelope:
     obj = an_object(obj, "sync item")
     event_id = a_nonempty_str(obj, "id")
     versioned = a_nonempty_str(obj, "type")
-    env = _persisted(event_id, versioned, obj.get("seq"), obj.get("aggregate_id"), obj.get("data", {}))
-    if not env.type.startswith(DURABLE_PREFIX):
-        return replace(env, raw=obj)  # the item exactly as received
-    return env
+    return _persisted(event_id, versioned, obj.get("seq"), obj.get("aggregate_id"), obj.get("data", {}), obj)
 
 
 def parse_sync_log(body: object) -> list[Envelope | BadFrame]:

@@ -14,7 +14,7 @@ from structlog.typing import FilteringBoundLogger
 
 from bridge import metrics
 from bridge.errors import BadFrame
-from bridge.events import ChatEvent, Envelope, Kind, parse_envelope
+from bridge.events import ChatEvent, Envelope, Kind, parse_envelope, parse_frame
 
 
 @dataclass(frozen=True)
@@ -54,3 +54,14 @@ def parse_item(item: object, session_id: str, normalize: Callable[[Envelope], Ch
     except BadFrame as e:
         return Rejected(e.reason, json_text(item), None, str(e))
     return check(normalize(env), session_id, lambda: json_text(item), log)
+
+
+def parse_frame_item(data: str, session_id: str, normalize: Callable[[Envelope], ChatEvent],
+                     log: FilteringBoundLogger) -> ChatEvent | Rejected:
+    """One frame of the durable stream (its `data:` text), decoded once; nothing is written here. A reject
+    keeps the frame's own text."""
+    try:
+        env = parse_frame(data)
+    except BadFrame as e:
+        return Rejected(e.reason, data, None, str(e))
+    return check(normalize(env), session_id, lambda: data, log)

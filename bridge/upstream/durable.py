@@ -259,12 +259,9 @@ async def _stream(client: UpstreamClient, ingest: SessionIngest, connected: asyn
         async for chunk in body:
             await ingest.pace()  # a burst of many sessions' reads: bounded per loop turn
             received_at = datetime.now(UTC)
-            events: list[ChatEvent] = []
-            for item in parser.feed(chunk):
-                if isinstance(item, SSEComment):
-                    continue
-                ev = await ingest.accept_frame(item.data, received_at)
-                if ev is not None:
-                    events.append(ev)
-            await ingest.write(events, received_at, "stream")
+            # The chunk's frames framed at once, parsed in one pass, written as one batch.
+            events = await ingest.accept_frames([item.data for item in parser.feed(chunk)
+                                                 if not isinstance(item, SSEComment)], received_at)
+            if events:  # a read may end inside a frame: nothing to write yet
+                await ingest.write(events, received_at, "stream")
         parser.close()  # a frame cut by EOF is discarded: it is replayed after reconnect

@@ -32,13 +32,13 @@ from typing import Any
 from structlog.typing import FilteringBoundLogger
 
 from bridge import metrics
-from bridge.errors import BadFrame, BodyTooLarge, CursorBehind
-from bridge.events import ChatEvent, Envelope, Kind, parse_frame
+from bridge.errors import BodyTooLarge, CursorBehind
+from bridge.events import ChatEvent, Envelope, Kind
 from bridge.events.legacy import normalize_legacy
 from bridge.events.legacy_state import LegacyTurnState
 from bridge.events.syncframes import contiguous_run
 from bridge.perf.turnstile import Turnstile
-from bridge.upstream.admit import Rejected, check, json_text
+from bridge.upstream.admit import Rejected, json_text, parse_frame_item
 from bridge.upstream.client import FROM_START, UpstreamClient
 from bridge.upstream.follower import EventSink
 from bridge.upstream.sync_items import accepted
@@ -100,18 +100,17 @@ class SessionIngest:
         events in seq order, each once (a repeat maps to the same kind)."""
         return normalize_legacy(env, self._state)
 
-    async def accept_frame(self, data: str, received_at: datetime) -> ChatEvent | None:
-        """One frame of the durable stream as an event of this session, or None (rejected and kept)."""
-        try:
-            env = parse_frame(data)
-        except BadFrame as e:
-            await self.reject(e.reason, data, received_at, None, str(e))
-            return None
-        r = check(self.map(env), self.session_id, lambda: data, self._log)
-        if isinstance(r, Rejected):
-            await self.reject_item(r, received_at)
-            return None
-        return r
+    async def accept_frames(self, frames: Sequence[str], received_at: datetime) -> list[ChatEvent]:
+        """The frames of one durable read as events of this session, in order, each parsed once; a frame
+        that cannot be stored is rejected and kept (the only await)."""
+        out: list[ChatEvent] = []
+        for data in frames:
+            r = parse_frame_item(data, self.session_id, self.map, self._log)
+            if isinstance(r, Rejected):
+                await self.reject_item(r, received_at)
+            else:
+                out.append(r)
+        return out
 
     async def reject(self, reason: str, raw: str, received_at: datetime, seq: int | None, detail: str) -> None:
         metrics.REJECTS.labels(reason=reason).inc()
@@ -129,12 +128,13 @@ class SessionIngest:
         (bridge.upstream.twin_shelf; docs/mirror.md "A repair only for a real hole")."""
         async with self._lock:
             fresh = [e for e in events if e.seq is not None and e.seq > self._cursor]
-            if fresh and contiguous_run(self._cursor, [e.envelope for e in fresh]).missing_from is not None:
+            run = contiguous_run(self._cursor, [e.envelope for e in fresh]) if fresh else None
+            if run is not None and run.missing_from is not None:
                 # The exact twins waiting in the holes between its seqs: a durable batch that arrives after
                 # the legacy twins between its events needs no repair (docs/mirror.md rule 3).
                 fill = self._shelf.fill(self._cursor, [e.envelope for e in fresh])
                 fresh = sorted(fresh + [self.map(env) for env in fill], key=lambda e: e.seq or 0)
-            run = contiguous_run(self._cursor, [e.envelope for e in fresh]) if fresh else None
+                run = contiguous_run(self._cursor, [e.envelope for e in fresh])
             if run is not None and run.missing_from is not None and source == "stream":
                 now = {e.seq for e in run.events}
                 ahead = [e for e in fresh if e.seq not in now]

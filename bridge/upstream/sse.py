@@ -18,10 +18,12 @@ import codecs
 from dataclasses import dataclass
 
 from bridge.errors import BadFrame
+from bridge.perf.frozen import build as _build
 
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 
 _BOM = "\ufeff"
+_utf8_decode = codecs.utf_8_decode
 _MAX_RETRY_DIGITS = 12
 
 
@@ -69,7 +71,7 @@ class SSEParser:
         self.max_frame_bytes = max_frame_bytes
         self.bytes_seen = 0
         self.retry: int | None = None  # the latest valid `retry:` value, like EventSource's reconnection time
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._undecoded = b""  # the start of a UTF-8 sequence cut by the chunk's end (codecs' incremental decoder)
         self._started = False  # a leading BOM is stripped once, at the very start
         self._skip_lf = False  # the previous chunk ended in CR: an LF right after it is the same line end
         self._partial: list[str] = []  # pieces of the current unterminated line
@@ -93,13 +95,17 @@ class SSEParser:
         if self._failed:
             raise FrameTooLarge(self.max_frame_bytes, self._data_len + self._partial_len, [])
         self.bytes_seen += len(chunk)
-        return self._feed_text(self._decoder.decode(chunk))
+        if self._undecoded:
+            chunk = self._undecoded + chunk
+        text, used = _utf8_decode(chunk, "replace", False)
+        self._undecoded = chunk[used:] if used < len(chunk) else b""
+        return self._feed_text(text)
 
     def close(self) -> list[SSEItem]:
         """End of stream. A frame cut by EOF is discarded, as WHATWG requires, so this returns []."""
         if not self._closed:
             self._closed = True
-            self._decoder.decode(b"", final=True)
+            self._undecoded = b""
             self._partial.clear()
             self._partial_len = 0
             self._reset_frame()
@@ -135,8 +141,25 @@ class SSEParser:
         lines = text.split("\n")
         tail = lines.pop()
         out: list[SSEItem] = []
+        data = self._data
         for line in lines:
+            # The two lines opencode sends, inline (one event per `data:` line and blank line, no call):
+            # the general grammar below gives the same result for them.
+            if not line:
+                if data and not self._event_type and self._frame_retry is None:
+                    out.append(_build(SSEEvent, {"data": "\n".join(data), "event": "message", "id": self._last_id,
+                                                 "retry": None}))
+                    data = self._data = []
+                    self._data_len = 0
+                    continue
+            elif line.startswith("data: "):
+                data.append(line[6:])
+                self._data_len += len(line) - 5
+                if self._data_len + self._partial_len > self.max_frame_bytes:
+                    self._check_size(out)
+                continue
             self._process_line(line, out)
+            data = self._data
         if tail:
             self._partial.append(tail)
             self._partial_len = len(tail)

@@ -37,6 +37,10 @@ from bridge.errors import BodyTooLarge
 # before `\u` (an odd run ends in the escape's own). A high one followed by a low one is a pair, which
 # ijson decodes as the stdlib does; a lone one it turns into "?".
 _SURROGATE = re.compile(rb"(?<!\\)(?:\\\\)*\\u[dD]([89a-fA-F])[0-9a-fA-F]{2}")
+# What every such escape contains: a plain search (a literal prefix, fast) finds out whether the scan above,
+# whose look-behind is tried at every byte, has anything to find at all (almost never: the serve writes
+# every character but a lone surrogate as it is).
+_CANDIDATE = re.compile(rb"\\u[dD][89a-fA-F]")
 _MAX_TAIL = 64 * 1024  # a run of backslashes longer than this at a chunk's end: read the stdlib's way
 
 
@@ -45,7 +49,7 @@ def lone_surrogate(buf: bytes, *, final: bool) -> tuple[bool, int]:
     escape cut at the end, or a high one whose next six bytes are not here yet (not `final`), is looked at
     again with what follows, from the start of the backslashes before it (their parity decides)."""
     pair_end = -1
-    for m in _SURROGATE.finditer(buf):
+    for m in _SURROGATE.finditer(buf) if _CANDIDATE.search(buf) is not None else ():
         start = m.end() - 6
         if m.group(1) in b"89abAB":  # high: a pair only if a low escape follows at once
             nxt = buf[m.end():m.end() + 6]

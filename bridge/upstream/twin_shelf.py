@@ -11,7 +11,6 @@ the other's fields. No I/O; `ring()` wakes whoever waits in `wait()`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from bridge.events import Envelope
 from bridge.events.syncframes import contiguous_run
@@ -128,13 +127,18 @@ class TwinShelf:
 
     async def wait(self, timeout: float | None = None) -> None:
         """Until the bell rings (or `timeout` passes); the bell is silent again afterwards."""
-        if timeout is None:
-            await self._bell.wait()
+        bell = self._bell
+        if timeout is None or bell.is_set():
+            await bell.wait()
         else:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self._bell.wait()
-        self._bell.clear()
+            # The timeout rings the bell itself: one timer, no cancellation scope per wait (a wait per
+            # stored batch while twins wait above a hole).
+            timer = asyncio.get_running_loop().call_later(timeout, bell.set)
+            try:
+                await bell.wait()
+            finally:
+                timer.cancel()
+        bell.clear()
 
     def silence(self) -> None:
         self._bell.clear()

@@ -11,8 +11,10 @@ import pytest
 
 from bench.write_path_phases import frames
 from bridge.events import ChatEvent, Envelope, normalize, parse_frame
+from bridge.events.syncframes import parse_sync_item
 from bridge.store.payload import StorableText, storable_json_text
 from bridge.store.writes.rows import PreparedEvent, prepare_event
+from bridge.upstream.sse import SSEParser
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -60,6 +62,20 @@ def test_hot_path_instances_are_the_instances_init_builds() -> None:
         stored = storable_json_text(ev.envelope.raw)
         assert isinstance(stored, StorableText)
         _same_as_init(stored)
+
+
+def test_sync_items_and_sse_events_are_the_instances_init_builds() -> None:
+    legacy = {"id": "e1", "aggregate_id": "ses_f", "seq": 3, "type": "message.updated.1",
+              "data": {"sessionID": "ses_f", "info": {}}}
+    v2 = {"id": "e2", "aggregate_id": "ses_f", "seq": 4, "type": "session.next.step.ended.2", "data": {}}
+    for item in (legacy, v2):
+        env = parse_sync_item(item)
+        _same_as_init(env)
+    assert parse_sync_item(legacy).raw is legacy  # a legacy item is kept exactly as received
+    assert parse_sync_item(v2).raw == {"id": "e2", "type": "session.next.step.ended",
+                                       "durable": {"aggregateID": "ses_f", "seq": 4, "version": 2}, "data": {}}
+    (event,) = SSEParser().feed(b"data: {}\n\n")
+    _same_as_init(event)
 
 
 def test_every_extractor_names_chat_event_fields_only() -> None:

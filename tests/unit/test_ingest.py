@@ -85,9 +85,21 @@ async def test_a_commit_is_cut_into_batches_and_each_batch_is_reported() -> None
 async def test_a_frame_that_is_not_a_durable_event_of_this_session_is_kept_as_a_reject() -> None:
     up, sink = MemoryUpstream(), MemorySink()
     i = ingest(up, sink)
-    assert await i.accept_frame("{not json", AT) is None
+    assert await i.accept_frames(["{not json"], AT) == []
     other = json.dumps(envelope(SID, 7, aggregate="ses_B"))
-    assert await i.accept_frame(other, AT) is None
-    ok = await i.accept_frame(json.dumps(envelope(SID, 1)), AT)
-    assert ok is not None and ok.seq == 1
+    assert await i.accept_frames([other], AT) == []
+    (ok,) = await i.accept_frames([json.dumps(envelope(SID, 1))], AT)
+    assert ok.seq == 1
     assert sink.rejects == [("bad_json", None), ("wrong_session", 7)]
+
+
+async def test_a_reads_frames_give_what_each_frame_alone_gives_in_order_rejects_included() -> None:
+    frames = [json.dumps(envelope(SID, 1)), "{not json", json.dumps(envelope(SID, 2)),
+              json.dumps(envelope(SID, 7, aggregate="ses_B")), json.dumps({"id": "e", "type": "x.y"}),
+              json.dumps(envelope(SID, 3))]
+    one_sink, each_sink = MemorySink(), MemorySink()
+    together = await ingest(MemoryUpstream(), one_sink).accept_frames(frames, AT)
+    alone = ingest(MemoryUpstream(), each_sink)
+    each = [ev for f in frames for ev in await alone.accept_frames([f], AT)]
+    assert [e.seq for e in together] == [1, 2, 3] and together == each
+    assert one_sink.rejects == each_sink.rejects == [("bad_json", None), ("wrong_session", 7), ("not_durable", None)]

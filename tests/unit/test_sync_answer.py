@@ -5,13 +5,16 @@ hands every input it could read differently from the stdlib to the whole-body pa
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.errors import BodyTooLarge
+from bridge.upstream import sync_answer
 from bridge.upstream.sync_answer import NotStreamable, SyncAnswerReader, whole_answer
 
 AGGS = ["ses_A", "ses_B", "ses_C", "ses_D"]
@@ -122,3 +125,16 @@ def test_text_that_only_looks_like_a_surrogate_escape_streams() -> None:
     assert b"\\\\uD83D" in raw
     for cut in range(len(raw)):
         assert _read(raw, {"ses_A": 0}, [cut]).items == items
+
+
+_ESCAPE_BITS = [b"\\", b"\\\\", b"\\u", b"d8", b"D8", b"dc", b"DF", b"00", b"3d", b"ude00", b"\\ud83d\\ude00",
+                b"\\uDC00", b"u", b"x", b'"', b"e9"]
+_escape_bits = st.lists(st.sampled_from(_ESCAPE_BITS), max_size=24).map(b"".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_escape_bits, st.booleans())
+def test_the_quick_look_only_skips_a_scan_that_would_find_nothing(buf: bytes, final: bool) -> None:
+    fast = sync_answer.lone_surrogate(buf, final=final)
+    with patch.object(sync_answer, "_CANDIDATE", re.compile(b"")):  # the scan alone, at every byte, as before
+        assert sync_answer.lone_surrogate(buf, final=final) == fast

@@ -74,6 +74,26 @@ async def test_the_bell_wakes_the_waiter_once() -> None:
     await shelf.wait(timeout=0.001)  # silent again: only the timeout ends this one
 
 
+async def test_a_timed_wait_takes_an_earlier_ring_at_once_and_its_timer_never_rings_later() -> None:
+    shelf = TwinShelf()
+    shelf.ring()
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    await shelf.wait(timeout=30)  # rung before: no waiting
+    assert loop.time() - t0 < 5
+    await shelf.wait(timeout=0.001)  # timed out (nobody rang) and silent afterwards
+    waiter = asyncio.create_task(shelf.wait(timeout=0.05))
+    await asyncio.sleep(0)
+    shelf.ring()
+    await asyncio.wait_for(waiter, 5)  # rung: over before its timeout
+    await asyncio.sleep(0.1)  # past that wait's due time: its timer was cancelled, the bell stays silent
+    late = asyncio.create_task(shelf.wait())
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not late.done()
+    late.cancel()
+
+
 @given(st.sets(st.integers(1, 40)), st.integers(0, 40))
 def test_take_next_is_the_contiguous_run_from_the_cursor(seqs: set[int], cursor: int) -> None:
     shelf = TwinShelf()

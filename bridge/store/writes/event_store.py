@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -127,9 +126,7 @@ class EventStore:
 
         `expected_cursor`: the cursor the writer believes stored; a stored cursor below it (lost commits,
         docs/scaling.md "Failover") refuses the batch with `CursorBehind`."""
-        write = self.prepare(session_id, epoch, events, received_at)
-        if expected_cursor is not None:
-            write = replace(write, expected_cursor=expected_cursor)
+        write = self.prepare(session_id, epoch, events, received_at, expected_cursor)
         committer = self._committer
         if committer is not None:  # group commit running (`group_commit()`): one transaction with others
             result = await committer.submit(write)
@@ -142,11 +139,13 @@ class EventStore:
         return result
 
     def prepare(
-        self, session_id: str, epoch: int, events: Sequence[ChatEvent], received_at: datetime
+        self, session_id: str, epoch: int, events: Sequence[ChatEvent], received_at: datetime,
+        expected_cursor: int | None = None,
     ) -> SessionWrite:
         """Rows of a batch (pure; raises ValueError for an event without a durable seq)."""
-        prepared = [prepare_event(self._upstream, session_id, e, received_at) for e in events]
-        return SessionWrite(session_id, epoch, prepared, received_at)
+        upstream = self._upstream
+        prepared = [prepare_event(upstream, session_id, e, received_at) for e in events]
+        return SessionWrite(session_id, epoch, prepared, received_at, expected_cursor)
 
     async def commit(self, writes: Sequence[SessionWrite]) -> list[WriteResult]:
         """The writes of one or many sessions in one transaction (bridge.store.writes.transaction): a result
