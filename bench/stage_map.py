@@ -34,7 +34,8 @@ class Rule:
     functions: frozenset[str] = frozenset()
 
     def matches(self, frame: Frame) -> bool:
-        return self.path in frame[0] and (not self.functions or frame[1] in self.functions)
+        # py-spy names a method `Class.method`: a rule names the function alone
+        return self.path in frame[0] and (not self.functions or frame[1].rsplit(".", 1)[-1] in self.functions)
 
 
 def _r(stage: str, path: str, *functions: str) -> Rule:
@@ -102,13 +103,23 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+def deciding(stack: Sequence[Frame], rules: Sequence[Rule] = RULES) -> tuple[str, int]:
+    """The stage of a sample and the index of the frame that decided it (its innermost frame a rule names;
+    `REST` and the leaf's index when none does)."""
+    for i in range(len(stack) - 1, -1, -1):
+        for rule in rules:
+            if rule.matches(stack[i]):
+                return rule.stage, i
+    return REST, len(stack) - 1
+
+
 def stage_of(stack: Sequence[Frame], rules: Sequence[Rule] = RULES) -> str:
     """The stage of a sample: its innermost frame that a rule names; `REST` when none does."""
-    for frame in reversed(stack):
-        for rule in rules:
-            if rule.matches(frame):
-                return rule.stage
-    return REST
+    return deciding(stack, rules)[0]
+
+
+def _short(frame: Frame) -> str:
+    return f"{frame[1]} ({'/'.join(frame[0].split('/')[-2:])})"
 
 
 def parse_raw_line(line: str) -> tuple[list[Frame], int] | None:
@@ -132,7 +143,7 @@ class StageTable:
 
     samples: Mapping[str, int]
     cpu_us_per_event: float
-    rest_top: Sequence[tuple[str, int]]  # the rest's leaf frames, most sampled first
+    top: Mapping[str, Sequence[tuple[str, int]]]  # per stage: "caller < deciding frame", most sampled first
 
     @property
     def total(self) -> int:
@@ -151,15 +162,15 @@ class StageTable:
 def tabulate(lines: Iterable[str], cpu_us_per_event: float, rules: Sequence[Rule] = RULES) -> StageTable:
     """Bucket a phase's raw samples into stages."""
     by_stage: Counter[str] = Counter()
-    rest: Counter[str] = Counter()
+    frames: dict[str, Counter[str]] = {}
     for line in lines:
         parsed = parse_raw_line(line)
         if parsed is None:
             continue
         stack, n = parsed
-        stage = stage_of(stack, rules)
+        stage, i = deciding(stack, rules)
         by_stage[stage] += n
-        if stage == REST and stack:
-            file, func = stack[-1]
-            rest[f"{func} ({'/'.join(file.split('/')[-2:])})"] += n
-    return StageTable(dict(by_stage), cpu_us_per_event, rest.most_common(8))
+        if stack:
+            where = _short(stack[i]) if i < 1 else f"{_short(stack[i - 1])} < {_short(stack[i])}"
+            frames.setdefault(stage, Counter())[where] += n
+    return StageTable(dict(by_stage), cpu_us_per_event, {s: c.most_common(8) for s, c in frames.items()})

@@ -33,6 +33,7 @@ from bench.wire_procs import measured
 from bridge.perf.runtime import GEN0_THRESHOLD, tune_gc
 
 PHASES = ("catch_up", "burst")
+TOLD = ("ingest bookkeeping", "metrics and logs", "the rest")  # their frames printed: where to look next
 
 
 class Sampler:
@@ -102,8 +103,9 @@ def render(res: dict[str, Any], by_phase: dict[str, StageTable], hot: dict[str, 
     lines.append("\nbench.hotpath, same run (pure code, no I/O; µs per event): " + ", ".join(
         f"{k} {v:.1f}" for k, v in hot.items() if k != "json.loads (plain, reference)"))
     for p in phases:
-        top = ", ".join(f"{name} {n}" for name, n in by_phase[p].rest_top)
-        lines.append(f"the rest of {p.replace('_', '-')}, by leaf frame (samples): {top}")
+        for stage in TOLD:
+            top = "; ".join(f"{name} {n}" for name, n in by_phase[p].top.get(stage, []))
+            lines.append(f"{p.replace('_', '-')}, {stage}, by caller < deciding frame (samples): {top}")
     return "\n".join(lines)
 
 
@@ -136,7 +138,7 @@ def main() -> None:
     by_phase = tables(res, samplers[0]) if samplers else {}
     hot = hotpath_us()
     res["stages"] = {p: {"samples": t.total, "cpu_us_per_event": t.cpu_us_per_event,
-                         "us_per_event": {s: us for s, _, _, us in t.rows()}, "rest_top": t.rest_top}
+                         "us_per_event": {s: us for s, _, _, us in t.rows()}, "top": t.top}
                      for p, t in by_phase.items()}
     res["hotpath_us_per_event"] = hot
     res["sampler_problems"] = problems

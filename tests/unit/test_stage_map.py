@@ -85,3 +85,17 @@ def test_rows_add_up_to_the_measured_total(samples: list[tuple[str, int]], cpu: 
         assert abs(sum(share for _, _, share, _ in rows) - 1.0) < 1e-9
     else:
         assert all(us == 0.0 for *_, us in rows)
+
+
+def test_methods_are_named_by_py_spy_with_their_class() -> None:
+    transport = "/usr/lib/python3.11/asyncio/selector_events.py"
+    assert stage_of([LOOP, (transport, "_SelectorSocketTransport._read_ready__data_received")]) == "reading"
+    copy = f("venv/site-packages/asyncpg/connection.py", "Connection._copy_in_records")
+    assert stage_of([LOOP, f("bridge/store/writes/transaction.py", "write_group"), copy]) == "COPY"
+    assert stage_of([LOOP, (transport, "_SelectorSocketTransport.write")]) == REST
+
+
+def test_the_deciding_frame_and_its_caller_are_kept() -> None:
+    t = tabulate([f"run ({ROOT}/loop.py:1);_observe ({ROOT}/bridge/upstream/ingest.py:9);"
+                  f"inc ({ROOT}/v/prometheus_client/metrics.py:3) 4"], 10.0)
+    assert t.top["metrics and logs"] == [("_observe (upstream/ingest.py) < inc (prometheus_client/metrics.py)", 4)]
