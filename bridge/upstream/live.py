@@ -37,6 +37,7 @@ from bridge.events.legacy_state import LEGACY_TYPES, LegacyTurnState
 from bridge.events.syncframes import GlobalFrame, parse_global_frame
 from bridge.ids import valid_session_id
 from bridge.outage import OutageLog
+from bridge.perf.metric_batch import child
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.sse import FrameTooLarge, SSEComment, SSEEvent, SSEParser
 
@@ -130,10 +131,10 @@ class LiveStream:
         if self._on_durable_twin is not None:  # each event parsed once (bridge.events.global_peek)
             looked = peek(item.data)
             if looked == SKIP:
-                metrics.LIVE_FRAMES_PEEKED.labels(what="bus_copy_skipped").inc()
+                child(metrics.LIVE_FRAMES_PEEKED, "bus_copy_skipped").inc()
                 return
             if isinstance(looked, DurableTwin) and valid_session_id(looked.session_id):
-                metrics.LIVE_FRAMES_PEEKED.labels(what="durable_twin").inc()
+                child(metrics.LIVE_FRAMES_PEEKED, "durable_twin").inc()
                 try:
                     await self._on_durable_twin(looked)
                 except Exception as e:  # as below: a handler bug must not take the global stream down
