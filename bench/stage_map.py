@@ -99,7 +99,10 @@ RULES: tuple[Rule, ...] = (
     _r("ingest bookkeeping", "/bridge/sessions/"),
     _r("ingest bookkeeping", "/bridge/dispatch.py"),
     _r("ingest bookkeeping", "/bridge/perf/turnstile.py"),
-    _r("ingest bookkeeping", "/bridge/store/"),  # claims, leases, statuses of the sessions
+    _r("ingest bookkeeping", "/bridge/store/chat_sessions/"),  # claims, leases, statuses of the sessions
+    _r("ingest bookkeeping", "/bridge/store/commands_pending/"),
+    _r("ingest bookkeeping", "/bridge/store/partition"),
+    # bridge/store/db.py (the statements' helper) is named by no rule: its samples go to its caller
 )
 
 

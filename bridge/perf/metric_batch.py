@@ -6,16 +6,21 @@
   two on every release the project pins).
 - `child(metric, *label_values)`: a labelled metric's child, looked up once per label values: `labels()` checks
   and converts its arguments and takes the metric's lock on every call, a cost per event on a hot path.
-Neither changes a metric's name, labels or meaning.
+- `TALLY`: what many small batches of one loop turn add up to (a burst stores a batch of one or two events per
+  session), kept in plain dicts and written once at the end of the turn (`loop.call_soon`): one locked
+  update per counter child and per bucket touched in a turn, whatever the number of batches. Outside a
+  running loop it writes at once. A scrape sees a turn's values when the turn is over.
+None changes a metric's name, labels or meaning.
 """
 
 from __future__ import annotations
 
+import asyncio
 from bisect import bisect_left
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-from prometheus_client import Histogram
+from prometheus_client import Counter, Histogram
 from prometheus_client.metrics import MetricWrapperBase
 
 M = TypeVar("M", bound=MetricWrapperBase)
@@ -52,3 +57,49 @@ def child(metric: M, *label_values: str) -> M:
     if found is None:
         found = _children[key] = metric.labels(*label_values)
     return found
+
+
+class Tally:
+    """Counter increments and histogram observations of one loop turn, written to the metrics at its end."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[Counter, tuple[str, ...]], float] = {}
+        self._observed: dict[Histogram, list[float]] = {}
+        self._due: asyncio.AbstractEventLoop | None = None  # the loop whose turn writes them
+
+    def count(self, counter: Counter, label_values: tuple[str, ...], amount: float = 1.0) -> None:
+        """`counter.labels(*label_values).inc(amount)` (no labels: `()`), at the end of the turn."""
+        key = (counter, label_values)
+        self._counts[key] = self._counts.get(key, 0.0) + amount
+        self._soon()
+
+    def observe(self, histogram: Histogram, values: Iterable[float]) -> None:
+        """`histogram.observe(v)` for each value, at the end of the turn."""
+        got = self._observed.get(histogram)
+        if got is None:
+            got = self._observed[histogram] = []
+        got.extend(values)
+        self._soon()
+
+    def _soon(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a tool, a test): at once
+            self.flush()
+            return
+        if self._due is not loop:  # (another loop: one that closed before its turn ended, in tests)
+            self._due = loop
+            loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write what the turn gathered."""
+        self._due = None
+        counts, self._counts = self._counts, {}
+        observed, self._observed = self._observed, {}
+        for (counter, labels), amount in counts.items():
+            (child(counter, *labels) if labels else counter).inc(amount)
+        for histogram, values in observed.items():
+            observe_many(histogram, values)
+
+
+TALLY = Tally()  # the process's one (each worker process has its own)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any
 
@@ -13,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from bench.write_path_phases import frames
 from bridge import metrics
 from bridge.events import normalize, parse_frame
-from bridge.perf.metric_batch import child, observe_many
+from bridge.perf.metric_batch import Tally, child, observe_many
 from bridge.upstream import ingest
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -105,3 +106,62 @@ def test_a_stored_batch_moves_the_metrics_by_its_size_in_one_update(monkeypatch:
     assert len(updates) <= 1 + len(BUCKETS) + 1 and len(updates) < n
     assert sum(reg.get_sample_value("bridge_events_ingested_total", {"kind": str(k), "source": "stream"}) or 0
                for k in kinds) == n
+
+
+async def test_the_batches_of_one_loop_turn_are_written_once_at_its_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A burst stores a batch of one or two events per session: a turn's batches cost one update per series."""
+    events = [normalize(parse_frame(f)) for f in frames("ses_metricturn", 30)][:30]
+    reg = CollectorRegistry()
+    lag = Histogram("bridge_upstream_to_commit_seconds", "x", registry=reg, buckets=BUCKETS)
+    batches = Histogram("bridge_write_batch_events", "x", registry=reg, buckets=(1, 2, 5))
+    ingested = Counter("bridge_events_ingested_total", "x", ["kind", "source"], registry=reg)
+    updates: list[float] = []
+    lag._sum = _Counting(lag._sum, updates)
+    lag._buckets = [_Counting(b, updates) for b in lag._buckets]
+    for name, value in (("UPSTREAM_TO_COMMIT", lag), ("BATCH_SIZE", batches), ("EVENTS_INGESTED", ingested)):
+        monkeypatch.setattr(metrics, name, value)
+
+    for ev in events:  # thirty batches of one event in one turn
+        ingest._observe([ev], 0.002, "twin")
+    assert reg.get_sample_value("bridge_upstream_to_commit_seconds_count") == 0  # not before the turn ends
+    await asyncio.sleep(0)
+
+    assert reg.get_sample_value("bridge_upstream_to_commit_seconds_count") == 30
+    assert reg.get_sample_value("bridge_write_batch_events_count") == 30  # still one observation per batch
+    assert reg.get_sample_value("bridge_write_batch_events_bucket", {"le": "1.0"}) == 30
+    assert len(updates) <= 1 + len(BUCKETS) + 1  # not 2 per batch
+    total = sum(s.value for fam in reg.collect() if fam.name == "bridge_events_ingested" for s in fam.samples
+                if s.name == "bridge_events_ingested_total")
+    assert total == 30
+
+
+async def test_a_tally_counts_unlabelled_and_labelled_counters() -> None:
+    reg = CollectorRegistry()
+    plain = Counter("p_total", "x", registry=reg)
+    labelled = Counter("l_total", "x", ["what"], registry=reg)
+    tally = Tally()
+    for _ in range(5):
+        tally.count(plain, ())
+        tally.count(labelled, ("a",), 2)
+    await asyncio.sleep(0)
+    assert reg.get_sample_value("p_total") == 5
+    assert reg.get_sample_value("l_total", {"what": "a"}) == 10
+    tally.count(plain, ())
+    tally.flush()  # at once when asked
+    assert reg.get_sample_value("p_total") == 6
+
+
+def test_a_loop_closed_before_its_turn_ended_does_not_stop_the_tally() -> None:
+    reg = CollectorRegistry()
+    plain = Counter("q_total", "x", registry=reg)
+    tally = Tally()
+    closed = asyncio.new_event_loop()
+    closed.close()
+    tally._due = closed  # a flush was due on a loop closed before its turn ended (as a test's loop may be)
+
+    async def count() -> None:
+        tally.count(plain, ())
+        await asyncio.sleep(0)
+        assert reg.get_sample_value("q_total") == 1
+
+    asyncio.run(count())

@@ -99,3 +99,9 @@ def test_the_deciding_frame_and_its_caller_are_kept() -> None:
     t = tabulate([f"run ({ROOT}/loop.py:1);_observe ({ROOT}/bridge/upstream/ingest.py:9);"
                   f"inc ({ROOT}/v/prometheus_client/metrics.py:3) 4"], 10.0)
     assert t.top["metrics and logs"] == [("_observe (upstream/ingest.py) < inc (prometheus_client/metrics.py)", 4)]
+
+
+def test_the_statement_helper_goes_to_its_caller() -> None:
+    rows = f("bridge/store/db.py", "fetch_rows")
+    assert stage_of([LOOP, f("bridge/store/writes/transaction.py", "advance_and_notify"), rows]) == "commit"
+    assert stage_of([LOOP, f("bridge/store/writes/copy_in.py", "chain_links"), rows]) == "COPY"
