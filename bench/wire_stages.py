@@ -116,7 +116,8 @@ def main() -> None:
     ap.add_argument("--burst", type=int, default=20)
     ap.add_argument("--legacy-every", type=int, default=4)
     ap.add_argument("--workers", type=int, default=1, help="BRIDGE_WORKERS of the daemon (sampled: all processes)")
-    ap.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
+    ap.add_argument("--rate", type=int, default=250,
+                    help="py-spy samples per second; 0: the same run unsampled (what the sampler costs the daemon)")
     ap.add_argument("--timeout", type=float, default=900.0, help="per phase")
     ap.add_argument("--quick", action="store_true", help="20 sessions x 5 events: a test")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (the raw samples, logs)")
@@ -129,12 +130,13 @@ def main() -> None:
     samplers: list[Sampler] = []
 
     async def measure(work: Path, url: str) -> dict[str, Any]:
-        samplers.append(Sampler(work, a.rate))
-        a.phase_hook = samplers[0].hook
+        if a.rate:
+            samplers.append(Sampler(work, a.rate))
+            a.phase_hook = samplers[0].hook
         return await wire.measure(a, work, url)
 
     res, work = measured("bridge-stages-", measure)
-    problems = samplers[0].finish() if samplers else ["never started"]
+    problems = samplers[0].finish() if samplers else [] if not a.rate else ["never started"]
     by_phase = tables(res, samplers[0]) if samplers else {}
     hot = hotpath_us()
     res["stages"] = {p: {"samples": t.total, "cpu_us_per_event": t.cpu_us_per_event,
@@ -147,8 +149,8 @@ def main() -> None:
         Path(a.json).write_text(json.dumps(res, indent=2, default=str) + "\n")
     print(wire.summary(res))
     print(f"load average: start {res['load_average_start']}, end {res['load_average_end']}; {res['machine']}")
-    ok = bool(by_phase) and not problems and res["check"]["equal"]
-    print(render(res, by_phase, hot) if by_phase else f"no samples: {problems}")
+    ok = (bool(by_phase) or not a.rate) and not problems and res["check"]["equal"]
+    print(render(res, by_phase, hot) if by_phase else f"no samples: {problems or 'unsampled (--rate 0)'}")
     if ok and not a.keep:
         shutil.rmtree(work, ignore_errors=True)
     sys.exit(0 if ok else 1)
