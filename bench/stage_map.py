@@ -49,6 +49,7 @@ RULES: tuple[Rule, ...] = (
     _r("metrics and logs", "/structlog/"),
     _r("metrics and logs", "/logging/"),
     _r("metrics and logs", "/bridge/metrics.py"),
+    _r("metrics and logs", "/bridge/perf/metric_batch.py"),
     _r("metrics and logs", "/bridge/log.py"),
     # framing: the SSE parser; peeking: /global/event frames looked at before any parse
     _r("framing", "/bridge/upstream/sse.py"),

@@ -71,7 +71,8 @@ class Tally:
         """`counter.labels(*label_values).inc(amount)` (no labels: `()`), at the end of the turn."""
         key = (counter, label_values)
         self._counts[key] = self._counts.get(key, 0.0) + amount
-        self._soon()
+        if self._due is None or self._due.is_closed():
+            self._soon()
 
     def observe(self, histogram: Histogram, values: Iterable[float]) -> None:
         """`histogram.observe(v)` for each value, at the end of the turn."""
@@ -79,17 +80,27 @@ class Tally:
         if got is None:
             got = self._observed[histogram] = []
         got.extend(values)
-        self._soon()
+        if self._due is None or self._due.is_closed():
+            self._soon()
+
+    def observe_one(self, histogram: Histogram, value: float) -> None:
+        """`histogram.observe(value)`, at the end of the turn."""
+        got = self._observed.get(histogram)
+        if got is None:
+            got = self._observed[histogram] = []
+        got.append(value)
+        if self._due is None or self._due.is_closed():
+            self._soon()
 
     def _soon(self) -> None:
+        """The turn's end is to write (a loop that closed before its turn ended, as a test's may, is replaced)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop (a tool, a test): at once
             self.flush()
             return
-        if self._due is not loop:  # (another loop: one that closed before its turn ended, in tests)
-            self._due = loop
-            loop.call_soon(self.flush)
+        self._due = loop
+        loop.call_soon(self.flush)
 
     def flush(self) -> None:
         """Write what the turn gathered."""

@@ -24,6 +24,9 @@ def test_innermost_named_frame_decides() -> None:
     assert stage_of([LOOP, durable, parse, jsonload]) == "parsing"
     counter = f("venv/lib/python3.11/site-packages/prometheus_client/metrics.py", "inc")
     assert stage_of([LOOP, f("bridge/upstream/ingest.py", "_observe"), counter]) == "metrics and logs"
+    tally = f("bridge/perf/metric_batch.py", "Tally.observe_one")
+    assert stage_of([LOOP, f("bridge/upstream/ingest.py", "_observe"), tally]) == "metrics and logs"
+    assert stage_of([LOOP, f("bridge/perf/metric_batch.py", "Tally.flush")]) == "metrics and logs"
 
 
 def test_each_stage_of_the_path() -> None:
