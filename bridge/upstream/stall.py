@@ -10,7 +10,7 @@ announced; nothing announced beyond the cursor: no wait.
 One timer per stream, not one per wait: a burst starts and ends a wait for every stored batch, so a wait that
 ends leaves its check scheduled, and a new wait keeps a check due no later than its own deadline; the check
 looks at the current wait's age and comes back at its deadline when early, or does nothing when no wait is
-open (docs/operations.md, "Metrics per batch": per-batch bookkeeping).
+open (docs/mirror.md, "The stall watchdog, process-wide").
 """
 
 from __future__ import annotations
