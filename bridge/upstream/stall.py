@@ -5,12 +5,7 @@ them within `stall_s`, the stream may be stuck: the process's `StallGovernor` (b
 says whether to end it now, so the follower reconnects from its cursor, or to look again later (the
 process serves every stream late, or the budget of stall reconnects is spent). Each stored batch ends the
 wait and tells the governor how long it lasted (`arm(progress=True)`), and starts the next one if more is
-announced; nothing announced beyond the cursor: no wait.
-
-One timer per stream, not one per wait: a burst starts and ends a wait for every stored batch, so a wait that
-ends leaves its check scheduled, and a new wait keeps a check due no later than its own deadline; the check
-looks at the current wait's age and comes back at its deadline when early, or does nothing when no wait is
-open (docs/mirror.md, "The stall watchdog, process-wide").
+announced; nothing announced beyond the cursor: no timer.
 """
 
 from __future__ import annotations
@@ -21,8 +16,6 @@ from collections.abc import Awaitable, Callable
 from bridge import metrics
 from bridge.upstream.ingest import SessionIngest
 from bridge.upstream.stall_policy import StallGovernor
-
-EARLY_S = 0.001  # a check this close to a wait's deadline decides (the loop runs timers up to its resolution early)
 
 
 class StallWatch:
@@ -54,7 +47,7 @@ class StallWatch:
             if self._since is None or progress:
                 self._wait(now)
         else:
-            self._end_wait()  # its check, if any, stays scheduled: a later wait may use it
+            self._settle()
 
     def backlog(self) -> float:
         """How late the process serves the durable streams now (0 when they come on time), at most the
@@ -84,39 +77,27 @@ class StallWatch:
 
     # -- the wait ---------------------------------------------------------------------------------
     def _wait(self, now: float) -> None:
-        self._end_wait()
+        self._settle()
         self._since = now
         self._governor.opened(now)
-        due = now + self._stall_s
-        if self._check is not None:
-            if self._check.when() <= due:
-                return  # it comes early, sees this wait's age and comes back at `due`
-            self._check.cancel()  # (a check put off past `due` for the previous wait's backlog or budget)
-        self._check = asyncio.get_running_loop().call_at(due, self._due)
-
-    def _end_wait(self) -> None:
-        if self._since is not None:
-            self._governor.closed()
-        self._since = None
-        self._ticket = None
-        self._held = False
+        self._check = asyncio.get_running_loop().call_at(now + self._stall_s, self._due)
 
     def _settle(self) -> None:
         if self._check is not None:
             self._check.cancel()
+        if self._since is not None:
+            self._governor.closed()
         self._check = None
-        self._end_wait()
+        self._since = None
+        self._ticket = None
+        self._held = False
 
     def _due(self) -> None:
-        self._check = None
         t, since = self._timeout, self._since
         if t is None or since is None:
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if since + self._stall_s - now > EARLY_S:  # the check of an earlier wait: this one is younger
-            self._check = loop.call_at(since + self._stall_s, self._due)
-            return
         verdict = self._governor.overdue(now - since, now, self._ticket)
         if verdict.reconnect:
             self._check = None

@@ -5,9 +5,7 @@ every stream that late (bridge.upstream.stall_policy)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-import pytest
 import structlog
 
 from bridge import metrics
@@ -126,45 +124,3 @@ async def test_the_lateness_lent_to_held_twins_is_capped() -> None:
     w = watch(cursor=3, stall_s=1.0, governor=g)
     g.delivered(500.0, asyncio.get_running_loop().time())
     assert w.backlog() == 5.0
-
-
-async def test_one_timer_per_stream_not_one_per_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A burst starts and ends a wait per stored batch: the check stays scheduled, a later wait uses it."""
-    loop = asyncio.get_running_loop()
-    timers: list[float] = []
-    call_at = loop.call_at
-
-    def counted(when: float, callback: Any, *args: Any) -> asyncio.TimerHandle:
-        timers.append(when)
-        return call_at(when, callback, *args)
-
-    monkeypatch.setattr(loop, "call_at", counted)
-    w = watch(cursor=0, stall_s=60)
-
-    async def stream() -> None:
-        for seq in range(1, 201):  # announced, then stored: 200 waits
-            w.seen(seq)
-            w._ingest._cursor = seq  # the batch stored (the watch reads the ingest's cursor only)
-            w.arm(progress=True)
-
-    assert await w.run(stream) is False
-    assert len(timers) == 1
-
-
-async def test_a_wait_started_after_another_gets_its_whole_stall_period() -> None:
-    stall_s = 0.1
-    w = watch(cursor=3, stall_s=stall_s)
-    loop = asyncio.get_running_loop()
-    marks: dict[str, float] = {}
-
-    async def stream() -> None:
-        w.seen(4)
-        await asyncio.sleep(stall_s * 0.6)
-        w._ingest._cursor = 4  # seq 4 stored: the wait ends (its check stays scheduled)
-        w.arm(progress=True)
-        marks["second wait"] = loop.time()
-        w.seen(5)  # announced: a new wait, younger than the kept check
-        await asyncio.Event().wait()
-
-    assert await asyncio.wait_for(w.run(stream), 5) is True
-    assert loop.time() - marks["second wait"] >= stall_s - 0.002  # not at the first wait's deadline
