@@ -101,13 +101,10 @@ class TwinShelf:
 
     # -- what leaves ----------------------------------------------------------------------------------
     def forget_through(self, cursor: int) -> None:
-        """Everything at or below the cursor is stored. Called at every drain, mostly with nothing to forget:
-        the lowest seq is looked at first (in C), the waiting events walked only when some are stored."""
-        if self._twins and min(self._twins) <= cursor:
-            for seq in [s for s in self._twins if s <= cursor]:
-                del self._twins[seq]
-        if self._announced and min(self._announced) <= cursor:
-            forget_through(self._announced, cursor)
+        """Everything at or below the cursor is stored."""
+        for seq in [s for s in self._twins if s <= cursor]:
+            del self._twins[seq]
+        forget_through(self._announced, cursor)
 
     def take_next(self, cursor: int) -> list[Envelope]:
         """The waiting events that continue the cursor, taken off."""
