@@ -43,7 +43,7 @@ class Sampler:
         self.work, self.rate = work, rate
         self.binary = str(Path(sys.executable).parent / "py-spy")
         self.running: dict[str, subprocess.Popen[bytes]] = {}
-        self.done: list[subprocess.Popen[bytes]] = []
+        self.done: dict[str, subprocess.Popen[bytes]] = {}
 
     def path(self, phase: str) -> Path:
         return self.work / f"stages-{phase}.txt"
@@ -55,18 +55,23 @@ class Sampler:
             self.running[what] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         elif (proc := self.running.pop(what[1:], None)) is not None:
             proc.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT; waited for at the end
-            self.done.append(proc)
+            self.done[what[1:]] = proc
 
-    def finish(self) -> list[str]:
-        """Wait for every sampler; their complaints, if any."""
-        problems = []
-        for proc in [*self.done, *self.running.values()]:
-            if proc.poll() is None and proc in self.running.values():
-                proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=60)
+    def finish(self) -> tuple[list[str], dict[str, float]]:
+        """Wait for every sampler: their complaints, if any, and each one's own CPU seconds, by phase (what
+        sampling took from the shared cores; the daemon itself is never paused)."""
+        problems, cpu = [], {}
+        for phase, proc in [*self.done.items(), *self.running.items()]:
+            if phase in self.running:
+                proc.send_signal(signal.SIGINT)  # (a phase that never ended: the run failed)
+            assert proc.stderr is not None
+            err = proc.stderr.read()  # to its end: the sampler has exited
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            cpu[phase] = usage.ru_utime + usage.ru_stime
             if proc.returncode != 0:
                 problems.append(err.decode(errors="replace")[-500:])
-        return problems
+        return problems, cpu
 
 
 def hotpath_us() -> dict[str, float]:
@@ -100,6 +105,9 @@ def render(res: dict[str, Any], by_phase: dict[str, StageTable], hot: dict[str, 
     lines.append("| samples | " + " | ".join(str(by_phase[p].total) for p in phases) + " |")
     lines.append("| events/s; / COPY of the same run | " + " | ".join(
         f"{res[p]['events_per_s']:.0f}; {res[p]['over_copy']:.3f}x" for p in phases) + " |")
+    lines.append("| the sampler's own CPU, % of the daemon's | " + " | ".join(
+        f"{res['sampler_cpu_s'].get(p, 0.0) / (res[p]['cpu_us_per_event'] * res[p]['events'] / 1e6) * 100:.1f} %"
+        for p in phases) + " |")
     lines.append("\nbench.hotpath, same run (pure code, no I/O; µs per event): " + ", ".join(
         f"{k} {v:.1f}" for k, v in hot.items() if k != "json.loads (plain, reference)"))
     for p in phases:
@@ -136,7 +144,7 @@ def main() -> None:
         return await wire.measure(a, work, url)
 
     res, work = measured("bridge-stages-", measure)
-    problems = samplers[0].finish() if samplers else [] if not a.rate else ["never started"]
+    problems, sampler_cpu = samplers[0].finish() if samplers else ([] if not a.rate else ["never started"], {})
     by_phase = tables(res, samplers[0]) if samplers else {}
     hot = hotpath_us()
     res["stages"] = {p: {"samples": t.total, "cpu_us_per_event": t.cpu_us_per_event,
@@ -144,6 +152,7 @@ def main() -> None:
                      for p, t in by_phase.items()}
     res["hotpath_us_per_event"] = hot
     res["sampler_problems"] = problems
+    res["sampler_cpu_s"] = sampler_cpu
     res["load_average_end"] = os.getloadavg()
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=2, default=str) + "\n")
