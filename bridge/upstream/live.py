@@ -44,7 +44,7 @@ from bridge.upstream.sse import FrameTooLarge, SSEComment, SSEEvent, SSEParser
 # Sessions whose live legacy mapping state is kept (least recently used beyond this are forgotten: their
 # next delta before a part update maps to `legacy:part-delta`, which the relay passes on as well).
 LIVE_STATES_MAX = 1024
-_SKIPPED, _TWIN = ("bus_copy_skipped",), ("durable_twin",)  # bridge_live_frames_peeked_total{what}
+_SKIPPED = ("bus_copy_skipped",)  # bridge_live_frames_peeked_total{what}, counted once per loop turn
 
 
 class LiveHandler(Protocol):
@@ -135,7 +135,7 @@ class LiveStream:
                 TALLY.count(metrics.LIVE_FRAMES_PEEKED, _SKIPPED)
                 return
             if isinstance(looked, DurableTwin) and valid_session_id(looked.session_id):
-                TALLY.count(metrics.LIVE_FRAMES_PEEKED, _TWIN)
+                metrics.LIVE_FRAMES_PEEKED.labels(what="durable_twin").inc()
                 try:
                     await self._on_durable_twin(looked)
                 except Exception as e:  # as below: a handler bug must not take the global stream down
