@@ -101,6 +101,7 @@ bench: $(STAMP) $(OPENCODE_BIN)
 	$(BIN)/python -m bench.wire --sessions 1000 --events 20 --burst 20
 	$(BIN)/python -m bench.hotpath
 	$(BIN)/python -m bench.write_path --sessions 1000 --events 20
+	$(BIN)/python -m bench.wire_stages --sessions 1000 --events 20 --burst 20
 	$(BIN)/pytest -q -s tests/integration/test_lifecycle_memory.py
 	$(BIN)/python -m bench.ingest --events 5000 --sessions 20
 	$(BIN)/pytest -q -s tests/integration/test_fanout_latency.py

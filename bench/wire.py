@@ -40,6 +40,13 @@ from bench.wire_procs import UPSTREAM, measured, processes, serve_url, until
 from tests.support.bridge_proc import free_port
 
 
+def _phase(a: argparse.Namespace, what: str, pid: int) -> None:
+    """A measured phase begins or ends (`catch_up`, `/catch_up`, `burst`, `/burst`): bench.wire_stages samples it."""
+    hook = getattr(a, "phase_hook", None)
+    if hook is not None:
+        hook(what, pid)
+
+
 def _profile_phase(a: argparse.Namespace, pid: int) -> None:
     """Under --profile: the daemon writes the phase just ended to its own file (bench.wire_profiled)."""
     if a.profile:
@@ -76,6 +83,7 @@ async def warm_idle_burst(a: argparse.Namespace, http: aiohttp.ClientSession, fa
     _profile_phase(a, pid)  # BASE.1: warm-up's tail, settle and idle
     before = await m.get_json(http, fake + "/_bench/counters")
     metrics_before = await m.daemon_metrics(http, bridge)
+    _phase(a, "burst", pid)
     cpu0 = m.cpu_s(pid)
     async with http.post(fake + "/_bench/burst") as r:
         started = (await r.json())["started_at"]
@@ -83,6 +91,7 @@ async def warm_idle_burst(a: argparse.Namespace, http: aiohttp.ClientSession, fa
     with contextlib.suppress(TimeoutError):  # then reported incomplete, as it stands
         await until("burst", lambda: stored_is(total + n), a.timeout)
     done = time.time()
+    _phase(a, "/burst", pid)
     _profile_phase(a, pid)  # BASE.2: the burst (BASE.3: what follows, to the stop)
     burst_cpu = m.cpu_s(pid) - cpu0
     after = await m.get_json(http, fake + "/_bench/counters")
@@ -123,11 +132,13 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
             async def caught_up() -> bool:
                 if not cpu_at_first and (await m.get_json(http, fake + "/_bench/counters"))["first_request_at"]:
                     cpu_at_first.append(m.cpu_s(pid))
+                    _phase(a, "catch_up", pid)
                 return await stored_is(total)
             try:
                 done = await until("catch-up", caught_up, a.timeout)
             except TimeoutError:  # reported as it stands (stored so far, calls, crashes); no idle, no burst
                 done = time.time()
+            _phase(a, "/catch_up", pid)
             _profile_phase(a, pid)  # BASE.0: start-up and catch-up
             stored = await m.stored_count(con, UPSTREAM)
             cpu_catch_up = m.cpu_s(pid)

@@ -37,6 +37,7 @@ from bridge.events import ChatEvent, Envelope, Kind
 from bridge.events.legacy import normalize_legacy
 from bridge.events.legacy_state import LegacyTurnState
 from bridge.events.syncframes import contiguous_run
+from bridge.perf.metric_batch import TALLY, child
 from bridge.perf.turnstile import Turnstile
 from bridge.upstream.admit import Rejected, json_text, parse_frame_item
 from bridge.upstream.client import FROM_START, UpstreamClient
@@ -240,7 +241,7 @@ class SessionIngest:
         body bound, not read (the caller's events are stored over the hole, a recorded gap: docs/mirror.md)."""
         cursor = self._cursor
         self._log_read_whole = False
-        metrics.SYNC_REPAIRS.labels(cause=cause).inc()
+        child(metrics.SYNC_REPAIRS, cause).inc()
         try:
             items = await self._client.sync_history(self.session_id, cursor)
         except BodyTooLarge as e:
@@ -268,13 +269,19 @@ class SessionIngest:
 
 
 def _observe(batch: Sequence[ChatEvent], seconds: float, source: str) -> None:
-    """The metrics of one stored batch."""
-    metrics.COMMIT_SECONDS.observe(seconds)
-    metrics.BATCH_SIZE.observe(len(batch))
+    """The metrics of one stored batch, written with the loop turn's other batches (docs/operations.md,
+    "Metrics per batch"): a burst stores batches of one event, so that case takes the shortest way."""
+    tally = TALLY
+    tally.observe_one(metrics.COMMIT_SECONDS, seconds)
+    tally.observe_one(metrics.BATCH_SIZE, len(batch))
     now_ms = time.time() * 1000
-    observe = metrics.UPSTREAM_TO_COMMIT.observe
-    for ev in batch:
+    if len(batch) == 1:
+        ev = batch[0]
         if ev.timestamp_ms is not None:
-            observe(max(0.0, (now_ms - ev.timestamp_ms) / 1000))
-    for kind, n in Counter(ev.kind for ev in batch).items():  # one labelled increment per kind
-        metrics.EVENTS_INGESTED.labels(kind=kind, source=source).inc(n)
+            tally.observe_one(metrics.UPSTREAM_TO_COMMIT, max(0.0, (now_ms - ev.timestamp_ms) / 1000))
+        tally.count(metrics.EVENTS_INGESTED, (ev.kind, source))
+        return
+    tally.observe(metrics.UPSTREAM_TO_COMMIT,
+                  [max(0.0, (now_ms - t) / 1000) for t in [ev.timestamp_ms for ev in batch] if t is not None])
+    for kind, n in Counter(ev.kind for ev in batch).items():
+        tally.count(metrics.EVENTS_INGESTED, (kind, source), n)

@@ -37,12 +37,14 @@ from bridge.events.legacy_state import LEGACY_TYPES, LegacyTurnState
 from bridge.events.syncframes import GlobalFrame, parse_global_frame
 from bridge.ids import valid_session_id
 from bridge.outage import OutageLog
+from bridge.perf.metric_batch import TALLY
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.sse import FrameTooLarge, SSEComment, SSEEvent, SSEParser
 
 # Sessions whose live legacy mapping state is kept (least recently used beyond this are forgotten: their
 # next delta before a part update maps to `legacy:part-delta`, which the relay passes on as well).
 LIVE_STATES_MAX = 1024
+_SKIPPED = ("bus_copy_skipped",)  # bridge_live_frames_peeked_total{what}, counted once per loop turn
 
 
 class LiveHandler(Protocol):
@@ -130,7 +132,7 @@ class LiveStream:
         if self._on_durable_twin is not None:  # each event parsed once (bridge.events.global_peek)
             looked = peek(item.data)
             if looked == SKIP:
-                metrics.LIVE_FRAMES_PEEKED.labels(what="bus_copy_skipped").inc()
+                TALLY.count(metrics.LIVE_FRAMES_PEEKED, _SKIPPED)
                 return
             if isinstance(looked, DurableTwin) and valid_session_id(looked.session_id):
                 metrics.LIVE_FRAMES_PEEKED.labels(what="durable_twin").inc()
