@@ -57,6 +57,9 @@ def coalesced(check: ReadinessCheck, max_age_s: float = 1.0,
     return run
 
 READINESS_KEY: web.AppKey[ReadinessCheck] = web.AppKey("readiness")
+# One of a host's BRIDGE_WORKERS processes: whether the set is alive (its parent writing its state) and what to say.
+Liveness = Callable[[], tuple[bool, dict[str, Any]]]
+LIVENESS_KEY: web.AppKey[Liveness] = web.AppKey("liveness")
 # Whether a request may see the checks' error texts (they name database and upstream hosts and users):
 # the daemon allows a valid token. Without one the checks show only their `ok` and counters.
 DETAIL_KEY: web.AppKey[Callable[[web.Request], bool]] = web.AppKey("readiness_detail")
@@ -69,8 +72,10 @@ def _redacted(checks: dict[str, Any]) -> dict[str, Any]:
 
 
 async def livez(request: web.Request) -> web.Response:
-    # Process alive and the event loop answering; no dependency checks by design.
-    return web.json_response({"status": "ok"})
+    # Process alive and the event loop answering; no dependency checks by design. A worker of a set also says
+    # whether its parent still runs the set (docs/operations.md "Workers").
+    alive, body = request.app[LIVENESS_KEY]() if LIVENESS_KEY in request.app else (True, {})
+    return web.json_response({"status": "ok" if alive else "unavailable", **body}, status=200 if alive else 503)
 
 
 async def _readiness(app: web.Application) -> tuple[bool, dict[str, Any]]:
@@ -110,13 +115,16 @@ def _add_viewer(app: web.Application) -> None:
 def build_app(readiness: ReadinessCheck, *, websocket: WebSocketContext | None = None,
               audit: AuditContext | None = None, detail: Callable[[web.Request], bool] | None = None,
               trusted_hosts: frozenset[str] | None = None,
-              allowed_origins: frozenset[str] | None = None, trusted_proxies: Sequence[Network] = ()
-              ) -> web.Application:
+              allowed_origins: frozenset[str] | None = None, trusted_proxies: Sequence[Network] = (),
+              liveness: Liveness | None = None) -> web.Application:
     """`detail`: who may see /readyz error texts; `trusted_hosts`: the `Host` allow-list; `allowed_origins`:
     who may POST besides the same origin (both default to the WebSocket service's, else loopback only);
-    `trusted_proxies`: whose forwarding headers name the client (BRIDGE_TRUSTED_PROXIES)."""
+    `trusted_proxies`: whose forwarding headers name the client (BRIDGE_TRUSTED_PROXIES); `liveness`: a worker
+    set's `/livez` (bridge.workers.set_state)."""
     app = web.Application()
     app[READINESS_KEY] = readiness
+    if liveness is not None:
+        app[LIVENESS_KEY] = liveness
     if detail is not None:
         app[DETAIL_KEY] = detail
     app.router.add_get("/livez", livez)

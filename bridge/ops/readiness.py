@@ -49,7 +49,9 @@ class LiveSource(Protocol):
 
 def readiness_check(engine: AsyncEngine, client: UpstreamClient, live: LiveSource, sessions: FollowerSupervisor,
                     started: Callable[[], bool], *,
-                    generation: Callable[[], Awaitable[dict[str, Any]]] | None = None) -> ReadinessCheck:
+                    generation: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+                    workers: Callable[[], Awaitable[dict[str, Any]]] | None = None) -> ReadinessCheck:
+    """`workers`: one of a host's BRIDGE_WORKERS processes answers for the whole set (bridge.workers.set_state)."""
     async def dependencies() -> dict[str, Any]:
         checks: dict[str, Any] = {}
         try:
@@ -71,6 +73,8 @@ def readiness_check(engine: AsyncEngine, client: UpstreamClient, live: LiveSourc
         checks.update(await shared_dependencies())
         checks["upstream_live"] = {"ok": live.connected.is_set(), **live.outage.status()}
         checks["followers"] = {"ok": sessions.running, "warm": len(sessions.warm_sessions())}
+        if workers is not None:  # a file read, always fresh: a worker's death shows at the next probe
+            checks["workers"] = await workers()
         return checks
 
     return readiness
