@@ -220,7 +220,7 @@ class Daemon:
                         audit=AuditContext(AuditReader(db.standby or db.read, s.upstream_name), secret,
                                            revoked=revoked),
                         detail=readiness_detail(secret, s, revoked), trusted_proxies=s.proxy_networks,
-                        liveness=whole.liveness if whole else None)
+                        worker_set=whole)
         add_command_routes(app, door)
         queue = QueueSender(door.service.prompts, sessions)
         # todo list and diff summary kept by the fan-out, session errors (docs/commands.md "Session state")

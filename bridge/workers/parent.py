@@ -77,6 +77,7 @@ class WorkerSet:
         self.tick_s = self.notifier.watchdog_interval_s or 5.0
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self.restarts = 0
+        self.slot_restarts: dict[int, int] = {}
         self._stopping = asyncio.Event()
         self._all_ready = asyncio.Event()
         self._failed_start: int | None = None
@@ -152,6 +153,7 @@ class WorkerSet:
                 return
             delay = policy.delay_after(loop.time() - started)
             self.restarts += 1
+            self.slot_restarts[index] = self.slot_restarts.get(index, 0) + 1
             self._log.error("worker_died", worker=index, pid=proc.pid, rc=rc, restart_in_s=round(delay, 2))
             with suppress(TimeoutError):
                 async with asyncio.timeout(delay):
@@ -206,8 +208,8 @@ class WorkerSet:
     def _write_state(self) -> None:
         """The set's state for the workers' `/readyz` and `/livez`, at every change and every tick (set_state.py)."""
         pids = {i: p.pid for i, p in self.procs.items() if p.returncode is None}
-        state = snapshot(self.count, self.inbox.ready, self.inbox.status, pids, stopping=self._stopping.is_set(),
-                         tick_s=self.tick_s, now=time.time())
+        state = snapshot(self.count, self.inbox.ready, self.inbox.status, pids, self.slot_restarts,
+                         stopping=self._stopping.is_set(), tick_s=self.tick_s, now=time.time())
         try:
             write_atomic(self.state_path, state)
         except OSError as e:  # the workers then answer 503 (stale): visible, and the next tick tries again

@@ -23,13 +23,14 @@ STALE_TICKS = 3
 STALE_MARGIN_S = 5.0
 
 
-def snapshot(expected: int, ready: Mapping[int, bool], status: Mapping[int, str], pids: Mapping[int, int], *,
-             stopping: bool, tick_s: float, now: float) -> dict[str, Any]:
-    """What the parent writes: every worker slot's pid (0: none running), readiness and last `STATUS=` line."""
+def snapshot(expected: int, ready: Mapping[int, bool], status: Mapping[int, str], pids: Mapping[int, int],
+             restarts: Mapping[int, int], *, stopping: bool, tick_s: float, now: float) -> dict[str, Any]:
+    """What the parent writes: every worker slot's pid (0: none running), readiness, last `STATUS=` line and how
+    many times it was started again."""
     return {
         "written_at": now, "stale_after_s": STALE_TICKS * tick_s + STALE_MARGIN_S, "stopping": stopping,
-        "workers": [{"index": i, "pid": pids.get(i, 0), "ready": bool(ready.get(i)), "status": status.get(i, "")}
-                    for i in range(expected)],
+        "workers": [{"index": i, "pid": pids.get(i, 0), "ready": bool(ready.get(i)), "status": status.get(i, ""),
+                     "restarts": restarts.get(i, 0)} for i in range(expected)],
     }
 
 
@@ -89,6 +90,25 @@ def liveness(state: Mapping[str, Any] | None, now: float, me: int) -> tuple[bool
                   "workers": f"{sum(1 for w in workers if w.get('ready'))}/{len(workers)} ready"}
 
 
+def metrics_text(state: Mapping[str, Any] | None, now: float) -> str:
+    """The set's series for `/metrics` (Prometheus text): each worker's readiness and restarts, by its index (a
+    bounded label: at most the host's cores). Nothing when the file is missing: `/readyz` says why."""
+    if state is None:
+        return ""
+    workers = state["workers"]
+    ready = [f'bridge_worker_ready{{worker="{w.get("index")}"}} {1 if w.get("ready") else 0}' for w in workers]
+    restarts = [f'bridge_worker_restarts_total{{worker="{w.get("index")}"}} {int(w.get("restarts") or 0)}'
+                for w in workers]
+    return "\n".join([
+        "# HELP bridge_worker_ready 1 when the worker (BRIDGE_WORKERS) said READY=1 since it last started",
+        "# TYPE bridge_worker_ready gauge", *ready,
+        "# HELP bridge_worker_restarts_total Times the parent started the worker again (it died or was wedged)",
+        "# TYPE bridge_worker_restarts_total counter", *restarts,
+        "# HELP bridge_worker_state_age_seconds Seconds since the parent last wrote the set's state",
+        "# TYPE bridge_worker_state_age_seconds gauge",
+        f"bridge_worker_state_age_seconds {max(0.0, now - float(state['written_at'])):.3f}", ""])
+
+
 class SetView:
     """A worker's view of its set: the file read at every probe (a few hundred bytes: cheaper than a cache)."""
 
@@ -108,3 +128,6 @@ class SetView:
 
     def liveness(self) -> tuple[bool, dict[str, Any]]:
         return liveness(self._read(), self._clock(), self._index)
+
+    def metrics_text(self) -> bytes:
+        return metrics_text(self._read(), self._clock()).encode()

@@ -236,6 +236,10 @@ async def test_readyz_and_livez_answer_for_the_whole_set_from_either_worker(
         answered.clear()
         await wait_until(lambda: both_answered("/readyz?verbose", 200), 60, 0.02, message="ready again from both")
         assert victim not in worker_pids(bridge)
+        # /metrics: each worker's readiness and restarts, by index, from the set's state
+        assert await metric(bridge, f'bridge_worker_restarts_total{{worker="{index}"}}') == 1
+        assert await metric(bridge, "bridge_worker_restarts_total") == 1
+        assert await metric(bridge, "bridge_worker_ready") == 2
 
         # The parent stopped (its loop no longer runs): both probes fail at whichever worker answers, then recover.
         assert bridge.proc is not None
