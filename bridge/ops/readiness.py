@@ -98,8 +98,10 @@ def health_monitor(notifier: Notifier, engine: AsyncEngine, sessions: FollowerSu
     def warm_count() -> int:
         return len(sessions.warm_sessions())
 
-    # Ping at half of WatchdogSec; without a watchdog still tick for STATUS= and the loop-lag metric.
-    interval = notifier.watchdog_interval_s or 5.0
+    # Tick six times per WatchdogSec (sd_watchdog_enabled(3) asks for at least two): a withheld tick (a loop late
+    # by more than a second once, under a burst or a collection) is not a restart; a bridge unhealthy at every
+    # tick for WatchdogSec is. Without a watchdog still tick for STATUS= and the loop-lag metric.
+    interval = (notifier.watchdog_usec / 6e6 if notifier.watchdog_usec else None) or 5.0
     return HealthMonitor(
         notifier,
         database_probe=database_probe,
