@@ -5,7 +5,7 @@ cProfile of that idle window (`--profile`, the top functions by own time).
 
 With `--workers 1,2`: the whole daemon as an operator runs it instead (`opencode-bridge run` with
 `BRIDGE_WORKERS` = each count in turn, against the fake serve of bench.wire, `--sessions` x 2 events, then idle
-for `--seconds` after a 10 s settle, then a burst of 2 a session; bench.wire_workers): the CPU of the whole
+for `--seconds` after a 60 s settle, then a burst of 2 a session; bench.wire_workers): the CPU of the whole
 worker set (parent and workers) with every session warm, per count.
 
 Usage: python -m bench.idle_cpu [--sessions 1000] [--seconds 20] [--profile] [--workers 1,2]
@@ -85,13 +85,14 @@ async def run(url: str, n: int, seconds: float, profile: bool) -> None:
         await fake.stop()
 
 
-def whole_daemon(sessions: int, seconds: float, counts: list[int]) -> int:
+def whole_daemon(sessions: int, seconds: float, counts: list[int], settle: float = 60.0) -> int:
     """Idle CPU of the whole worker set, per `BRIDGE_WORKERS` count (bench.wire_workers); 0 when every run's
     stored rows equal the upstream's."""
     from bench.wire_workers import runs, table
 
-    results = runs(counts, 1, ["--sessions", str(sessions), "--events", "2", "--burst", "2",
-                               "--idle-seconds", str(seconds), "--naive-seconds", "1"])[0]
+    # A settle of a minute: the warm-up's tail (statuses, the poller, a worker's deferred claims) is not idleness.
+    results = runs(counts, 1, ["--sessions", str(sessions), "--events", "2", "--burst", "2", "--settle-seconds",
+                               str(settle), "--idle-seconds", str(seconds), "--naive-seconds", "1"])[0]
     print(table([results]))
     for res in results:
         idle = res.get("idle", {})
