@@ -101,13 +101,15 @@ def health_monitor(notifier: Notifier, engine: AsyncEngine, sessions: FollowerSu
     # Tick six times per WatchdogSec (sd_watchdog_enabled(3) asks for at least two): a withheld tick (a loop late
     # by more than a second once, under a burst or a collection) is not a restart; a bridge unhealthy at every
     # tick for WatchdogSec is. Without a watchdog still tick for STATUS= and the loop-lag metric.
-    interval = (notifier.watchdog_usec / 6e6 if notifier.watchdog_usec else None) or 5.0
+    # The bounds of one tick stay those of half the period (1 s late, 5 s for the database at WatchdogSec=30).
+    half = notifier.watchdog_interval_s or 5.0
+    interval = half / 3 if notifier.watchdog_interval_s else half
     return HealthMonitor(
         notifier,
         database_probe=database_probe,
         supervisor_alive=supervisor_alive,
         status_line=StatusSummary(warm_count),
-        times=HealthTimes(interval, max_loop_lag_s=min(1.0, interval), probe_timeout_s=min(5.0, interval)),
+        times=HealthTimes(interval, max_loop_lag_s=min(1.0, half), probe_timeout_s=min(5.0, half)),
     )
 
 
