@@ -92,13 +92,16 @@ test-migration: $(STAMP)
 test-e2e: $(STAMP) $(OPENCODE_BIN) chromium
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/pytest -q -ra tests/e2e $(PYTEST_ARGS)
 
-# Benchmarks (not part of `make test`): numbers for BENCHMARKS.md.
-# First and last the whole daemon on the real wire (bench.wire: a fake serve process, the real
-# `opencode-bridge run`), at 1,000 and at 10,000 sessions (several minutes), then sessions created,
-# extended and released for 15 minutes (bench.churn; its RSS plot into docs/churn-rss.png); each exits
-# non-zero unless what was stored equals the upstream's log.
+# Benchmarks (not part of `make test`): numbers for BENCHMARKS.md; every row of its targets measured on the whole
+# daemon as an operator runs it (`opencode-bridge run`, its workers included). First the daemon on the real wire
+# (bench.wire: a fake serve process, the real daemon) with BRIDGE_WORKERS=1 then 2 in one run, the ratio printed
+# (ingest / COPY, CPU per event, two workers over one); the replay of v2 and legacy sessions; 10,000 clients
+# reconnecting and their live delivery with two workers (bench.storm); the idle CPU of 10,000 warm sessions per
+# worker set, one worker and two (bench.idle_cpu --workers); last sessions created, extended and released for
+# 15 minutes (bench.churn; its RSS plot into docs/churn-rss.png). Each exits non-zero unless what was stored equals
+# the upstream's log. About 50 minutes on 2 shared cores (BENCHMARKS.md "Workers").
 bench: $(STAMP) $(OPENCODE_BIN)
-	$(BIN)/python -m bench.wire --sessions 1000 --events 20 --burst 20
+	$(BIN)/python -m bench.wire_workers --workers 1,2 --sessions 1000 --events 20 --burst 20
 	$(BIN)/python -m bench.hotpath
 	$(BIN)/python -m bench.write_path --sessions 1000 --events 20
 	$(BIN)/python -m bench.wire_stages --sessions 1000 --events 20 --burst 20
@@ -108,8 +111,8 @@ bench: $(STAMP) $(OPENCODE_BIN)
 	$(BIN)/pytest -q -s tests/hostile/test_load.py
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.commands --prompts 20
 	$(BIN)/python -m bench.replay --rounds 3
-	$(BIN)/python -m bench.storm --clients 10000 --sessions 1000
-	$(BIN)/python -m bench.wire --sessions 10000 --events 2 --burst 2
+	$(BIN)/python -m bench.storm --clients 10000 --sessions 1000 --workers 2
+	$(BIN)/python -m bench.idle_cpu --workers 1,2 --sessions 10000 --seconds 30
 	$(MAKE) --no-print-directory tsclient && node $(TSCLIENT)/scripts/bench-reducer.mjs 20000 15
 	$(BIN)/python -m bench.churn --minutes 15 --plot docs/churn-rss.png
 

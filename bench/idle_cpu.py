@@ -3,7 +3,12 @@ the default settings against the fake serve, caught up, then left idle; the proc
 (the fake serve runs in the same process: its idle durable streams cost nothing), and optionally a
 cProfile of that idle window (`--profile`, the top functions by own time).
 
-Usage: python -m bench.idle_cpu [--sessions 1000] [--seconds 20] [--profile]
+With `--workers 1,2`: the whole daemon as an operator runs it instead (`opencode-bridge run` with
+`BRIDGE_WORKERS` = each count in turn, against the fake serve of bench.wire, `--sessions` x 2 events, then idle
+for `--seconds` after a 60 s settle, then a burst of 2 a session; bench.wire_workers): the CPU of the whole
+worker set (parent and workers) with every session warm, per count.
+
+Usage: python -m bench.idle_cpu [--sessions 1000] [--seconds 20] [--profile] [--workers 1,2]
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import asyncio
 import cProfile
 import pstats
 import resource
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -79,12 +85,32 @@ async def run(url: str, n: int, seconds: float, profile: bool) -> None:
         await fake.stop()
 
 
+def whole_daemon(sessions: int, seconds: float, counts: list[int], settle: float = 60.0) -> int:
+    """Idle CPU of the whole worker set, per `BRIDGE_WORKERS` count (bench.wire_workers); 0 when every run's
+    stored rows equal the upstream's."""
+    from bench.wire_workers import runs, table
+
+    # A settle of a minute: the warm-up's tail (statuses, the poller, a worker's deferred claims) is not idleness.
+    results = runs(counts, 1, ["--sessions", str(sessions), "--events", "2", "--burst", "2", "--settle-seconds",
+                               str(settle), "--idle-seconds", str(seconds), "--naive-seconds", "1"])[0]
+    print(table([results]))
+    for res in results:
+        idle = res.get("idle", {})
+        print(f"idle CPU, {res.get('warm_sessions', 0):,.0f} warm sessions, BRIDGE_WORKERS={res['workers']}: "
+              f"{idle.get('cpu_percent_of_a_core', float('nan')):.2f} % of a core for the whole set "
+              f"(settle before: {res.get('settle_cpu_percent', float('nan')):.1f} %), load {res['load'][1]:.1f}")
+    return 0 if all(res["rc"] == 0 for res in results) else 1
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--workers", help="BRIDGE_WORKERS counts (1,2): the whole daemon, the set's CPU")
     a = ap.parse_args()
+    if a.workers:
+        sys.exit(whole_daemon(a.sessions, a.seconds, [int(w) for w in a.workers.split(",") if w]))
     configure_logging("console", "warning")
     from bridge.store.embedded import start_embedded
 

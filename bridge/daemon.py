@@ -212,12 +212,15 @@ class Daemon:
                                               commands=door.run, widen=door.service.widen,
                                               requests=None if driver is None else Gen2Requests(client)))
         live, upstream_tasks = self._upstream_parts(driver, client, store, sessions, fanout, live_client=live_client)
+        whole = self._worker.set_view() if self._worker is not None else None  # a worker answers for its set
         app = build_app(readiness_check(db.main, client, live, sessions, self.started,
-                                        generation=generation_check(client, generation)),
+                                        generation=generation_check(client, generation),
+                                        workers=whole.readiness if whole else None),
                         websocket=fanout.service,
                         audit=AuditContext(AuditReader(db.standby or db.read, s.upstream_name), secret,
                                            revoked=revoked),
-                        detail=readiness_detail(secret, s, revoked), trusted_proxies=s.proxy_networks)
+                        detail=readiness_detail(secret, s, revoked), trusted_proxies=s.proxy_networks,
+                        worker_set=whole)
         add_command_routes(app, door)
         queue = QueueSender(door.service.prompts, sessions)
         # todo list and diff summary kept by the fan-out, session errors (docs/commands.md "Session state")

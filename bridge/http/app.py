@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -57,6 +57,21 @@ def coalesced(check: ReadinessCheck, max_age_s: float = 1.0,
     return run
 
 READINESS_KEY: web.AppKey[ReadinessCheck] = web.AppKey("readiness")
+
+
+class WorkerSetProbe(Protocol):
+    """One of a host's BRIDGE_WORKERS processes answering for its set (bridge.workers.set_state)."""
+
+    def liveness(self) -> tuple[bool, dict[str, Any]]:
+        """Whether the set is alive (its parent keeps its state) and what `/livez` says of it."""
+        ...
+
+    def metrics_text(self) -> bytes:
+        """The set's own series for `/metrics` (workers ready, restarts per worker), Prometheus text."""
+        ...
+
+
+SET_KEY: web.AppKey[WorkerSetProbe] = web.AppKey("worker_set")
 # Whether a request may see the checks' error texts (they name database and upstream hosts and users):
 # the daemon allows a valid token. Without one the checks show only their `ok` and counters.
 DETAIL_KEY: web.AppKey[Callable[[web.Request], bool]] = web.AppKey("readiness_detail")
@@ -69,8 +84,10 @@ def _redacted(checks: dict[str, Any]) -> dict[str, Any]:
 
 
 async def livez(request: web.Request) -> web.Response:
-    # Process alive and the event loop answering; no dependency checks by design.
-    return web.json_response({"status": "ok"})
+    # Process alive and the event loop answering; no dependency checks by design. A worker of a set also says
+    # whether its parent still runs the set (docs/operations.md "Workers").
+    alive, body = request.app[SET_KEY].liveness() if SET_KEY in request.app else (True, {})
+    return web.json_response({"status": "ok" if alive else "unavailable", **body}, status=200 if alive else 503)
 
 
 async def _readiness(app: web.Application) -> tuple[bool, dict[str, Any]]:
@@ -92,7 +109,8 @@ async def readyz(request: web.Request) -> web.Response:
 async def metrics_handler(request: web.Request) -> web.Response:
     # bridge_ready for alerting without a second probe (the checks are shared, at most one a second).
     await _readiness(request.app)
-    return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    body = metrics.exposition() + (request.app[SET_KEY].metrics_text() if SET_KEY in request.app else b"")
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 def _add_viewer(app: web.Application) -> None:
@@ -110,13 +128,16 @@ def _add_viewer(app: web.Application) -> None:
 def build_app(readiness: ReadinessCheck, *, websocket: WebSocketContext | None = None,
               audit: AuditContext | None = None, detail: Callable[[web.Request], bool] | None = None,
               trusted_hosts: frozenset[str] | None = None,
-              allowed_origins: frozenset[str] | None = None, trusted_proxies: Sequence[Network] = ()
-              ) -> web.Application:
+              allowed_origins: frozenset[str] | None = None, trusted_proxies: Sequence[Network] = (),
+              worker_set: WorkerSetProbe | None = None) -> web.Application:
     """`detail`: who may see /readyz error texts; `trusted_hosts`: the `Host` allow-list; `allowed_origins`:
     who may POST besides the same origin (both default to the WebSocket service's, else loopback only);
-    `trusted_proxies`: whose forwarding headers name the client (BRIDGE_TRUSTED_PROXIES)."""
+    `trusted_proxies`: whose forwarding headers name the client (BRIDGE_TRUSTED_PROXIES); `worker_set`: one of
+    a host's workers answers `/livez` and part of `/metrics` for its set (`/readyz`: a check in `readiness`)."""
     app = web.Application()
     app[READINESS_KEY] = readiness
+    if worker_set is not None:
+        app[SET_KEY] = worker_set
     if detail is not None:
         app[DETAIL_KEY] = detail
     app.router.add_get("/livez", livez)

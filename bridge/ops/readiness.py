@@ -49,7 +49,9 @@ class LiveSource(Protocol):
 
 def readiness_check(engine: AsyncEngine, client: UpstreamClient, live: LiveSource, sessions: FollowerSupervisor,
                     started: Callable[[], bool], *,
-                    generation: Callable[[], Awaitable[dict[str, Any]]] | None = None) -> ReadinessCheck:
+                    generation: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+                    workers: Callable[[], Awaitable[dict[str, Any]]] | None = None) -> ReadinessCheck:
+    """`workers`: one of a host's BRIDGE_WORKERS processes answers for the whole set (bridge.workers.set_state)."""
     async def dependencies() -> dict[str, Any]:
         checks: dict[str, Any] = {}
         try:
@@ -71,6 +73,8 @@ def readiness_check(engine: AsyncEngine, client: UpstreamClient, live: LiveSourc
         checks.update(await shared_dependencies())
         checks["upstream_live"] = {"ok": live.connected.is_set(), **live.outage.status()}
         checks["followers"] = {"ok": sessions.running, "warm": len(sessions.warm_sessions())}
+        if workers is not None:  # a file read, always fresh: a worker's death shows at the next probe
+            checks["workers"] = await workers()
         return checks
 
     return readiness
@@ -94,14 +98,18 @@ def health_monitor(notifier: Notifier, engine: AsyncEngine, sessions: FollowerSu
     def warm_count() -> int:
         return len(sessions.warm_sessions())
 
-    # Ping at half of WatchdogSec; without a watchdog still tick for STATUS= and the loop-lag metric.
-    interval = notifier.watchdog_interval_s or 5.0
+    # Tick six times per WatchdogSec (sd_watchdog_enabled(3) asks for at least two): a withheld tick (a loop late
+    # by more than a second once, under a burst or a collection) is not a restart; a bridge unhealthy at every
+    # tick for WatchdogSec is. Without a watchdog still tick for STATUS= and the loop-lag metric.
+    # The bounds of one tick stay those of half the period (1 s late, 5 s for the database at WatchdogSec=30).
+    half = notifier.watchdog_interval_s or 5.0
+    interval = half / 3 if notifier.watchdog_interval_s else half
     return HealthMonitor(
         notifier,
         database_probe=database_probe,
         supervisor_alive=supervisor_alive,
         status_line=StatusSummary(warm_count),
-        times=HealthTimes(interval, max_loop_lag_s=min(1.0, interval), probe_timeout_s=min(5.0, interval)),
+        times=HealthTimes(interval, max_loop_lag_s=min(1.0, half), probe_timeout_s=min(5.0, half)),
     )
 
 

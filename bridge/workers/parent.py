@@ -23,6 +23,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from contextlib import AsyncExitStack, suppress
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from bridge.workers import child
 from bridge.workers.live_tee import LiveTee, serving_tee
 from bridge.workers.notify import NotifyInbox
 from bridge.workers.policy import RestartPolicy, set_status, wedged
+from bridge.workers.set_state import snapshot, write_atomic
 
 LISTEN_BACKLOG = 4096  # a reconnect storm arrives at once (capped by net.core.somaxconn)
 # A worker that has not fed its watchdog this long is wedged: the unit's WatchdogSec, as systemd judges one process.
@@ -71,8 +73,11 @@ class WorkerSet:
         usec = self.notifier.watchdog_usec
         self.worker_watchdog_s = usec / 1e6 if usec else WORKER_WATCHDOG_S
         self.inbox = NotifyInbox(runtime_dir, count)
+        self.state_path = runtime_dir / "set.json"  # the set's state, read by every worker (set_state.py)
+        self.tick_s = self.notifier.watchdog_interval_s or 5.0
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self.restarts = 0
+        self.slot_restarts: dict[int, int] = {}
         self._stopping = asyncio.Event()
         self._all_ready = asyncio.Event()
         self._failed_start: int | None = None
@@ -90,7 +95,7 @@ class WorkerSet:
             child.LISTEN_FDS_ENV: ",".join(map(str, fds)),
             child.LIVE_SOCKET_ENV: str(self.runtime_dir / "live.sock"), child.PARENT_PID_ENV: str(os.getpid()),
             "NOTIFY_SOCKET": str(self.inbox.path(index)), "WATCHDOG_USEC": str(int(self.worker_watchdog_s * 1e6)),
-            "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_dir),
+            "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_dir), child.SET_STATE_ENV: str(self.state_path),
         })
         if self.settings.auth_disabled:
             env[child.LOCAL_SECRET_ENV] = self._local_secret
@@ -109,11 +114,13 @@ class WorkerSet:
             await stack.enter_async_context(tee_client)
             await stack.enter_async_context(serving_tee(tee, str(self.runtime_dir / "live.sock")))
             await stack.enter_async_context(self.inbox)
+            self._write_state()  # before any worker starts: a worker finds it at its first probe
             self._log.info("workers_starting", workers=self.count, port=s.http_port)
             async with asyncio.TaskGroup() as tg:
                 slots = [tg.create_task(self._slot(i, fds), name=f"worker-{i}") for i in range(self.count)]
                 watch = tg.create_task(self._watch(), name="workers-watch")
                 await self._stopping.wait()
+                self._write_state()  # every worker answers 503 at once, whichever stops first
                 self.notifier.stopping("stopping workers")
                 self._log.info("workers_stopping")
                 await asyncio.gather(*slots)
@@ -146,6 +153,7 @@ class WorkerSet:
                 return
             delay = policy.delay_after(loop.time() - started)
             self.restarts += 1
+            self.slot_restarts[index] = self.slot_restarts.get(index, 0) + 1
             self._log.error("worker_died", worker=index, pid=proc.pid, rc=rc, restart_in_s=round(delay, 2))
             with suppress(TimeoutError):
                 async with asyncio.timeout(delay):
@@ -168,7 +176,7 @@ class WorkerSet:
 
     async def _watch(self) -> None:
         """READY=1 once all are, WATCHDOG=1 while this loop runs, STATUS= on change; wedged workers killed."""
-        interval = self.notifier.watchdog_interval_s or 5.0
+        interval = self.tick_s
         last_status = ""
         loop = asyncio.get_running_loop()
         while True:
@@ -190,10 +198,22 @@ class WorkerSet:
                         proc.kill()
             if self._all_ready.is_set() and not self._stopping.is_set():  # as one process: between READY and STOPPING
                 self.notifier.watchdog()
+            self._write_state()
             status = set_status(self.count, self.inbox.status, self.inbox.ready)
             if status != last_status and not self._stopping.is_set():  # STOPPING=1 is the last word
                 self.notifier.status(status)
                 last_status = status
+
+
+    def _write_state(self) -> None:
+        """The set's state for the workers' `/readyz` and `/livez`, at every change and every tick (set_state.py)."""
+        pids = {i: p.pid for i, p in self.procs.items() if p.returncode is None}
+        state = snapshot(self.count, self.inbox.ready, self.inbox.status, pids, self.slot_restarts,
+                         stopping=self._stopping.is_set(), tick_s=self.tick_s, now=time.time())
+        try:
+            write_atomic(self.state_path, state)
+        except OSError as e:  # the workers then answer 503 (stale): visible, and the next tick tries again
+            self._log.error("worker_set_state_unwritten", error=str(e))
 
 
 def metrics_dir_for(settings: Settings) -> Path:

@@ -2,7 +2,8 @@
 PostgreSQL: one parent, two workers on one port; `/global/event` read once for the host; the sessions leased
 by the workers (each an ordinary replica); a worker SIGKILLed is started again by the parent and its sessions
 adopted, nothing lost (stored == the upstream's log); `/metrics` adds the workers up (gauges of live workers,
-counters of every worker that ever ran); SIGTERM of the parent stops every worker in order, leases handed off."""
+counters of every worker that ever ran); SIGTERM of the parent stops every worker in order, leases handed off;
+`/readyz` and `/livez` answer for the whole set whichever worker accepts the probe."""
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ async def test_two_workers_share_the_port_and_the_live_stream_and_a_killed_worke
     bridge.start()
     try:
         await bridge.wait_ready(60)
-        # /readyz answers once one worker is; the parent says READY=1 (and logs it) once every worker is.
+        # /readyz answers 200 once every worker is ready, as the parent's READY=1 (and its log line).
         await wait_until(lambda: '"workers_ready"' in bridge.log_path.read_text(), 60, 0.1, message="workers_ready")
         await wait_until(mirrored, 30, 0.05, message="every session mirrored")
         first = worker_pids(bridge)
@@ -177,5 +178,80 @@ async def test_a_worker_that_cannot_start_fails_the_start_of_the_set(tmp_path: P
         assert rc == 1, log[-3000:]
         assert '"worker_failed_to_start"' in log and '"bridge_crashed"' in log
         assert '"worker_died"' not in log  # not started again: a start that fails is the whole start failing
+    finally:
+        bridge.stop()
+
+
+async def probe(bridge: BridgeProcess, route: str) -> tuple[int, dict[str, object]]:
+    """One probe on a connection of its own (so any worker may accept it)."""
+    async with aiohttp.ClientSession() as http, http.get(bridge.url + route) as r:
+        return r.status, await r.json()
+
+
+async def test_readyz_and_livez_answer_for_the_whole_set_from_either_worker(
+        fake: FakeUpstream, database_url: str, tmp_path: Path) -> None:
+    # WATCHDOG_USEC as systemd sets it: the parent's watch ticks every 3 s, its state is stale after 14 s.
+    bridge = BridgeProcess(tmp_path, fake.url, database_url, extra_env={
+        "BRIDGE_WORKERS": "2", "BRIDGE_UPSTREAM_NAME": UPSTREAM, "WATCHDOG_USEC": "6000000"})
+    bridge.start()
+    try:
+        await bridge.wait_ready(60)
+        assert '"workers_ready"' in bridge.log_path.read_text()  # /readyz 200 only once every worker is
+        answered: dict[str, dict[str, object]] = {}
+
+        async def both_answered(route: str, status: int) -> bool:
+            code, body = await probe(bridge, route)
+            if code == status:
+                who = body["checks"]["workers"]["answered_by"] if route.startswith("/readyz") else body["answered_by"]
+                answered[str(who)] = body
+            return {"w0", "w1"} <= set(answered)
+
+        await wait_until(lambda: both_answered("/readyz?verbose", 200), 30, 0.02, message="both workers ready")
+        assert all(b["checks"]["workers"]["ready"] == "2/2" for b in answered.values())  # type: ignore[index]
+        answered.clear()
+        await wait_until(lambda: both_answered("/livez", 200), 30, 0.02, message="both workers alive")
+        assert all(b["workers"] == "2/2 ready" for b in answered.values())
+
+        # One worker SIGKILLed: the survivor says the set is not ready and which worker is missing.
+        victim = max(worker_pids(bridge))
+        index = next(json.loads(line)["worker"] for line in bridge.log_path.read_text().splitlines()
+                     if '"worker_started"' in line and json.loads(line)["pid"] == victim)
+        os.kill(victim, signal.SIGKILL)
+        seen: list[dict[str, object]] = []
+
+        async def says_not_ready() -> bool:
+            code, body = await probe(bridge, "/readyz")
+            if code == 503 and "workers" in body["checks"]:
+                seen.append(body["checks"]["workers"])
+            return bool(seen)
+
+        await wait_until(says_not_ready, 30, 0.02, message="the set not ready")
+        workers = seen[0]
+        assert workers["ok"] is False and workers["ready"] == "1/2"
+        assert set(workers["not_ready"]) == {f"w{index}"}  # type: ignore[arg-type]
+        # livez stays 200 meanwhile: the parent restarts the worker, the set is alive
+        assert (await probe(bridge, "/livez"))[0] == 200
+
+        # Its successor ready: the set ready again, from either worker.
+        answered.clear()
+        await wait_until(lambda: both_answered("/readyz?verbose", 200), 60, 0.02, message="ready again from both")
+        assert victim not in worker_pids(bridge)
+        # /metrics: each worker's readiness and restarts, by index, from the set's state
+        assert await metric(bridge, f'bridge_worker_restarts_total{{worker="{index}"}}') == 1
+        assert await metric(bridge, "bridge_worker_restarts_total") == 1
+        assert await metric(bridge, "bridge_worker_ready") == 2
+
+        # The parent stopped (its loop no longer runs): both probes fail at whichever worker answers, then recover.
+        assert bridge.proc is not None
+        os.kill(bridge.proc.pid, signal.SIGSTOP)
+        try:
+            answered.clear()
+            await wait_until(lambda: both_answered("/livez", 503), 30, 0.1, message="livez 503: the parent silent")
+            assert all("has not written" in str(b["workers"]) for b in answered.values())
+            assert (await probe(bridge, "/readyz"))[0] == 503
+        finally:
+            os.kill(bridge.proc.pid, signal.SIGCONT)
+        await bridge.wait_ready(30)
+        assert (await probe(bridge, "/livez"))[0] == 200
     finally:
         bridge.stop()

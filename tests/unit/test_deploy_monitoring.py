@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 import bridge.fanout.metrics  # noqa: F401  (registers the fan-out metrics on the shared registry)
 from bridge.metrics import REGISTRY
+from bridge.workers.set_state import metrics_text, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "deploy" / "grafana-dashboard.json"
@@ -36,7 +38,11 @@ def _exported_series() -> set[str]:
     """Every series name the registry can export (labelled metrics count before their first sample)."""
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",),
                 "summary": ("_sum", "_count", "")}
-    return {m.name + s for m in REGISTRY.collect() for s in suffixes.get(m.type, ("",))}
+    registry = {m.name + s for m in REGISTRY.collect() for s in suffixes.get(m.type, ("",))}
+    # a worker of a set adds its set's series (bridge.workers.set_state), read from the parent's state
+    worker_set = snapshot(2, {0: True}, {}, {0: 1}, {1: 1}, stopping=False, tick_s=5.0, now=0.0)
+    return registry | {s.name for f in text_string_to_metric_families(metrics_text(worker_set, 1.0))
+                       for s in f.samples}
 
 
 def _promtool() -> str:
