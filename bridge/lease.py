@@ -139,10 +139,12 @@ def claim_delay(session_id: str, index: int, workers: int, defer_s: float = WORK
 # How long a worker leaves alone a session another worker of its host holds (its claim was refused). A live
 # peer keeps a session until it releases it or dies, and a dead holder's sessions are adopted by the sweep,
 # which no refusal holds back (reasons `orphan`, `orphan_holder_dead`); a released session is claimed again by
-# whoever sees its next event. Asking again every sweep interval only re-warmed (a claim transaction, a
-# task) and re-decoded (docs/operations.md "Workers": a session refused is one whose frames are dropped
-# undecoded) every active session of the peer's, for nothing.
-PEER_WORKER_REFUSAL_S = 60.0
+# whoever sees its next event (the worker that released it has no refusal; one that died after releasing is
+# started again, and its discovery warms what has news). Asking again every sweep interval only re-warmed (a
+# claim transaction, a task) and re-decoded (docs/operations.md "Workers": a session refused is one whose
+# frames are dropped undecoded) every active session of the peer's, for nothing; every 5 minutes, a second of
+# a session's frames in 300 is decoded for the re-claim.
+PEER_WORKER_REFUSAL_S = 300.0
 
 
 def refusal_s(me: str, holder: str | None, sweep_interval_s: float, workers: bool) -> float:

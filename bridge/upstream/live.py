@@ -86,6 +86,9 @@ class LiveStream:
         # A handler that names the sessions it has no use for lets the reader drop their frames undecoded.
         self._skip_reason: Callable[[str], str | None] | None = getattr(handler, "live_skip_reason", None)
         self._skipped: dict[str, int] = {}  # frames dropped since the last count, by reason
+        # Frames handled from their first bytes since the last count (a counter's inc per frame costs more
+        # than the look itself in prometheus_client's multiprocess mode, which workers use).
+        self._peeked: dict[str, int] = {}
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -132,14 +135,21 @@ class LiveStream:
                         if isinstance(item, SSEComment):
                             continue
                         await self._dispatch(item)
-                    if self._skipped:
-                        self._count_skipped()
+                    if self._skipped or self._peeked:
+                        self._count_frames()
                 self._log.info("live_stream_ended")
 
-    def _count_skipped(self) -> None:
+    def _count_frames(self) -> None:
+        """The counts of one chunk's frames, added to the metrics at once."""
         for reason, n in self._skipped.items():
             metrics.LIVE_FRAMES_SKIPPED.labels(reason=reason).inc(n)
+        for what, n in self._peeked.items():
+            metrics.LIVE_FRAMES_PEEKED.labels(what=what).inc(n)
         self._skipped.clear()
+        self._peeked.clear()
+
+    def _peek_counted(self, what: str) -> None:
+        self._peeked[what] = self._peeked.get(what, 0) + 1
 
     def _unneeded(self, session_id: str | None) -> bool:
         """True for a frame of a session the handler has no use for: dropped (counted), not decoded."""
@@ -155,12 +165,12 @@ class LiveStream:
         if self._on_durable_twin is not None:  # each event parsed once (bridge.events.global_peek)
             looked = peek(item.data)
             if looked == SKIP:
-                metrics.LIVE_FRAMES_PEEKED.labels(what="bus_copy_skipped").inc()
+                self._peek_counted("bus_copy_skipped")
                 return
             if isinstance(looked, DurableTwin) and valid_session_id(looked.session_id):
                 if self._unneeded(looked.session_id):
                     return
-                metrics.LIVE_FRAMES_PEEKED.labels(what="durable_twin").inc()
+                self._peek_counted("durable_twin")
                 try:
                     await self._on_durable_twin(looked)
                 except Exception as e:  # as below: a handler bug must not take the global stream down
