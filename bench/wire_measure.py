@@ -57,7 +57,8 @@ async def daemon_metrics(http: aiohttp.ClientSession, url: str) -> dict[str, flo
 
 INGEST_COUNTERS = ("bridge_sync_repairs_total{", "bridge_twin_events_total", "bridge_events_duplicate_total",
                    "bridge_twin_holds_total{", "bridge_sync_calls_total", "bridge_upstream_reconnects_total{",
-                   "bridge_durable_stall_holds_total{")
+                   "bridge_durable_stall_holds_total{", "bridge_live_frames_skipped_total{",
+                   "bridge_live_frames_peeked_total{")
 
 
 def ingest_counters(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

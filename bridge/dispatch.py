@@ -18,6 +18,13 @@ log's seq). Twins feed the store through the session's follower; bus events are 
 (*) read from the frame's first bytes, not decoded (`on_durable_twin`, docs/mirror.md "Each event parsed
 once").
 
+Before any of that, a frame of a session this process has no use for is dropped undecoded
+(`live_skip_reason`, docs/operations.md "Workers"): of the kinds whose every effect needs the session followed
+or watched here — twins of `message.*` / `session.created` / `session.updated` and of v2 events, deltas,
+`message.*` and `session.updated` bus events (bridge.events.global_peek.session_of) — when no subscriber here
+watches the session and the sessions part would not warm it (a peer holds it, it is deleted or parked).
+Requests, statuses, todo/diff/errors, deletions and server events are always decoded.
+
 Parts a test does not wire are None.
 """
 
@@ -43,6 +50,7 @@ class LiveSessions(Protocol):
     def repair_all(self, cause: str) -> None: ...
     def upstream_status(self, session_id: str, status: SessionStatus) -> None: ...
     async def deleted(self, session_id: str) -> None: ...
+    def live_skip_reason(self, session_id: str) -> str | None: ...
 
 
 class LiveDispatch:
@@ -62,6 +70,13 @@ class LiveDispatch:
             self._resync.request()  # runs in the fan-out's task: the live reader is never blocked
         if self._discovery is not None:
             self._discovery.request()
+
+    def live_skip_reason(self, session_id: str) -> str | None:
+        """Why a frame of the session (of the kinds above) would do nothing here, or None: no local subscriber
+        watches it (its deltas go nowhere) and the sessions part would not warm it."""
+        if self._sessions is None or (self._relay is not None and self._relay.watched(session_id)):
+            return None
+        return self._sessions.live_skip_reason(session_id)
 
     async def on_durable_twin(self, twin: DurableTwin) -> None:
         """The sync twin of a v2 event, not decoded (bridge.events.global_peek): warm its session, and the

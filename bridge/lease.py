@@ -134,3 +134,23 @@ def home_worker(session_id: str, workers: int) -> int:
 def claim_delay(session_id: str, index: int, workers: int, defer_s: float = WORKER_CLAIM_DEFER_S) -> float:
     """Seconds worker `index` of `workers` waits before claiming `session_id`: 0 at its home worker."""
     return 0.0 if home_worker(session_id, workers) == index else defer_s
+
+
+# How long a worker leaves alone a session another worker of its host holds (its claim was refused). A live
+# peer keeps a session until it releases it or dies, and a dead holder's sessions are adopted by the sweep,
+# which no refusal holds back (reasons `orphan`, `orphan_holder_dead`); a released session is claimed again by
+# whoever sees its next event (the worker that released it has no refusal; one that died after releasing is
+# started again, and its discovery warms what has news). Asking again every sweep interval only re-warmed (a
+# claim transaction, a task) and re-decoded (docs/operations.md "Workers": a session refused is one whose
+# frames are dropped undecoded) every active session of the peer's, for nothing; every 5 minutes, a second of
+# a session's frames in 300 is decoded for the re-claim.
+PEER_WORKER_REFUSAL_S = 300.0
+
+
+def refusal_s(me: str, holder: str | None, sweep_interval_s: float, workers: bool) -> float:
+    """How long a session whose claim `holder` refused is not asked again (insistent reasons aside): a sweep
+    interval, or `PEER_WORKER_REFUSAL_S` when we are one of a host's workers and the holder runs on our host."""
+    mine, theirs = parse_incarnation(me), parse_incarnation(holder or "")
+    if workers and mine is not None and theirs is not None and mine.hostname == theirs.hostname:
+        return max(PEER_WORKER_REFUSAL_S, sweep_interval_s)
+    return sweep_interval_s

@@ -235,6 +235,11 @@ LIVE_FRAMES_PEEKED = Counter(
     "bridge_live_frames_peeked_total", "/global/event frames handled from their first bytes, not decoded: bus "
     "copies of persisted v2 events skipped, v2 sync twins read", ["what"], registry=REGISTRY,
 )
+LIVE_FRAMES_SKIPPED = Counter(
+    "bridge_live_frames_skipped_total", "/global/event frames of a session this process neither follows nor "
+    "serves, dropped before decoding (docs/operations.md \"Workers\"): held by a peer, deleted, parked",
+    ["reason"], registry=REGISTRY,
+)
 SYNC_CALL_FAILURES = Counter(
     "bridge_sync_call_failures_total", "POST /sync/history calls the upstream could not answer (asked again)",
     registry=REGISTRY,

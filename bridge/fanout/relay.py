@@ -41,6 +41,10 @@ class LiveRelay:
         self._on_request = tuple(on_request)
         self._log = structlog.get_logger("bridge.relay").bind(upstream=store.upstream)
 
+    def watched(self, session_id: str) -> bool:
+        """A subscriber of this process watches the session (its deltas and states have somewhere to go)."""
+        return self._hub.has_subscribers(session_id)
+
     async def on_live_event(self, ev: ChatEvent) -> None:
         sid = ev.session_id
         if not sid:

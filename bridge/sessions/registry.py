@@ -137,6 +137,20 @@ class WarmRegistry:
         self._log.info("session_warming", session_id=session_id, reason=reason)
         return True
 
+    def live_skip_reason(self, session_id: str) -> str | None:
+        """Why a live frame of the session would do nothing here, or None: it is not warm here, no subscriber
+        here watches it, and `warm()` for a live event would not start it — a peer holds it
+        (`held_elsewhere`, until the refusal cools down), it is `deleted` or `parked` (live events never
+        un-park). bridge.upstream.live drops such frames before decoding them (docs/operations.md "Workers")."""
+        t = self._table
+        if self._tg is None or t.get(session_id) is not None or t.subscribers(session_id) > 0:
+            return None
+        if t.is_deleted(session_id):
+            return "deleted"
+        if t.is_parked(session_id):
+            return "parked"
+        return "held_elsewhere" if t.refused_until(session_id) > self._clock() else None
+
     def set_subscriber_count(self, session_id: str, count: int) -> None:
         """Local WebSocket clients of a session: a subscribed session is warmed and never released idle."""
         self._table.set_subscribers(session_id, count)

@@ -19,6 +19,7 @@ from bridge.config import Settings
 from bridge.errors import LeaseHeld
 from bridge.events import ChatEvent
 from bridge.events.legacy_state import SEED_KINDS
+from bridge.lease import refusal_s
 from bridge.perf.turnstile import Turnstile
 from bridge.sessions.activity import ActivityTracker
 from bridge.sessions.claim_batch import ClaimBatcher
@@ -116,9 +117,11 @@ class SessionRunner:
         finally:
             self._db_gate.release()
 
-    def cool_down(self, session_id: str) -> None:
-        """A peer writes the session now: leave it alone for one sweep interval."""
-        self._table.refuse(session_id, self._clock() + self._settings.sweep_interval_s)
+    def cool_down(self, session_id: str, holder: str | None = None) -> None:
+        """A peer writes the session now: leave it alone for one sweep interval (longer for another worker of
+        this host: bridge.lease.refusal_s)."""
+        seconds = refusal_s(self._owner, holder, self._settings.sweep_interval_s, self._claim_delay is not None)
+        self._table.refuse(session_id, self._clock() + seconds)
 
     async def release_lease(self, session_id: str, epoch: int) -> None:
         try:
@@ -144,7 +147,7 @@ class SessionRunner:
                     continue
                 await self._stopped(session_id, w, outcome, cursor)
             except LeaseHeld as e:
-                self.cool_down(session_id)
+                self.cool_down(session_id, e.holder)
                 log.debug("session_held_elsewhere", verdict=e.verdict.value, holder=e.holder)
                 if e.verdict.value == "deleted":
                     self._table.mark_deleted(session_id)

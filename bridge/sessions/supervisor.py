@@ -147,6 +147,9 @@ class FollowerSupervisor:
     def set_subscriber_count(self, session_id: str, count: int) -> None:
         self.registry.set_subscriber_count(session_id, count)
 
+    def live_skip_reason(self, session_id: str) -> str | None:
+        return self.registry.live_skip_reason(session_id)
+
     def notify_seen(self, session_id: str, seq: int) -> None:
         w = self.registry.get(session_id)
         if w is not None:

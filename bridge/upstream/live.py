@@ -15,6 +15,11 @@ or reasoning is a `delta:text` / `delta:reasoning` like a v2 delta (docs/legacy.
 
 An event naming a session id that does not have the upstream's id shape is dropped here (counted as
 `bridge_rejects_total{reason="live_bad_session_id"}`), so no handler warms or routes it.
+
+A handler that says which sessions it has no use for (`live_skip_reason`: a peer holds it, and no subscriber
+here watches it) has their frames dropped before they are decoded, counted per chunk as
+`bridge_live_frames_skipped_total{reason}` — only the kinds whose every effect needs the session followed or
+watched here (bridge.events.global_peek.session_of; docs/operations.md "Workers").
 """
 
 from __future__ import annotations
@@ -31,20 +36,18 @@ from bridge import metrics
 from bridge.backoff import Backoff
 from bridge.errors import BadFrame, UpstreamError
 from bridge.events import ChatEvent, Kind, normalize
-from bridge.events.global_peek import SKIP, DurableTwin, peek
+from bridge.events.global_peek import SKIP, DurableTwin, peek, session_of
 from bridge.events.legacy import normalize_legacy
 from bridge.events.legacy_state import LEGACY_TYPES, LegacyTurnState
 from bridge.events.syncframes import GlobalFrame, parse_global_frame
 from bridge.ids import valid_session_id
 from bridge.outage import OutageLog
-from bridge.perf.metric_batch import TALLY
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.sse import FrameTooLarge, SSEComment, SSEEvent, SSEParser
 
 # Sessions whose live legacy mapping state is kept (least recently used beyond this are forgotten: their
 # next delta before a part update maps to `legacy:part-delta`, which the relay passes on as well).
 LIVE_STATES_MAX = 1024
-_SKIPPED = ("bus_copy_skipped",)  # bridge_live_frames_peeked_total{what}, counted once per loop turn
 
 
 class LiveHandler(Protocol):
@@ -80,6 +83,12 @@ class LiveStream:
         # bus copies of persisted v2 events (bridge.events.global_peek); others get every frame decoded.
         self._on_durable_twin: Callable[[DurableTwin], Awaitable[None]] | None = getattr(
             handler, "on_durable_twin", None)
+        # A handler that names the sessions it has no use for lets the reader drop their frames undecoded.
+        self._skip_reason: Callable[[str], str | None] | None = getattr(handler, "live_skip_reason", None)
+        self._skipped: dict[str, int] = {}  # frames dropped since the last count, by reason
+        # Frames handled from their first bytes since the last count (a counter's inc per frame costs more
+        # than the look itself in prometheus_client's multiprocess mode, which workers use).
+        self._peeked: dict[str, int] = {}
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -126,22 +135,52 @@ class LiveStream:
                         if isinstance(item, SSEComment):
                             continue
                         await self._dispatch(item)
+                    if self._skipped or self._peeked:
+                        self._count_frames()
                 self._log.info("live_stream_ended")
+
+    def _count_frames(self) -> None:
+        """The counts of one chunk's frames, added to the metrics at once."""
+        for reason, n in self._skipped.items():
+            metrics.LIVE_FRAMES_SKIPPED.labels(reason=reason).inc(n)
+        for what, n in self._peeked.items():
+            metrics.LIVE_FRAMES_PEEKED.labels(what=what).inc(n)
+        self._skipped.clear()
+        self._peeked.clear()
+
+    def _peek_counted(self, what: str) -> None:
+        self._peeked[what] = self._peeked.get(what, 0) + 1
+
+    def _unneeded(self, session_id: str | None) -> bool:
+        """True for a frame of a session the handler has no use for: dropped (counted), not decoded."""
+        if session_id is None or self._skip_reason is None or not valid_session_id(session_id):
+            return False
+        reason = self._skip_reason(session_id)
+        if reason is None:
+            return False
+        self._skipped[reason] = self._skipped.get(reason, 0) + 1
+        return True
 
     async def _dispatch(self, item: SSEEvent) -> None:
         if self._on_durable_twin is not None:  # each event parsed once (bridge.events.global_peek)
             looked = peek(item.data)
             if looked == SKIP:
-                TALLY.count(metrics.LIVE_FRAMES_PEEKED, _SKIPPED)
+                self._peek_counted("bus_copy_skipped")
                 return
             if isinstance(looked, DurableTwin) and valid_session_id(looked.session_id):
-                metrics.LIVE_FRAMES_PEEKED.labels(what="durable_twin").inc()
+                if self._unneeded(looked.session_id):
+                    return
+                self._peek_counted("durable_twin")
                 try:
                     await self._on_durable_twin(looked)
                 except Exception as e:  # as below: a handler bug must not take the global stream down
                     self._log.error("live_handler_failed", type=looked.type, error=f"{type(e).__name__}: {e}",
                                     exc_info=True)
                 return
+            if looked is None and self._unneeded(session_of(item.data)):
+                return
+        elif self._skip_reason is not None and self._unneeded(session_of(item.data)):
+            return
         try:
             frame = parse_global_frame(item.data)
         except BadFrame as e:

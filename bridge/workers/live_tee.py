@@ -7,6 +7,9 @@ stream's opening `server.connected` first, then every event from the moment it j
 connection to the serve would. When the serve's stream ends every worker's stream ends too, so each runs its
 reconnect (discovery, pending-request re-sync) as it would alone. A worker that does not keep up (its queue
 full) is disconnected and reconnects: it never holds the others back.
+
+The parent routes nothing: it does not know the workers' leases or subscriptions. Each worker drops, before
+decoding, the frames of the sessions it has no use for (bridge.upstream.live, docs/operations.md "Workers").
 """
 
 from __future__ import annotations

@@ -143,3 +143,15 @@ def test_one_worker_is_every_sessions_home() -> None:
 
     assert {home_worker(f"ses_{i}", 1) for i in range(100)} == {0}
     assert claim_delay("ses_A", 0, 1) == 0.0
+
+
+def test_a_refusal_by_another_worker_of_this_host_lasts_longer_than_one_by_another_host() -> None:
+    from bridge.lease import PEER_WORKER_REFUSAL_S, refusal_s
+
+    me = "web-1:100:aa"
+    assert refusal_s(me, "web-1:200:bb", 5.0, workers=True) == PEER_WORKER_REFUSAL_S  # a peer worker
+    assert refusal_s(me, "web-1:200:bb", 900.0, workers=True) == 900.0  # never shorter than a sweep interval
+    assert refusal_s(me, "web-2:200:bb", 5.0, workers=True) == 5.0  # another host: its lease may lapse
+    assert refusal_s(me, "web-1:200:bb", 5.0, workers=False) == 5.0  # one process: as before
+    assert refusal_s(me, None, 5.0, workers=True) == 5.0
+    assert refusal_s(me, "not-an-incarnation", 5.0, workers=True) == 5.0

@@ -33,6 +33,9 @@ class Sessions:
     async def deleted(self, session_id: str) -> None:
         self.calls.append(("deleted", session_id))
 
+    def live_skip_reason(self, session_id: str) -> str | None:
+        return "held_elsewhere" if session_id.startswith("ses_peer") else None
+
 
 class Requests:
     def __init__(self) -> None:
@@ -100,3 +103,23 @@ async def test_traffic_without_a_session_goes_nowhere() -> None:
     dispatch, sessions, _d, _r = table()
     await dispatch.on_live_event(live("server.heartbeat", sid=None))
     assert sessions.calls == []
+
+
+class Watching:
+    """The fan-out's relay as the table asks it: which sessions a local subscriber watches."""
+
+    def __init__(self, *watched: str) -> None:
+        self._watched = set(watched)
+
+    def watched(self, session_id: str) -> bool:
+        return session_id in self._watched
+
+
+def test_a_session_held_elsewhere_is_of_no_use_here_unless_a_local_subscriber_watches_it() -> None:
+    sessions = Sessions()
+    dispatch = LiveDispatch(relay=Watching("ses_peer_watched"), sessions=sessions)  # type: ignore[arg-type]
+    assert dispatch.live_skip_reason("ses_peer") == "held_elsewhere"
+    assert dispatch.live_skip_reason("ses_peer_watched") is None  # its deltas go to the subscriber
+    assert dispatch.live_skip_reason("ses_A") is None
+    assert LiveDispatch(relay=Watching()).live_skip_reason("ses_peer") is None  # no sessions part: decode all
+    assert sessions.calls == []  # asking warms nothing

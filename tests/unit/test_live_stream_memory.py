@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from bridge import metrics
 from bridge.events import ChatEvent, Kind
+from bridge.events.global_peek import DurableTwin
+from bridge.events.syncframes import GlobalFrame, parse_global_frame
+from bridge.upstream import live as live_module
 from bridge.upstream.live import LiveStream
 from tests.support.fake_upstream import global_frames
 from tests.support.memory_upstream import MemoryUpstream, sse
+from tests.support.metric_values import Since
 from tests.support.tasks import in_background
 from tests.support.waiting import wait_until
 
@@ -97,3 +105,97 @@ def test_a_nul_in_location_directory_is_no_directory() -> None:
     assert location_directory({"location": {"directory": "/a\x00b"}}) is None
     assert location_directory({"location": {"directory": "/a"}}) == "/a"
     assert location_directory({"location": "x"}) is None
+
+
+# -- frames of sessions the handler has no use for: dropped before decoding (docs/operations.md "Workers") -------
+
+class Twins(Recorder):
+    """A handler that takes v2 twins undecoded (bridge.dispatch.LiveDispatch does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.twins: list[tuple[str, int]] = []
+
+    async def on_durable_twin(self, twin: DurableTwin) -> None:
+        self.twins.append((twin.session_id, twin.seq))
+
+
+class Choosy(Twins):
+    """A worker's handler: also has no use for the sessions `elsewhere` (a peer's)."""
+
+    def __init__(self, *elsewhere: str) -> None:
+        super().__init__()
+        self.elsewhere = set(elsewhere)
+
+    def live_skip_reason(self, session_id: str) -> str | None:
+        return "held_elsewhere" if session_id in self.elsewhere else None
+
+
+def compact(*frames: dict[str, Any]) -> bytes:
+    """`/global/event` frames as the serve writes them (compact JSON)."""
+    return b"".join(f"data: {json.dumps(f, separators=(',', ':'))}\n\n".encode() for f in frames)
+
+
+def turn(sid: str) -> list[dict[str, Any]]:
+    """One session's frames of each kind: a v2 event (bus copy, twin), a legacy part (bus, twin), two deltas,
+    a status and a question (those two every worker decodes)."""
+    part = {"id": "prt_1", "type": "text", "text": "", "messageID": "msg_a", "sessionID": sid, "time": {"start": 1}}
+    envs = [
+        {"id": "evt_e", "type": "session.next.text.ended", "durable": {"aggregateID": sid, "seq": 5, "version": 1},
+         "data": {"sessionID": sid, "timestamp": 1, "assistantMessageID": "msg_a", "textID": "t", "text": "Hi"}},
+        {"id": "evt_u", "type": "message.part.updated", "durable": {"aggregateID": sid, "seq": 6, "version": 1},
+         "data": {"sessionID": sid, "part": part, "time": 1}},
+        {"id": "evt_d", "type": "session.next.text.delta",
+         "data": {"timestamp": 1, "sessionID": sid, "assistantMessageID": "msg_a", "textID": "t", "delta": "H"}},
+        {"id": "evt_l", "type": "message.part.delta",
+         "data": {"sessionID": sid, "messageID": "msg_a", "partID": "prt_1", "field": "text", "delta": "He"}},
+        {"id": "evt_s", "type": "session.status", "data": {"sessionID": sid, "status": {"type": "busy"}}},
+        {"id": "evt_q", "type": "question.asked", "data": {"id": "que_1", "sessionID": sid, "questions": []}},
+    ]
+    return [f for e in envs for f in global_frames(e, "/p")]
+
+
+async def test_the_frames_of_a_session_of_no_use_here_are_dropped_before_decoding(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    decoded: list[str] = []
+
+    def counting(data: str | bytes) -> GlobalFrame:
+        frame = parse_global_frame(data)
+        decoded.append(f"{frame.envelope.session_id}:{frame.envelope.type}:{frame.twin}")
+        return frame
+
+    monkeypatch.setattr(live_module, "parse_global_frame", counting)
+    up, rec = MemoryUpstream(), Choosy("ses_peer")
+    skipped = Since("bridge_live_frames_skipped_total", reason="held_elsewhere")
+    async with running(up, rec):
+        up.push_live(compact(*turn("ses_mine"), *turn("ses_peer")))
+        await wait_until(lambda: [e.type for e in rec.events if e.session_id == "ses_peer"] == [
+            "session.status", "question.asked"], 5, 0.001, message="the peer's status and question")
+    mine = [(e.type, e.seq) for e in rec.events if e.session_id == "ses_mine"]
+    assert mine == [("message.part.updated", None), ("message.part.updated", 6), ("session.next.text.delta", None),
+                    ("message.part.delta", None), ("session.status", None), ("question.asked", None)]
+    assert rec.twins == [("ses_mine", 5)]
+    # the peer's session: its v2 twin, legacy bus event and twin, and two deltas were never decoded
+    assert [d for d in decoded if d.startswith("ses_peer")] == [
+        "ses_peer:session.status:False", "ses_peer:question.asked:False"]
+    assert skipped.value == 5
+
+
+CAPTURED = b"".join(line.encode() + b"\n\n" for p in sorted(Path("fixtures/opencode-1.18.33").glob("*/global.sse"))
+                    for line in p.read_text().splitlines() if line.startswith("data: "))
+
+
+async def test_a_handler_that_skips_nothing_gets_every_captured_frame_as_before() -> None:
+    """With nothing held elsewhere (BRIDGE_WORKERS=1, one replica) the look changes no outcome."""
+    captured = CAPTURED
+    end = compact({"payload": {"id": "evt_end", "type": "session.status",
+                               "properties": {"sessionID": "ses_end", "status": {"type": "idle"}}}})
+    seen = []
+    for rec in (Twins(), Choosy()):
+        up = MemoryUpstream()
+        async with running(up, rec):
+            up.push_live(captured + end)
+            await wait_until(lambda r=rec: r.events and r.events[-1].session_id == "ses_end", 5, 0.001,  # type: ignore[misc]
+                             message="every captured frame handled")
+        seen.append([(e.type, e.session_id, e.seq, e.kind, e.text) for e in rec.events] + rec.twins)
+    assert seen[0] == seen[1] and len(seen[0]) > 100

@@ -106,3 +106,34 @@ async def test_a_lost_lease_stops_the_follower_and_leaves_the_peer_lease_alone()
         assert not any(j[:2] == ("release", "ses_A") for j in leases.journal)
         assert registry.footprint() == {"warm": 0, "epochs": 0, "idle_index": 1, "early_twins": 0, "refused": 1,
                                         "parked": 0, "deleted": 0, "subscribed": 0}
+
+
+async def test_live_frames_are_of_no_use_exactly_while_a_live_event_would_not_warm_the_session() -> None:
+    """`live_skip_reason` (the live reader drops such a session's frames undecoded) says a reason only when
+    the session is not warm here, has no subscriber here, and warming it for a live event does nothing."""
+    leases, clock = Leases(), Clock()
+    leases.put("ses_P", lease_owner="peer:2:b", lease_epoch=4,
+               lease_expires_at=leases.tables.clock().replace(year=2027))
+    async with warm_registry(leases, clock) as (registry, _):
+        assert registry.live_skip_reason("ses_new") is None  # a live event warms it
+        await claimed(registry, clock, 1.0, "ses_A")
+        assert registry.live_skip_reason("ses_A") is None  # ours
+        assert registry.warm("ses_P", reason="session.next.prompted")
+        assert registry.live_skip_reason("ses_P") is None  # being claimed: its twins are kept for its follower
+        await gone(registry, "ses_P")  # the peer holds it
+        assert registry.live_skip_reason("ses_P") == "held_elsewhere"
+        assert not registry.warm("ses_P", reason="message.part.updated")  # what a decoded frame would have done
+        registry.set_subscriber_count("ses_P", 1)  # watched here: its deltas are needed
+        assert registry.live_skip_reason("ses_P") is None
+        await gone(registry, "ses_P")
+        registry.set_subscriber_count("ses_P", 0)
+        assert registry.live_skip_reason("ses_P") == "held_elsewhere"
+        clock.now += 3600.0  # the refusal cooled down: the next live event asks the peer's lease again
+        assert registry.live_skip_reason("ses_P") is None
+        await registry.deleted("ses_D")
+        assert registry.live_skip_reason("ses_D") == "deleted" and not registry.warm("ses_D", reason="message.updated")
+        await registry.release("ses_A")
+        registry._table.park("ses_A", "test")
+        assert registry.live_skip_reason("ses_A") == "parked" and not registry.warm("ses_A", reason="message.updated")
+        registry.stop_all("release")
+        assert registry.live_skip_reason("ses_D") is None  # not accepting: nothing is skipped on its account
