@@ -1,7 +1,9 @@
 """The fan-out side of `bench.storm`, in its own process: hub, feed, LISTEN connection, the shared reads and
 `/v1/ws` (bridge.fanout), with the daemon's read pool (4 connections, 2 s acquire timeout) and its GC
 tuning, against the bench's PostgreSQL; `/metrics` for the orchestrator. Prints `{"port": N}` when ready
-and serves until SIGTERM. With `--workers N` (docs/operations.md "Workers"): this process binds the port and
+and serves until SIGTERM, then `{"cpu_s": X}` (its own CPU and its workers', shutdown included: a
+deploy's old process, bench.storm_deploy); `--port` binds that port (a deploy's new process). With
+`--workers N` (docs/operations.md "Workers"): this process binds the port and
 starts N such servers that accept on it, each with its own read pool, their metrics summed
 (PROMETHEUS_MULTIPROC_DIR), as `opencode-bridge run` with BRIDGE_WORKERS=N serves its clients."""
 
@@ -12,6 +14,7 @@ import asyncio
 import cProfile
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -40,7 +43,7 @@ async def _metrics(_request: web.Request) -> web.Response:
     return web.Response(body=exposition(), content_type="text/plain")
 
 
-async def serve(url: str, read_pool: int, max_clients: int, listen_fd: int | None = None) -> None:
+async def serve(url: str, read_pool: int, max_clients: int, listen_fd: int | None = None, port: int = 0) -> None:
     tune_gc()
     engine = make_engine(url)
     read_engine = make_read_engine(url, pool_size=read_pool)
@@ -57,7 +60,7 @@ async def serve(url: str, read_pool: int, max_clients: int, listen_fd: int | Non
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
     site: web.BaseSite = (web.SockSite(runner, socket.socket(fileno=listen_fd)) if listen_fd is not None else
-                          web.TCPSite(runner, "127.0.0.1", 0, backlog=4096))
+                          web.TCPSite(runner, "127.0.0.1", port, backlog=4096))
     await site.start()
     tasks = [asyncio.create_task(feed.run()), asyncio.create_task(listener.run())]
     await listener.connected.wait()
@@ -80,6 +83,7 @@ def main() -> None:
     ap.add_argument("--max-clients", type=int, default=20_000)
     ap.add_argument("--profile", help="write cProfile stats of the whole run here (slows the server down)")
     ap.add_argument("--workers", type=int, default=1, help="server processes accepting on one port")
+    ap.add_argument("--port", type=int, default=0, help="the port to bind (0: any free one)")
     ap.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # a worker's inherited socket
     a = ap.parse_args()
     if a.workers > 1:
@@ -88,16 +92,24 @@ def main() -> None:
     prof = cProfile.Profile() if a.profile else None
     if prof is not None:
         prof.enable()
-    asyncio.run(serve(a.database_url, a.read_pool, a.max_clients, a.listen_fd))
+    asyncio.run(serve(a.database_url, a.read_pool, a.max_clients, a.listen_fd, a.port))
     if prof is not None:
         prof.disable()
         prof.dump_stats(a.profile)
+    if a.listen_fd is None:
+        print(json.dumps({"cpu_s": _cpu_s()}), flush=True)
     sys.exit(0)
+
+
+def _cpu_s() -> float:
+    """User + system CPU seconds of this process and its waited-for workers."""
+    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return round(own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime, 2)
 
 
 def _parent(a: argparse.Namespace) -> int:
     """Binds the port, starts the workers on it, says `{"port": N}` once each is ready, forwards SIGTERM."""
-    sock = socket.create_server(("127.0.0.1", 0), backlog=4096)
+    sock = socket.create_server(("127.0.0.1", a.port), backlog=4096)
     sock.set_inheritable(True)
     metrics_dir = tempfile.mkdtemp(prefix="storm-metrics-")
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
@@ -116,6 +128,7 @@ def _parent(a: argparse.Namespace) -> int:
         w.terminate()
     rc = max(w.wait() for w in workers)
     shutil.rmtree(metrics_dir, ignore_errors=True)
+    print(json.dumps({"cpu_s": _cpu_s()}), flush=True)
     return rc
 
 
