@@ -10,6 +10,7 @@ reconnects (retrying while the port refuses) and subscribes with `after` = the l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -61,21 +62,24 @@ class LiveRounds:
         self._write_round, self._interval = write_round, interval
         self.rounds = 0
         self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
-        while True:
+        while not self._stop.is_set():
             started = time.monotonic()
             await self._write_round()
             self.rounds += 1
-            await asyncio.sleep(max(0.0, self._interval - (time.monotonic() - started)))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), max(0.0, self._interval - (time.monotonic() - started)))
 
     async def stop(self) -> None:
+        """After the round being written (every session then has the same last seq)."""
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            self._stop.set()
+            await self._task
 
 
 async def redeploy(server: ServerProcess) -> dict[str, float]:
