@@ -10,8 +10,9 @@ no HTTP client library per socket. What is measured is unchanged: connect (upgra
 
 Lines with the orchestrator: out `connected T` once every socket has its `hello`; in `go` → every client
 sends its subscribe at once; out `caught` once every client has had its `caught_up`; with `--reconnect`
-(a deploy, bench.storm_deploy): a client closed with 1001 reconnects at once (then backs off 0.25 s, doubling to 1 s
-with jitter, while the port refuses) and subscribes with `after` = the last seq it has; out
+(a deploy, bench.storm_deploy): a client closed with 1001 reconnects as the product's client does
+(clients/typescript/src/socket.ts: full jitter, random() x min(30 s, 0.5 s x 2^attempt) before each try) and
+subscribes with `after` = the last seq it has; out
 `back` once every client has been closed with 1001 and caught up again; in `last N` → the last seq each
 session will have; out one JSON line of results once every client has seq N (or at the deadline).
 """
@@ -173,11 +174,14 @@ class StormClient:
         if (self.seqs and self.seqs[-1] >= last) or self.errors:
             self.done.set()
 
-    async def connect(self, attempts: int, backoff_s: float) -> None:
+    async def connect(self, attempts: int, backoff_s: float, first_wait: bool = False) -> None:
         """Open the socket and wait for `hello`; a refused connect (the accept backlog, a restarting
-        bridge) is tried again after 0.25 s, doubling up to `backoff_s`, jittered."""
+        bridge) is tried again after random() x min(`backoff_s`, 0.5 s x 2^attempt) (before the first
+        try too with `first_wait`)."""
         loop = asyncio.get_running_loop()
         for attempt in range(attempts):
+            if first_wait or attempt:
+                await asyncio.sleep(random.random() * min(backoff_s, 0.5 * 2 ** (attempt - (not first_wait))))
             key = base64.b64encode(os.urandom(16))
             request = (b"GET %s HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                        b"Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n"
@@ -194,10 +198,7 @@ class StormClient:
                     return
             except OSError:
                 pass
-            if attempt == attempts - 1:
-                self.error("connect")
-                return
-            await asyncio.sleep(min(backoff_s, 0.25 * 2 ** attempt) * random.uniform(0.5, 1.0))
+        self.error("connect")
 
     def subscribe(self) -> None:
         op: dict[str, Any] = {"op": "subscribe", "session": self.session}
@@ -216,7 +217,7 @@ class StormClient:
         code = await self.proto.lost
         if reconnect and code == GOING_AWAY and not self.done.is_set():
             self.closed_at = time.time()
-            await self.connect(attempts=60, backoff_s=1.0)
+            await self.connect(attempts=20, backoff_s=30.0, first_wait=True)
             if not self.errors:
                 self.subscribe()
                 code = await self.proto.lost

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 from aiohttp import web
 
@@ -69,11 +70,16 @@ async def serve(url: str, read_pool: int, max_clients: int, listen_fd: int | Non
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await stop.wait()
+    t0 = time.time()
     for t in tasks:
         t.cancel()
     await runner.cleanup()
+    t1 = time.time()
     await read_engine.dispose()
     await engine.dispose()
+    # How the shutdown went (bench.storm_deploy reads nothing of it: for whoever looks at stderr).
+    print(json.dumps({"shutdown_http_s": round(t1 - t0, 2), "shutdown_s": round(time.time() - t0, 2)}),
+          file=sys.stderr, flush=True)
 
 
 def main() -> None:
@@ -95,7 +101,7 @@ def main() -> None:
     asyncio.run(serve(a.database_url, a.read_pool, a.max_clients, a.listen_fd, a.port))
     if prof is not None:
         prof.disable()
-        prof.dump_stats(a.profile)
+        prof.dump_stats(a.profile if not os.path.exists(a.profile) else f"{a.profile}.{os.getpid()}")  # a deploy's new
     if a.listen_fd is None:
         print(json.dumps({"cpu_s": _cpu_s()}), flush=True)
     sys.exit(0)
