@@ -140,6 +140,7 @@ async def storm(server: ServerProcess, writer: Writer, sids: list[str], clients:
     pre = _counters(url)
     ps = await _clients(url, sids, clients, a.procs, a.deploy)
     connect_s = max(float(line.split()[1]) for line in await _hear(ps, "connected"))
+    cpu_connect = _cpu_s(server.pid) - cpu0
     live = LiveRounds(lambda: writer.round(sids), a.interval)
     start = time.time()
     busy0 = _machine_busy()
@@ -198,7 +199,8 @@ async def storm(server: ServerProcess, writer: Writer, sids: list[str], clients:
         "live_latency_ms_p50": _pct(lat_all, 0.5), "live_latency_ms_p99": _pct(lat_all, 0.99),
         "steady_latency_ms_p50": _pct(lat_steady, 0.5), "steady_latency_ms_p99": _pct(lat_steady, 0.99),
         "steady_latencies": len(lat_steady),
-        "server_cpu_until_caught_up_s": round(cpu_caught, 1), "server_cpu_s": round(cpu_s, 1),
+        "server_cpu_connect_s": round(cpu_connect, 1), "server_cpu_until_caught_up_s": round(cpu_caught, 1),
+        "server_cpu_s": round(cpu_s, 1),
         "clients_cpu_until_caught_up_s": round(clients_cpu_s, 1),
         "machine_cores_busy_until_caught_up": round(machine_cores, 2), **out,
         # Every frame written (events, hello, subscribed, caught_up, …) and the socket writes they took.
