@@ -102,6 +102,7 @@ def deploy_figures(results: list[dict[str, Any]], restart: dict[str, float], pct
     per_client = [(r["back_at"] - r["closed_at"]) * 1000 for r in results if r["back_at"] and r["closed_at"]]
     return {
         "closed_1001": len(closed), "back": len(back),
+        "sigterm_at": round(restart["sigterm_at"], 2),
         "sigterm_to_first_1001_s": round(min(closed) - restart["sigterm_at"], 2),
         "first_to_last_1001_s": round(last_close - min(closed), 2),
         "old_exited_s": restart["old_exited_s"], "new_ready_s": restart["new_ready_s"],

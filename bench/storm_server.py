@@ -87,7 +87,7 @@ async def serve(url: str, read_pool: int, max_clients: int, listen_fd: int | Non
     await engine.dispose()
     # How the shutdown went (bench.storm_deploy reads nothing of it: for whoever looks at stderr).
     print(json.dumps({"shutdown_1001_s": round(marks.get("told", t0) - t0, 2), "shutdown_http_s": round(t1 - t0, 2),
-                      "shutdown_s": round(time.time() - t0, 2)}),
+                      "shutdown_s": round(time.time() - t0, 2), "at": round(time.time(), 2)}),
           file=sys.stderr, flush=True)
 
 
@@ -113,6 +113,7 @@ def main() -> None:
         prof.dump_stats(a.profile if not os.path.exists(a.profile) else f"{a.profile}.{os.getpid()}")  # a deploy's new
     if a.listen_fd is None:
         print(json.dumps({"cpu_s": _cpu_s()}), flush=True)
+        print(json.dumps({"loop_closed_at": round(time.time(), 2)}), file=sys.stderr, flush=True)
     sys.exit(0)
 
 
