@@ -159,7 +159,7 @@ async def storm(server: ServerProcess, writer: Writer, sids: list[str], clients:
         # included (its last line), less what it had spent before this storm.
         pre = {k: pre[k] - v for k, v in _counters(url).items()}
         spent0 = server.spent_cpu_s
-        restart = await redeploy(server)
+        restart = await redeploy(server, a.deploy_overlap)
         cpu0 -= server.spent_cpu_s - spent0
         await _hear(ps, "back")
         all_caught = time.time()
@@ -285,8 +285,11 @@ def main() -> None:
     ap.add_argument("--profile", help="cProfile the fan-out process into this file (slows it down)")
     ap.add_argument("--deploy", action="store_true", help="once every client caught up: SIGTERM the fan-out, start "
                     "a new one on the same port, every client reconnects with its after (bench.storm_deploy)")
+    ap.add_argument("--deploy-overlap", action="store_true", help="with --deploy: the new process starts at the "
+                    "SIGTERM, binding the port once the old one stopped listening")
     ap.add_argument("--only", type=int, help="one storm of this many clients (default: 1,000 and --clients)")
     a = ap.parse_args()
+    a.deploy = a.deploy or a.deploy_overlap
     configure_logging("console", "warning")
     res = run_in_database(lambda url: run(url, a))
     res["load_average"] = os.getloadavg()

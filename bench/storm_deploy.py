@@ -5,6 +5,8 @@ docs/websocket.md), it exits, and a new process starts on the same port (with `-
 and its N workers both times). Live rounds keep being written meanwhile. Every client, closed with 1001,
 reconnects (retrying while the port refuses) and subscribes with `after` = the last seq it has
 (bench.storm_clients `--reconnect`); the figure is the last 1001 → the last `caught_up` after it.
+`--deploy-overlap`: the new process is started at the SIGTERM, not after the old one exited (several
+bridge processes may share one database: the old one only closes its sockets meanwhile).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class ServerProcess:
         if p is None or p.returncode is not None:
             return
         p.terminate()
+        self.process = None  # a deploy's new one may start meanwhile
         assert p.stdout is not None
         line = await p.stdout.readline()
         await p.wait()
@@ -82,14 +85,29 @@ class LiveRounds:
             await self._task
 
 
-async def redeploy(server: ServerProcess) -> dict[str, float]:
-    """SIGTERM → exited → the new process ready on the same port (seconds of each step)."""
+async def redeploy(server: ServerProcess, overlap: bool) -> dict[str, float]:
+    """SIGTERM → exited → the new process ready on the same port (seconds of each step). With `overlap` the
+    new process starts at the SIGTERM and binds the port as soon as the old one stopped listening (its
+    first step), while the old one is still closing its sockets."""
     t0 = time.time()
-    await server.stop()
-    t1 = time.time()
-    await server.start()
-    t2 = time.time()
-    return {"sigterm_at": t0, "old_exited_s": round(t1 - t0, 2), "new_ready_s": round(t2 - t0, 2), "ready_at": t2}
+    stopped: dict[str, float] = {}
+
+    async def stop() -> None:
+        await server.stop()
+        stopped["at"] = time.time()
+
+    if overlap:
+        old = asyncio.create_task(stop())
+        await asyncio.sleep(0)  # the SIGTERM is sent first
+        await server.start()
+        t2 = time.time()
+        await old
+    else:
+        await stop()
+        await server.start()
+        t2 = time.time()
+    return {"sigterm_at": t0, "old_exited_s": round(stopped["at"] - t0, 2), "new_ready_s": round(t2 - t0, 2),
+            "ready_at": t2}
 
 
 def deploy_figures(results: list[dict[str, Any]], restart: dict[str, float], pct: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import errno
 import json
 import os
 import resource
@@ -68,8 +69,7 @@ async def serve(url: str, read_pool: int, max_clients: int, listen_fd: int | Non
     # The daemon's runner (bridge.http.server): a handler whose client went away is cancelled.
     runner = make_runner(app, max_connections=max_clients + 100)
     await runner.setup()
-    site: web.BaseSite = (web.SockSite(runner, socket.socket(fileno=listen_fd)) if listen_fd is not None else
-                          web.TCPSite(runner, "127.0.0.1", port, backlog=4096))
+    site = web.SockSite(runner, socket.socket(fileno=listen_fd) if listen_fd is not None else _bind(port))
     await site.start()
     tasks = [asyncio.create_task(feed.run()), asyncio.create_task(listener.run())]
     await listener.connected.wait()
@@ -123,9 +123,22 @@ def _cpu_s() -> float:
     return round(own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime, 2)
 
 
+def _bind(port: int, wait_s: float = 60.0) -> socket.socket:
+    """The listening socket; a port still held by the process a deploy replaces is tried again until free."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return socket.create_server(("127.0.0.1", port), backlog=4096)
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def _parent(a: argparse.Namespace) -> int:
-    """Binds the port, starts the workers on it, says `{"port": N}` once each is ready, forwards SIGTERM."""
-    sock = socket.create_server(("127.0.0.1", a.port), backlog=4096)
+    """Binds the port, starts the workers on it, says `{"port": N}` once each is ready; at SIGTERM closes
+    its copy of the socket (the port is free once every worker stopped accepting) and forwards it."""
+    sock = _bind(a.port)
     sock.set_inheritable(True)
     metrics_dir = tempfile.mkdtemp(prefix="storm-metrics-")
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
@@ -140,6 +153,7 @@ def _parent(a: argparse.Namespace) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     print(json.dumps({"port": sock.getsockname()[1], "workers": [w.pid for w in workers]}), flush=True)
     signal.sigwait({signal.SIGTERM})
+    sock.close()  # else connections queue on it, accepted by nobody, until the workers have exited
     for w in workers:
         w.terminate()
     rc = max(w.wait() for w in workers)
