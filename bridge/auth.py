@@ -125,7 +125,7 @@ def _number(payload: Mapping[str, object], key: str) -> float:
 
 class VerifiedTokens:
     """Tokens that passed `verify_token`, by the token string, for one secret and upstream (a
-    WebSocketContext's): a client reconnecting with the token it had (a reconnect storm) skips the decode
+    WebSocketContext's): a client reconnecting to this process with the token it had skips the decode
     and the claim rules (~100 µs of PyJWT each); what changes with time, the expiry and the revocation
     list, is checked again at every use; another secret or upstream empties it. Bounded: when full, the
     expired go, then the older half."""
