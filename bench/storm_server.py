@@ -30,7 +30,7 @@ from bridge.fanout.connection import WebSocketContext
 from bridge.fanout.feed import CommitListener, DurableFeed
 from bridge.fanout.hub import Hub
 from bridge.fanout.limits import ConnectionSlots
-from bridge.http.server import make_runner
+from bridge.http.server import LISTEN_BACKLOG, make_runner
 from bridge.http.ws import add_websocket
 from bridge.log import configure_logging
 from bridge.metrics import exposition
@@ -69,7 +69,8 @@ async def serve(url: str, read_pool: int, max_clients: int, listen_fd: int | Non
     # The daemon's runner (bridge.http.server): a handler whose client went away is cancelled.
     runner = make_runner(app, max_connections=max_clients + 100)
     await runner.setup()
-    site = web.SockSite(runner, socket.socket(fileno=listen_fd) if listen_fd is not None else _bind(port))
+    site = web.SockSite(runner, socket.socket(fileno=listen_fd) if listen_fd is not None else _bind(port),
+                        backlog=LISTEN_BACKLOG)  # as the daemon's (aiohttp's default, 128, drops a storm's SYNs)
     await site.start()
     tasks = [asyncio.create_task(feed.run()), asyncio.create_task(listener.run())]
     await listener.connected.wait()
@@ -128,7 +129,7 @@ def _bind(port: int, wait_s: float = 60.0) -> socket.socket:
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return socket.create_server(("127.0.0.1", port), backlog=4096)
+            return socket.create_server(("127.0.0.1", port), backlog=LISTEN_BACKLOG)
         except OSError as e:
             if e.errno != errno.EADDRINUSE or time.monotonic() > deadline:
                 raise
