@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 
 from bench.in_database import run_in_database
+from bench.storm_deploy import LiveRounds, ServerProcess, deploy_figures, redeploy
 from bench.storm_server import SECRET, UPSTREAM
 from bench.write_path_phases import replay
 from bridge.auth import mint_token
@@ -86,6 +88,14 @@ def _metric(url: str, name: str, labels: str = "") -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(key + " "))
 
 
+def _counters(url: str) -> dict[str, float]:
+    """The fan-out's counters the storm reports (every frame written and the socket writes they took)."""
+    return {"frames_sent": _metric(url, "bridge_ws_frames_sent_total"),
+            "socket_writes": _metric(url, "bridge_ws_socket_writes_total"),
+            "page_reads": _metric(url, "bridge_ws_shared_reads_total", 'read="page"'),
+            "page_read_hits": _metric(url, "bridge_ws_shared_read_hits_total", 'read="page"')}
+
+
 def _machine_busy() -> tuple[float, float]:
     """(busy, total) jiffies of every core so far (/proc/stat): how busy the whole machine was between two reads."""
     fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -101,56 +111,70 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") + sum(_cpu_s(int(c)) for c in children)
 
 
-async def storm(url: str, server_pid: int, writer: Writer, sids: list[str], clients: int, procs: int, interval: float,
-                steady: int) -> dict[str, Any]:
+async def _clients(url: str, sids: list[str], clients: int, procs: int, reconnect: bool) -> list[Any]:
     per = -(-clients // procs)
-    cpu0 = _cpu_s(server_pid)
-    pre = {k: _metric(url, f"bridge_ws_{k}_total", f'read="{r}"') for k, r in
-           (("shared_reads", "page"), ("shared_read_hits", "page"))}
-    pre_frames = _metric(url, "bridge_ws_frames_sent_total", "")
-    pre_writes = _metric(url, "bridge_ws_socket_writes_total", "")
-    cmds = [asyncio.create_subprocess_exec(
+    return list(await asyncio.gather(*(asyncio.create_subprocess_exec(
         sys.executable, "-m", "bench.storm_clients", "--url", url, "--first", str(i * per),
         "--count", str(min(per, clients - i * per)), "--sessions", str(len(sids)), "--prefix", PREFIX,
-        "--deadline", "300",
+        "--deadline", "300", *(["--reconnect"] if reconnect else []),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 30)
-        for i in range(procs) if i * per < clients]
-    ps = await asyncio.gather(*cmds)
-    connect_s = 0.0
+        for i in range(procs) if i * per < clients)))
+
+
+async def _tell(ps: list[Any], line: str) -> None:
     for p in ps:
-        assert p.stdout is not None
-        word, _, took = (await p.stdout.readline()).decode().partition(" ")
-        assert word == "connected", word
-        connect_s = max(connect_s, float(took))
+        p.stdin.write(line.encode() + b"\n")
+        await p.stdin.drain()
+
+
+async def _hear(ps: list[Any], word: str) -> list[str]:
+    lines = [(await p.stdout.readline()).decode() for p in ps]
+    assert all(x.split(" ", 1)[0].strip() == word for x in lines), (word, lines)
+    return lines
+
+
+async def storm(server: ServerProcess, writer: Writer, sids: list[str], clients: int, a: argparse.Namespace) -> dict[
+        str, Any]:
+    url = server.url
+    cpu0 = _cpu_s(server.pid)
+    pre = _counters(url)
+    ps = await _clients(url, sids, clients, a.procs, a.deploy)
+    connect_s = max(float(line.split()[1]) for line in await _hear(ps, "connected"))
+    cpu_connect = _cpu_s(server.pid) - cpu0
+    live = LiveRounds(lambda: writer.round(sids), a.interval)
     start = time.time()
     busy0 = _machine_busy()
-    for p in ps:
-        assert p.stdin is not None
-        p.stdin.write(b"go\n")
-        await p.stdin.drain()
-    caught = [asyncio.create_task(p.stdout.readline()) for p in ps if p.stdout is not None]
-    rounds = 0
-    while not all(c.done() for c in caught):
-        await writer.round(sids)
-        rounds += 1
-        await asyncio.wait(caught, timeout=interval)
+    await _tell(ps, "go")
+    live.start()
+    await _hear(ps, "caught")
     all_caught = time.time()
     busy1 = _machine_busy()
     # Cores in use on the whole machine from `go` to the last caught_up (fan-out, clients, PostgreSQL, the rest).
     machine_cores = (busy1[0] - busy0[0]) / max(1.0, busy1[1] - busy0[1]) * (os.cpu_count() or 1)
     clients_cpu_s = sum(_cpu_s(p.pid) for p in ps)
-    for _ in range(steady):
-        await asyncio.sleep(interval)
-        await writer.round(sids)
-        rounds += 1
+    cpu_caught = _cpu_s(server.pid) - cpu0
+    out: dict[str, Any] = {}
+    if a.deploy:
+        # The old process's counters so far carried over (the new one's start at 0); its CPU in full, shutdown
+        # included (its last line), less what it had spent before this storm.
+        pre = {k: pre[k] - v for k, v in _counters(url).items()}
+        spent0 = server.spent_cpu_s
+        restart = await redeploy(server, a.deploy_overlap)
+        cpu0 -= server.spent_cpu_s - spent0
+        await _hear(ps, "back")
+        all_caught = time.time()
+        out["deploy_clients_cpu_s"] = round(sum(_cpu_s(p.pid) for p in ps) - clients_cpu_s, 1)
+    for _ in range(a.steady):
+        await asyncio.sleep(a.interval)
+    await live.stop()
     last = writer.top[sids[0]]
+    await _tell(ps, f"last {last}")
     results: list[dict[str, Any]] = []
     for p in ps:
-        assert p.stdin is not None and p.stdout is not None
-        p.stdin.write(f"last {last}\n".encode())
-        await p.stdin.drain()
-        results += json.loads(await p.stdout.readline())["clients"]
+        results += orjson.loads(await p.stdout.readline())["clients"]
         await p.wait()
+    if a.deploy:
+        out["deploy"] = deploy_figures(results, restart, _pct)
     # Live events of this storm only (a later storm's clients replay the earlier storms' live events too).
     lat_all = [lat for r in results for w, lat in r["latencies"] if w >= start * 1000]
     lat_steady = [lat for r in results for w, lat in r["latencies"] if w >= all_caught * 1000]
@@ -159,27 +183,28 @@ async def storm(url: str, server_pid: int, writer: Writer, sids: list[str], clie
     for r in results:
         for e in r["errors"]:
             errors[e] = errors.get(e, 0) + 1
-    cpu_s = _cpu_s(server_pid) - cpu0
-    frames = _metric(url, "bridge_ws_frames_sent_total", "") - pre_frames
+    cpu_s = _cpu_s(server.pid) - cpu0
+    counted = {k: v - pre[k] for k, v in _counters(url).items()}
+    frames = counted["frames_sent"]
     delivered = sum(r["events"] for r in results)
     return {
         "clients": clients, "sessions": len(sids), "client_processes": len(ps), "connect_s": round(connect_s, 1),
         "completed": sum(r["ok"] for r in results), "refused": sum(bool(r["errors"]) for r in results),
-        "errors": errors, "events_delivered": sum(r["events"] for r in results), "events_expected": clients * last,
+        "errors": errors, "events_delivered": delivered, "events_expected": clients * last,
         "in_order": sum(r["in_order"] for r in results),
-        "all_caught_up_s": round(all_caught - start, 2), "live_rounds": rounds,
+        "all_caught_up_s": round(max(r["caught_at"] for r in results) - start, 2), "live_rounds": live.rounds,
+        "connect_to_all_caught_up_s": round(connect_s + max(r["caught_at"] for r in results) - start, 2),
         "catch_up_ms_p50": _pct([c * 1000 for c in catch], 0.5),
         "catch_up_ms_p99": _pct([c * 1000 for c in catch], 0.99),
         "live_latency_ms_p50": _pct(lat_all, 0.5), "live_latency_ms_p99": _pct(lat_all, 0.99),
         "steady_latency_ms_p50": _pct(lat_steady, 0.5), "steady_latency_ms_p99": _pct(lat_steady, 0.99),
-        "server_cpu_s": round(cpu_s, 1), "clients_cpu_s": round(clients_cpu_s, 1),
-        "machine_cores_busy_until_caught_up": round(machine_cores, 2),
+        "steady_latencies": len(lat_steady),
+        "server_cpu_connect_s": round(cpu_connect, 1), "server_cpu_until_caught_up_s": round(cpu_caught, 1),
+        "server_cpu_s": round(cpu_s, 1),
+        "clients_cpu_until_caught_up_s": round(clients_cpu_s, 1),
+        "machine_cores_busy_until_caught_up": round(machine_cores, 2), **out,
         # Every frame written (events, hello, subscribed, caught_up, …) and the socket writes they took.
-        "frames_sent": frames, "socket_writes": _metric(url, "bridge_ws_socket_writes_total", "") - pre_writes,
-        "server_cpu_us_per_frame": round(cpu_s / frames * 1e6, 1) if frames else None,
-        "server_cpu_us_per_event_delivered": round(cpu_s / delivered * 1e6, 1) if delivered else None,
-        "page_reads": _metric(url, "bridge_ws_shared_reads_total", 'read="page"') - pre["shared_reads"],
-        "page_read_hits": _metric(url, "bridge_ws_shared_read_hits_total", 'read="page"') - pre["shared_read_hits"],
+        **counted, "server_cpu_us_per_frame": round(cpu_s / frames * 1e6, 1) if frames else None,
     }
 
 
@@ -225,26 +250,23 @@ async def run(db_url: str, a: argparse.Namespace) -> dict[str, Any]:
     for start in range(1, a.long + 1, 1000):
         await writer.write(LONG, [event(LONG, q) for q in range(start, min(start + 1000, a.long + 1))])
     out: dict[str, Any] = {"populate_s": round(time.perf_counter() - t0, 1)}
-    extra = ["--profile", a.profile] if a.profile else []
-    server = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.storm_server", "--database-url", db_url,
-                                                  "--workers", str(a.workers), *extra, stdout=asyncio.subprocess.PIPE)
+    server = ServerProcess(db_url, a.workers, a.profile)
     try:
-        assert server.stdout is not None
-        url = f"http://127.0.0.1:{json.loads(await server.stdout.readline())['port']}"
+        await server.start()
         # The same replay on main's path (bench.write_path: one read per page, no queue), same run and load.
         # Alternated, twice each: the first read of the session also warms PostgreSQL's cache.
-        for _ in range(2):
+        for _ in range(2 if a.long else 0):
             out.setdefault("replay_direct_ev_s", []).append(
                 round((await replay(engine, UPSTREAM, LONG, a.long))["events_per_s"]))
             out.setdefault("replay_shared_reads_ev_s", []).append(round(await replay_store(engine, a.long)))
-        out["replay_socket_ev_s"] = round(await replay_socket(url, a.long))
+        if a.long:
+            out["replay_socket_ev_s"] = round(await replay_socket(server.url, a.long))
         out["storms"] = []
         for n in [a.only] if a.only else sorted({min(1000, a.clients), a.clients}):
-            out["storms"].append(await storm(url, server.pid, writer, sids, n, a.procs, a.interval, a.steady))
+            out["storms"].append(await storm(server, writer, sids, n, a))
             print(json.dumps(out["storms"][-1]), flush=True)
     finally:
-        server.terminate()
-        await server.wait()
+        await server.stop()
         await engine.dispose()
     return out
 
@@ -254,15 +276,20 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=10_000)
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--stored", type=int, default=20, help="events stored per session before the storms")
-    ap.add_argument("--long", type=int, default=20_000, help="events of the replayed session")
+    ap.add_argument("--long", type=int, default=20_000, help="events of the replayed session (0: no replay)")
     ap.add_argument("--procs", type=int, default=4, help="client processes")
     ap.add_argument("--workers", type=int, default=1, help="server processes on one port (BRIDGE_WORKERS)")
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between live rounds")
     ap.add_argument("--steady", type=int, default=3, help="live rounds after every client caught up")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--profile", help="cProfile the fan-out process into this file (slows it down)")
+    ap.add_argument("--deploy", action="store_true", help="once every client caught up: SIGTERM the fan-out, start "
+                    "a new one on the same port, every client reconnects with its after (bench.storm_deploy)")
+    ap.add_argument("--deploy-overlap", action="store_true", help="with --deploy: the new process starts at the "
+                    "SIGTERM, binding the port once the old one stopped listening")
     ap.add_argument("--only", type=int, help="one storm of this many clients (default: 1,000 and --clients)")
     a = ap.parse_args()
+    a.deploy = a.deploy or a.deploy_overlap
     configure_logging("console", "warning")
     res = run_in_database(lambda url: run(url, a))
     res["load_average"] = os.getloadavg()

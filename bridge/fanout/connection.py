@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from bridge.auth import Claims, verify_token
+from bridge.auth import Claims, VerifiedTokens, verify_token
 from bridge.command_service import Outcome
 from bridge.errors import AuthError, ProtocolError
 from bridge.events.stored import stored_permission
@@ -70,6 +70,8 @@ class WebSocketContext:
     read_queue_max: int = DEFAULT_MAX_WAITING
     read_queue_per_owner: int = DEFAULT_PER_OWNER
     _reads: SharedReads | None = field(default=None, init=False, repr=False)
+    # Tokens verified at an earlier connect (bridge.auth.VerifiedTokens): expiry and revocation checked each time.
+    _verified: VerifiedTokens = field(default_factory=VerifiedTokens, init=False, repr=False)
 
     @property
     def reads(self) -> SharedReads:
@@ -80,7 +82,8 @@ class WebSocketContext:
         return self._reads
 
     def authenticate(self, token: str | None) -> Claims:
-        return verify_token(token, self.secret, self.upstream, now=self.now(), revoked=self.revoked)
+        return verify_token(token, self.secret, self.upstream, now=self.now(), revoked=self.revoked,
+                            cache=self._verified)
 
 
 class Connection:

@@ -20,7 +20,7 @@ from bridge.forwarded import Network
 from bridge.hosts import LOOPBACK_TRUSTED
 from bridge.http.audit import AuditContext, add_audit_routes
 from bridge.http.security import protect
-from bridge.http.server import make_runner
+from bridge.http.server import LISTEN_BACKLOG, make_runner
 from bridge.http.ws import add_websocket
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -167,9 +167,9 @@ async def serving(app: web.Application, host: str, port: int, *, max_connections
     await runner.setup()
     try:
         for sock in sockets:
-            await web.SockSite(runner, sock).start()
+            await web.SockSite(runner, sock, backlog=LISTEN_BACKLOG).start()
         if not sockets:
-            await web.TCPSite(runner, host, port).start()
+            await web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG).start()
         yield runner
     finally:
         await runner.cleanup()

@@ -23,6 +23,11 @@ from aiohttp.web_protocol import RequestHandler
 from bridge import metrics
 
 KEEPALIVE_TIMEOUT_S = 75.0
+# Connections the kernel completes while the process has not accepted them yet (capped by
+# net.core.somaxconn): a reconnect storm arrives at once. aiohttp's sites default to 128 and asyncio
+# applies it to a socket inherited already listening too: beyond it SYNs are dropped and a client waits
+# for the kernel's retransmissions (1, 3, 7, 15 … s) instead of being served (BENCHMARKS.md "A deploy").
+LISTEN_BACKLOG = 4096
 _REFUSAL_BODY = b'{"error":{"code":"too_many_connections","message":"retry in a moment","retry_after":1}}'
 _REFUSAL = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nRetry-After: 1\r\n"

@@ -71,3 +71,27 @@ async def test_every_socket_of_a_revoked_token_is_closed_4401_at_once_and_the_ot
     assert metrics.WS_REFUSED.labels(reason="revoked")._value.get() - before == 3
     for i, c in enumerate(bystanders):
         await _alive(c, f"kept-{i}")
+
+
+async def test_a_reconnect_with_a_token_verified_before_is_refused_once_revoked_or_expired(
+    node: Node, clients: list[WsClient]
+) -> None:
+    """Tokens verified at an earlier connect are kept (bridge.auth.VerifiedTokens): a reconnect skips the
+    decode, never the expiry or the revocation list."""
+    await node.write_seqs(SID, 1)
+    revoked: set[str] = set()
+    node.service.revoked = revoked.__contains__
+    token = mint_token(SECRET, UPSTREAM, [SID], 600, jti="reconnecting")
+    for _ in range(2):  # the second connect finds the token verified already
+        c = await _open(clients, node, token)
+        await c.close()
+    revoked.add("reconnecting")
+    refused = await WsClient.connect(node.url, token)
+    clients.append(refused)
+    assert await refused.wait_closed() == p.CLOSE_UNAUTHORIZED
+    revoked.clear()
+    now = node.service.now
+    node.service.now = lambda: now() + 601  # past the token's expiry
+    late = await WsClient.connect(node.url, token)
+    clients.append(late)
+    assert await late.wait_closed() == p.CLOSE_TOKEN_EXPIRED

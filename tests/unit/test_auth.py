@@ -5,7 +5,7 @@ from pathlib import Path
 import jwt
 import pytest
 
-from bridge.auth import bearer_token, load_or_create_secret, mint_token, verify_token
+from bridge.auth import VerifiedTokens, bearer_token, load_or_create_secret, mint_token, verify_token
 from bridge.errors import AuthError
 
 NOW = 1_800_000_000.0
@@ -91,3 +91,47 @@ def test_a_minted_token_always_states_its_approve(scope: str, approve: str) -> N
     token = mint_token(K, "up", None, 60, "backend", now=NOW, scope=scope, approve=approve)
     assert jwt.decode(token, options={"verify_signature": False})["approve"] == approve
     assert verify_token(token, K, "up", now=NOW).approve == approve
+
+
+def test_a_cached_token_is_still_refused_once_expired_or_revoked() -> None:
+    cache = VerifiedTokens()
+    tok = mint_token(K, "up", ["ses_A"], ttl_s=60, now=NOW, jti="jcached")
+    first = verify_token(tok, K, "up", now=NOW, cache=cache)
+    assert len(cache) == 1 and verify_token(tok, K, "up", now=NOW + 30, cache=cache) is first  # not decoded again
+    revoked = {"jcached"}
+    with pytest.raises(AuthError) as e:
+        verify_token(tok, K, "up", now=NOW + 30, revoked=revoked.__contains__, cache=cache)
+    assert e.value.code == "revoked"
+    with pytest.raises(AuthError) as e:
+        verify_token(tok, K, "up", now=NOW + 60, cache=cache)
+    assert e.value.code == "expired"
+
+
+def test_refused_tokens_are_not_cached_and_another_secret_or_upstream_starts_afresh() -> None:
+    cache = VerifiedTokens()
+    for token, secret, upstream in ((mint_token(OTHER, "up", now=NOW), K, "up"), ("not.a.jwt", K, "up"),
+                                    (mint_token(K, "up2", now=NOW), K, "up")):
+        with pytest.raises(AuthError):
+            verify_token(token, secret, upstream, now=NOW, cache=cache)
+    assert len(cache) == 0
+    tok = mint_token(K, "up", now=NOW)
+    verify_token(tok, K, "up", now=NOW, cache=cache)
+    with pytest.raises(AuthError) as e:  # the cached entry is not taken for a context with another secret
+        verify_token(tok, OTHER, "up", now=NOW, cache=cache)
+    assert e.value.code == "invalid" and len(cache) == 0
+    with pytest.raises(AuthError) as e:
+        verify_token(mint_token(K, "up", now=NOW), K, "up2", now=NOW, cache=cache)
+    assert e.value.code == "wrong_upstream"
+
+
+def test_a_full_cache_drops_the_expired_then_the_older_half() -> None:
+    cache = VerifiedTokens(max_entries=4)
+    short = [mint_token(K, "up", ttl_s=10, now=NOW, jti=f"jshort{i}") for i in range(2)]
+    long = [mint_token(K, "up", ttl_s=600, now=NOW, jti=f"jlong{i}") for i in range(4)]
+    for tok in [*short, *long[:2]]:
+        verify_token(tok, K, "up", now=NOW, cache=cache)
+    verify_token(long[2], K, "up", now=NOW + 20, cache=cache)  # full: the two expired go
+    assert len(cache) == 3 and cache.get(short[0]) is None
+    verify_token(long[3], K, "up", now=NOW + 20, cache=cache)
+    verify_token(mint_token(K, "up", ttl_s=600, now=NOW, jti="jlast"), K, "up", now=NOW + 20, cache=cache)
+    assert len(cache) == 3 and cache.get(long[0]) is None and cache.get(long[3]) is not None
