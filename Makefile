@@ -112,6 +112,7 @@ bench: $(STAMP) $(OPENCODE_BIN)
 	OPENCODE_BIN=$(abspath $(OPENCODE_BIN)) $(BIN)/python -m bench.commands --prompts 20
 	$(BIN)/python -m bench.replay --rounds 3
 	$(BIN)/python -m bench.storm --clients 10000 --sessions 1000 --workers 2
+	$(BIN)/python -m bench.storm --only 10000 --sessions 1000 --long 0 --workers 2 --deploy --deploy-overlap --steady 10
 	$(BIN)/python -m bench.idle_cpu --workers 1,2 --sessions 10000 --seconds 30
 	$(MAKE) --no-print-directory tsclient && node $(TSCLIENT)/scripts/bench-reducer.mjs 20000 15
 	$(BIN)/python -m bench.churn --minutes 15 --plot docs/churn-rss.png

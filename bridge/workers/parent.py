@@ -30,6 +30,7 @@ from pathlib import Path
 import structlog
 
 from bridge.config import Settings
+from bridge.http.server import LISTEN_BACKLOG  # a reconnect storm arrives at once
 from bridge.ops.sdnotify import Notifier
 from bridge.upstream.client import UpstreamClient
 from bridge.workers import child
@@ -38,7 +39,6 @@ from bridge.workers.notify import NotifyInbox
 from bridge.workers.policy import RestartPolicy, set_status, wedged
 from bridge.workers.set_state import snapshot, write_atomic
 
-LISTEN_BACKLOG = 4096  # a reconnect storm arrives at once (capped by net.core.somaxconn)
 # A worker that has not fed its watchdog this long is wedged: the unit's WatchdogSec, as systemd judges one process.
 WORKER_WATCHDOG_S = 30.0
 # systemd's own variables are the parent's; a worker gets its parent's socket instead.
@@ -120,6 +120,8 @@ class WorkerSet:
                 slots = [tg.create_task(self._slot(i, fds), name=f"worker-{i}") for i in range(self.count)]
                 watch = tg.create_task(self._watch(), name="workers-watch")
                 await self._stopping.wait()
+                for sock in sockets:  # the workers' copies close as they drain: then a connect is refused
+                    sock.close()      # at once (the client retries the next process) instead of queuing unserved
                 self._write_state()  # every worker answers 503 at once, whichever stops first
                 self.notifier.stopping("stopping workers")
                 self._log.info("workers_stopping")
