@@ -110,8 +110,7 @@ SELECT e.seq, f.frame, CASE WHEN f.frame IS NULL THEN e.payload END AS payload, 
 FROM chat_session_events e
 CROSS JOIN LATERAL (SELECT {_LEGACY} AS legacy) r
 CROSS JOIN LATERAL (SELECT coalesce((SELECT CAST(:kinds AS jsonb)) ->> e.type, 'unknown') AS kind) k
-CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {legacy.FRESH} END AS fresh OFFSET 0) lf
-CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {legacy.TEXT} END AS text OFFSET 0) lt
+{legacy.LATERALS}
 CROSS JOIN LATERAL (SELECT CASE WHEN k.kind = 'tool:success' AND NOT r.legacy THEN {_JOINED} END AS joined) o
 CROSS JOIN LATERAL (SELECT {_TEXT} AS text, {_INPUT} AS input, {_OUTPUT_TEXT} AS output_text OFFSET 0) x
 CROSS JOIN LATERAL (SELECT CASE
