@@ -105,11 +105,14 @@ def frame(kind: str, fields: str, data: str) -> str:
                          ("fields", fields), ("data", sql_json.jsonb(data))])
 
 
+# Every lateral that a later one reads more than once ends in OFFSET 0: computed once per row. Without it
+# PostgreSQL puts the expression in at each use — `r.legacy` (two key lookups in the payload) and `k.kind` (a
+# lookup in the kinds' table) were evaluated again at every mention (BENCHMARKS.md "Replay of real sessions").
 FRAMES_AFTER = text(f"""
 SELECT e.seq, f.frame, CASE WHEN f.frame IS NULL THEN e.payload END AS payload, e.kind
 FROM chat_session_events e
-CROSS JOIN LATERAL (SELECT {_LEGACY} AS legacy) r
-CROSS JOIN LATERAL (SELECT coalesce((SELECT CAST(:kinds AS jsonb)) ->> e.type, 'unknown') AS kind) k
+CROSS JOIN LATERAL (SELECT {_LEGACY} AS legacy OFFSET 0) r
+CROSS JOIN LATERAL (SELECT coalesce((SELECT CAST(:kinds AS jsonb)) ->> e.type, 'unknown') AS kind OFFSET 0) k
 {legacy.LATERALS}
 CROSS JOIN LATERAL (SELECT CASE WHEN k.kind = 'tool:success' AND NOT r.legacy THEN {_JOINED} END AS joined) o
 CROSS JOIN LATERAL (SELECT {_TEXT} AS text, {_INPUT} AS input, {_OUTPUT_TEXT} AS output_text OFFSET 0) x

@@ -25,11 +25,15 @@ from bridge.events.legacy_state import PLAIN_PART_TYPES
 # `data`, its `info`, `part` and the part's `state`), so that each field reads a small object by a key or
 # two, not the whole payload from the top (about 30 reads per row; BENCHMARKS.md "Replay of real sessions").
 Path = tuple[str, ...]
-_D, _INFO, _PART, _STATE = ("ld.d",), ("lj.i",), ("lj.p",), ("lj.st",)
+_D, _INFO, _PART, _STATE = ("lj.d",), ("lj.i",), ("lj.p",), ("lj.st",)
 
-# Evaluated once per row, before the fields (OFFSET 0 keeps PostgreSQL from inlining them into each use).
-_LATERALS = """CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN e.payload->'data' END AS d OFFSET 0) ld
-CROSS JOIN LATERAL (SELECT ld.d->'info' AS i, ld.d->'part' AS p, ld.d->'part'->'state' AS st OFFSET 0) lj"""
+# Evaluated once per row, before the fields (OFFSET 0 keeps PostgreSQL from inlining them into each use, where
+# each would read the payload again).
+_LATERALS = """CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN e.payload->'data' END AS d,
+    CASE WHEN r.legacy THEN e.payload #> '{data,info}' END AS i,
+    CASE WHEN r.legacy THEN e.payload #> '{data,part}' END AS p,
+    CASE WHEN r.legacy THEN e.payload #> '{data,part,state}' END AS st,
+    CASE WHEN r.legacy THEN (e.payload #> '{data,info,role}') = '"assistant"'::jsonb END AS asst OFFSET 0) lj"""
 
 
 def _at(path: Path, *keys: str) -> Path:
@@ -96,7 +100,7 @@ def _error(obj: Path) -> tuple[str, str]:
 
 _RESENDS = (Kind.LEGACY_MESSAGE_UPDATED, Kind.LEGACY_PART_UPDATED)
 _PLAIN = ", ".join(f"'{t}'" for t in sorted(PLAIN_PART_TYPES))
-_ASSISTANT = f"({_j(_at(_INFO, 'role'))} = '\"assistant\"'::jsonb)"
+_ASSISTANT = "lj.asst"
 _PROMPT = f"(e.kind = '{Kind.PROMPT_ADMITTED}' AND {_is(_at(_PART, 'messageID'), 'string')})"
 _PART_TYPE = f"(CASE WHEN {_is(_at(_PART, 'type'), 'string')} THEN {_t(_at(_PART, 'type'))} END)"
 
@@ -168,15 +172,16 @@ def _data_child() -> tuple[str, str]:
 # The fields per type, as `bridge.events.legacy` reads them (docs/legacy.md, "Kind table").
 _MESSAGE = sql_json.obj([
     ("timestamp_ms", f"coalesce({_jint(_at(_INFO, 'time', 'completed'))}, {_jint(_at(_INFO, 'time', 'created'))})"),
-    ("message_id", f"CASE WHEN {_ASSISTANT} THEN {_jstr(_at(_INFO, 'parentID'))} ELSE {_jstr(_at(_INFO, 'id'))} END"),
-    ("assistant_message_id", _when(_ASSISTANT, _jstr(_at(_INFO, "id")))),
-    ("error_type", sql_json.value(_when(_said(Kind.STEP_FAIL), _STEP_ERR[0]))),
-    ("error_message", sql_json.value(_when(_said(Kind.STEP_FAIL), _STEP_ERR[1]))),
+    (None, f"""CASE WHEN {_ASSISTANT} THEN {sql_json.members([("message_id", _jstr(_at(_INFO, "parentID"))),
+                                                              ("assistant_message_id", _jstr(_at(_INFO, "id")))])}
+        ELSE '"message_id":' || {_jstr(_at(_INFO, "id"))} END"""),
+    (None, _when(_said(Kind.STEP_FAIL), sql_json.members([("error_type", sql_json.value(_STEP_ERR[0])),
+                                                         ("error_message", sql_json.value(_STEP_ERR[1]))]))),
     ("agent", _jstr(_at(_INFO, "agent"))),
-    ("model_id", f"CASE WHEN {_ASSISTANT} THEN {_jstr(_at(_INFO, 'modelID'))} "
-                 f"ELSE {_jstr(_at(_INFO, 'model', 'modelID'))} END"),
-    ("provider_id", f"CASE WHEN {_ASSISTANT} THEN {_jstr(_at(_INFO, 'providerID'))} "
-                    f"ELSE {_jstr(_at(_INFO, 'model', 'providerID'))} END"),
+    (None, f"""CASE WHEN {_ASSISTANT} THEN {sql_json.members([("model_id", _jstr(_at(_INFO, "modelID"))),
+                                                              ("provider_id", _jstr(_at(_INFO, "providerID")))])}
+        ELSE {sql_json.members([("model_id", _jstr(_at(_INFO, "model", "modelID"))),
+                                ("provider_id", _jstr(_at(_INFO, "model", "providerID")))])} END"""),
     _data_child(),
 ])
 
@@ -232,7 +237,7 @@ FIELDS = f"""CASE e.type WHEN 'message.updated' THEN {_MESSAGE} WHEN 'session.up
 
 # data without the part's text when fields.text carries it (LegacyChatEvent.data_without_text).
 DATA = f"""CASE WHEN lt.text IS NOT NULL AND {_is(_at(_PART, 'text'), 'string')} AND {_t(_at(_PART, 'text'))} = lt.text
-            THEN jsonb_set(ld.d, '{{part}}', {_j(_PART)} - 'text') ELSE ld.d END"""
+            THEN jsonb_set(lj.d, '{{part}}', {_j(_PART)} - 'text') ELSE lj.d END"""
 
 # The legacy row's laterals for bridge.store.reads.replay (after its `r.legacy`): the sub-objects, the milestone
 # kind (`lf.fresh`), fields.text and the milestone when the row is stored as it (`lt.said`; NULL: a re-send).
