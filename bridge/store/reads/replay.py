@@ -79,9 +79,10 @@ _DATA = """CASE
                             THEN (e.payload->'data') - 'text' ELSE e.payload->'data' END AS v) d)
 END"""
 
-# Integers only, like bridge.events' _int (a float or a string timestamp is no timestamp_ms).
+# Integers only, like bridge.events' _int (a float or a string timestamp is no timestamp_ms; a jsonb number
+# prints in plain digits, so a point tells a float: no regular expression, bridge.store.reads.replay_legacy).
 _TIMESTAMP = """CASE WHEN jsonb_typeof(e.payload->'data'->'timestamp') = 'number'
-                       AND (e.payload->'data'->>'timestamp') ~ '^-?[0-9]+$'
+                       AND strpos(e.payload->'data'->>'timestamp', '.') = 0
                   THEN e.payload->'data'->'timestamp' END"""
 
 _FIELDS = sql_json.obj([
