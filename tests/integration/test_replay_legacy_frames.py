@@ -126,6 +126,14 @@ ODD: list[tuple[str, dict[str, Any], str | None]] = [
     (*_part({"id": "prt_p", "messageID": "msg_a", "type": "snapshot"}, time="not a number"), None),
     (*_part({"id": "prt_w", "messageID": "msg_a", "type": "weird"}), None),
     (*_part({"messageID": "msg_a", "type": "text", "text": "no id"}), None),
+    # Strings printed as stored (escapes of every kind) and integers told by their printed digits: an
+    # exponent stored as plain digits is an integer, a negative one too, a small exponent is a float.
+    (*_msg({"id": "msg_q", "role": "assistant", "parentID": "msg_u", "agent": "a\"b\\c\u0001\u2028\U0001F600/",
+            "modelID": "m\n", "providerID": "p\t", "time": {"created": -5, "completed": 1e21}}), None),
+    (*_part({"id": "prt_x", "messageID": "msg_a", "type": "text", "text": "x\"\\\u001f", "time": {"end": 1e3}},
+            time=-7), None),
+    (*_part({"id": "prt_s5", "messageID": "msg_a", "type": "step-finish", "reason": "\u00e9\b", "cost": 1e-7,
+             "tokens": {"input": 2e2, "output": -3, "reasoning": 1.5e-3, "cache": {"read": 0, "write": 1e0}}}), None),
     ("session.updated", {"info": {"title": "T", "parentID": "ses_p", "revert": {"messageID": "msg_u"},
                                   "time": {"updated": 77}}}, None),
     ("session.updated", {"info": {"revert": {}, "time": {"updated": "later"}}}, None),

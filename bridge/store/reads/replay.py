@@ -79,9 +79,10 @@ _DATA = """CASE
                             THEN (e.payload->'data') - 'text' ELSE e.payload->'data' END AS v) d)
 END"""
 
-# Integers only, like bridge.events' _int (a float or a string timestamp is no timestamp_ms).
+# Integers only, like bridge.events' _int (a float or a string timestamp is no timestamp_ms; a jsonb number
+# prints in plain digits, so a point tells a float: no regular expression, bridge.store.reads.replay_legacy).
 _TIMESTAMP = """CASE WHEN jsonb_typeof(e.payload->'data'->'timestamp') = 'number'
-                       AND (e.payload->'data'->>'timestamp') ~ '^-?[0-9]+$'
+                       AND strpos(e.payload->'data'->>'timestamp', '.') = 0
                   THEN e.payload->'data'->'timestamp' END"""
 
 _FIELDS = sql_json.obj([
@@ -105,13 +106,15 @@ def frame(kind: str, fields: str, data: str) -> str:
                          ("fields", fields), ("data", sql_json.jsonb(data))])
 
 
+# Every lateral that a later one reads more than once ends in OFFSET 0: computed once per row. Without it
+# PostgreSQL puts the expression in at each use — `r.legacy` (two key lookups in the payload) and `k.kind` (a
+# lookup in the kinds' table) were evaluated again at every mention (BENCHMARKS.md "Replay of real sessions").
 FRAMES_AFTER = text(f"""
 SELECT e.seq, f.frame, CASE WHEN f.frame IS NULL THEN e.payload END AS payload, e.kind
 FROM chat_session_events e
-CROSS JOIN LATERAL (SELECT {_LEGACY} AS legacy) r
-CROSS JOIN LATERAL (SELECT coalesce((SELECT CAST(:kinds AS jsonb)) ->> e.type, 'unknown') AS kind) k
-CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {legacy.FRESH} END AS fresh OFFSET 0) lf
-CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {legacy.TEXT} END AS text OFFSET 0) lt
+CROSS JOIN LATERAL (SELECT {_LEGACY} AS legacy OFFSET 0) r
+CROSS JOIN LATERAL (SELECT coalesce((SELECT CAST(:kinds AS jsonb)) ->> e.type, 'unknown') AS kind OFFSET 0) k
+{legacy.LATERALS}
 CROSS JOIN LATERAL (SELECT CASE WHEN k.kind = 'tool:success' AND NOT r.legacy THEN {_JOINED} END AS joined) o
 CROSS JOIN LATERAL (SELECT {_TEXT} AS text, {_INPUT} AS input, {_OUTPUT_TEXT} AS output_text OFFSET 0) x
 CROSS JOIN LATERAL (SELECT CASE

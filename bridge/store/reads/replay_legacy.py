@@ -21,40 +21,67 @@ from bridge.events import Kind
 from bridge.events.error_envelope import ERROR_FALLBACK_MAX
 from bridge.events.legacy_state import PLAIN_PART_TYPES
 
-# Paths into the payload, read with `#>` (one walk, no copy of what lies between): "data,part,state".
-_D, _INFO, _PART = "data", "data,info", "data,part"
-_STATE = "data,part,state"
+# A path is a root and keys: the root one of the sub-objects read out of the payload once per row (LATERALS:
+# `data`, its `info`, `part` and the part's `state`), so that each field reads a small object by a key or
+# two, not the whole payload from the top (about 30 reads per row; BENCHMARKS.md "Replay of real sessions").
+Path = tuple[str, ...]
+_D, _INFO, _PART, _STATE = ("lj.d",), ("lj.i",), ("lj.p",), ("lj.st",)
+
+# Evaluated once per row, before the fields (OFFSET 0 keeps PostgreSQL from inlining them into each use, where
+# each would read the payload again).
+_LATERALS = """CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN e.payload->'data' END AS d,
+    CASE WHEN r.legacy THEN e.payload #> '{data,info}' END AS i,
+    CASE WHEN r.legacy THEN e.payload #> '{data,part}' END AS p,
+    CASE WHEN r.legacy THEN e.payload #> '{data,part,state}' END AS st,
+    CASE WHEN r.legacy THEN (e.payload #> '{data,info,role}') = '"assistant"'::jsonb END AS asst OFFSET 0) lj"""
 
 
-def _at(path: str, *keys: str) -> str:
-    return ",".join((path, *keys))
+def _at(path: Path, *keys: str) -> Path:
+    return (*path, *keys)
 
 
-def _j(path: str) -> str:
+def _j(path: Path) -> str:
     """The jsonb at `path` (NULL where a step is no object)."""
-    return f"(e.payload #> '{{{path}}}')"
+    root, keys = path[0], path[1:]
+    if not keys:
+        return root
+    return f"({root}->'{keys[0]}')" if len(keys) == 1 else f"({root} #> '{{{','.join(keys)}}}')"
 
 
-def _t(path: str) -> str:
+def _t(path: Path) -> str:
     """The text at `path` (a string's text, a number's digits)."""
-    return f"(e.payload #>> '{{{path}}}')"
+    root, keys = path[0], path[1:]
+    return f"({root}->>'{keys[0]}')" if len(keys) == 1 else f"({root} #>> '{{{','.join(keys)}}}')"
 
 
-def _is(path: str, jsonb_type: str) -> str:
+def _is(path: Path, jsonb_type: str) -> str:
     return f"(jsonb_typeof({_j(path)}) = '{jsonb_type}')"
 
 
-def _str(path: str) -> str:
+def _str(path: Path) -> str:
     """`as_str`: the string at `path`, else NULL."""
     return f"(CASE WHEN {_is(path, 'string')} THEN {_t(path)} END)"
 
 
-def _int(path: str) -> str:
-    """`as_int`: the integer at `path` (jsonb, exactly as stored), else NULL; a float is no integer."""
-    return f"(CASE WHEN {_is(path, 'number')} AND {_t(path)} ~ '^-?[0-9]+$' THEN {_j(path)} END)"
+def _jstr(path: Path) -> str:
+    """`as_str` as JSON text: a jsonb string prints as `to_json` of its text would (the same escaping), so it is
+    printed as it is, not read out and escaped again."""
+    return f"(CASE WHEN {_is(path, 'string')} THEN {_j(path)}::text END)"
 
 
-def _number(path: str) -> str:
+def _int(path: Path) -> str:
+    """`as_int`: the integer at `path` (jsonb, exactly as stored), else NULL; a float is no integer. A jsonb
+    number prints in plain digits (never an exponent), so a point is what tells a float (no regular expression:
+    it cost more than the rest of the field)."""
+    return f"(CASE WHEN {_is(path, 'number')} AND strpos({_t(path)}, '.') = 0 THEN {_j(path)} END)"
+
+
+def _jint(path: Path) -> str:
+    """`as_int` as JSON text: the number's text, printed once."""
+    return f"(CASE WHEN {_is(path, 'number')} AND strpos({_j(path)}::text, '.') = 0 THEN {_j(path)}::text END)"
+
+
+def _number(path: Path) -> str:
     """`as_number`: a number a double holds, as a double, else NULL."""
     return f"(CASE WHEN {_is(path, 'number')} AND abs({_t(path)}::numeric) < 1e308 THEN {_t(path)}::float8 END)"
 
@@ -62,7 +89,7 @@ def _number(path: str) -> str:
 _ROOM = ERROR_FALLBACK_MAX - len("Error ()")
 
 
-def _error(obj: str) -> tuple[str, str]:
+def _error(obj: Path) -> tuple[str, str]:
     """`legacy_error`: (error_type, error_message) of a `{name, data.message}` (or `{type, message}`) object."""
     etype = f"coalesce({_str(_at(obj, 'name'))}, {_str(_at(obj, 'type'))})"
     fallback = (f"CASE WHEN {etype} IS NULL THEN 'Error'"
@@ -75,7 +102,7 @@ def _error(obj: str) -> tuple[str, str]:
 
 _RESENDS = (Kind.LEGACY_MESSAGE_UPDATED, Kind.LEGACY_PART_UPDATED)
 _PLAIN = ", ".join(f"'{t}'" for t in sorted(PLAIN_PART_TYPES))
-_ASSISTANT = f"({_j(_at(_INFO, 'role'))} = '\"assistant\"'::jsonb)"
+_ASSISTANT = "lj.asst"
 _PROMPT = f"(e.kind = '{Kind.PROMPT_ADMITTED}' AND {_is(_at(_PART, 'messageID'), 'string')})"
 _PART_TYPE = f"(CASE WHEN {_is(_at(_PART, 'type'), 'string')} THEN {_t(_at(_PART, 'type'))} END)"
 
@@ -136,66 +163,73 @@ def _when(cond: str, expr: str) -> str:
 
 
 def _said(*kinds: Kind) -> str:
-    """The stored kind is this milestone (a re-send says none of it)."""
-    return f"{_SAID} AND lf.fresh IN ({', '.join(repr(str(k)) for k in kinds)})"
+    """The stored kind is this milestone (a re-send says none of it): `lt.said` is the milestone, else NULL."""
+    return f"lt.said IN ({', '.join(repr(str(k)) for k in kinds)})"
 
 
 def _data_child() -> tuple[str, str]:
-    return "child_session_id", sql_json.value(_when(_CHILD_KINDS, _str(_at(_D, "state", "metadata", "sessionId"))))
+    return "child_session_id", _when(_CHILD_KINDS, _jstr(_at(_D, "state", "metadata", "sessionId")))
 
 
 # The fields per type, as `bridge.events.legacy` reads them (docs/legacy.md, "Kind table").
 _MESSAGE = sql_json.obj([
-    ("timestamp_ms", sql_json.jsonb(f"coalesce({_int(_at(_INFO, 'time', 'completed'))}, "
-                                    f"{_int(_at(_INFO, 'time', 'created'))})")),
-    ("message_id", sql_json.value(f"CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'parentID'))} "
-                                  f"ELSE {_str(_at(_INFO, 'id'))} END")),
-    ("assistant_message_id", sql_json.value(_when(_ASSISTANT, _str(_at(_INFO, "id"))))),
-    ("error_type", sql_json.value(_when(_said(Kind.STEP_FAIL), _STEP_ERR[0]))),
-    ("error_message", sql_json.value(_when(_said(Kind.STEP_FAIL), _STEP_ERR[1]))),
-    ("agent", sql_json.value(_str(_at(_INFO, "agent")))),
-    ("model_id", sql_json.value(f"CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'modelID'))} "
-                                f"ELSE {_str(_at(_INFO, 'model', 'modelID'))} END")),
-    ("provider_id", sql_json.value(f"CASE WHEN {_ASSISTANT} THEN {_str(_at(_INFO, 'providerID'))} "
-                                   f"ELSE {_str(_at(_INFO, 'model', 'providerID'))} END")),
+    ("timestamp_ms", f"coalesce({_jint(_at(_INFO, 'time', 'completed'))}, {_jint(_at(_INFO, 'time', 'created'))})"),
+    (None, f"""CASE WHEN {_ASSISTANT} THEN {sql_json.members([("message_id", _jstr(_at(_INFO, "parentID"))),
+                                                              ("assistant_message_id", _jstr(_at(_INFO, "id")))])}
+        ELSE '"message_id":' || {_jstr(_at(_INFO, "id"))} END"""),
+    (None, _when(_said(Kind.STEP_FAIL), sql_json.members([("error_type", sql_json.value(_STEP_ERR[0])),
+                                                         ("error_message", sql_json.value(_STEP_ERR[1]))]))),
+    ("agent", _jstr(_at(_INFO, "agent"))),
+    (None, f"""CASE WHEN {_ASSISTANT} THEN {sql_json.members([("model_id", _jstr(_at(_INFO, "modelID"))),
+                                                              ("provider_id", _jstr(_at(_INFO, "providerID")))])}
+        ELSE {sql_json.members([("model_id", _jstr(_at(_INFO, "model", "modelID"))),
+                                ("provider_id", _jstr(_at(_INFO, "model", "providerID")))])} END"""),
     _data_child(),
 ])
 
 _SESSION = f"e.kind = '{Kind.SESSION_UPDATED}'"
 _SESSION_FIELDS = sql_json.obj([
-    ("timestamp_ms", sql_json.jsonb(_int(_at(_INFO, "time", "updated")))),
+    ("timestamp_ms", _jint(_at(_INFO, "time", "updated"))),
     _data_child(),
-    ("title", sql_json.value(_when(_SESSION, _str(_at(_INFO, "title"))))),
-    ("parent_id", sql_json.value(_when(_SESSION, _str(_at(_INFO, "parentID"))))),
+    ("title", _when(_SESSION, _jstr(_at(_INFO, "title")))),
+    ("parent_id", _when(_SESSION, _jstr(_at(_INFO, "parentID")))),
     ("revert", _when(f"{_SESSION} AND {_is(_REVERT, 'object')}",
-                     sql_json.obj([("message_id", sql_json.value(_str(_at(_REVERT, "messageID")))),
-                                   ("part_id", sql_json.value(_str(_at(_REVERT, "partID"))))]))),
+                     sql_json.obj([("message_id", _jstr(_at(_REVERT, "messageID"))),
+                                   ("part_id", _jstr(_at(_REVERT, "partID")))]))),
 ])
 
-_STEP_END = _said(Kind.STEP_END)
+# A part's fields come in groups, each chosen by one CASE (its members together, `sql_json.members`), so a
+# row evaluates only the fields its milestone has: a part is one of these, never all of them.
+_DURATION = ("duration_ms", sql_json.value(
+    _when(f"{_int(_at(_SPAN, 'start'))} IS NOT NULL AND {_int(_at(_SPAN, 'end'))} IS NOT NULL",
+          f"{_t(_at(_SPAN, 'end'))}::numeric - {_t(_at(_SPAN, 'start'))}::numeric")))
+_SAID_FIELDS = f"""CASE lt.said
+    WHEN '{Kind.TOOL_FAIL}' THEN {sql_json.members([("error_type", sql_json.value(_TOOL_ERR[0])),
+                                                     ("error_message", sql_json.value(_TOOL_ERROR_MESSAGE))])}
+    WHEN '{Kind.STEP_END}' THEN {sql_json.members([
+        ("finish", _jstr(_at(_PART, "reason"))),
+        ("tokens_input", _jint(_at(_TOKENS, "input"))),
+        ("tokens_output", _jint(_at(_TOKENS, "output"))),
+        ("tokens_reasoning", _jint(_at(_TOKENS, "reasoning"))),
+        ("tokens_cache_read", _jint(_at(_TOKENS, "cache", "read"))),
+        ("tokens_cache_write", _jint(_at(_TOKENS, "cache", "write"))),
+        ("cost", sql_json.value(_number(_at(_PART, "cost"))))])} END"""
+_TOOL_ENDED = f"""CASE lt.said
+    WHEN '{Kind.TOOL_SUCCESS}' THEN {sql_json.members([("output_text", _jstr(_at(_STATE, "output"))), _DURATION])}
+    WHEN '{Kind.TOOL_FAIL}' THEN {sql_json.members([_DURATION])} END"""
+_IDS = f"""CASE WHEN {_PROMPT} THEN '"message_id":' || {_jstr(_at(_PART, "messageID"))}
+    ELSE '"assistant_message_id":' || {_jstr(_at(_PART, "messageID"))} END"""
+_TOOL_IDS = _when(_IS_TOOL, sql_json.members([("call_id", _jstr(_at(_PART, "callID"))),
+                                              ("tool_name", _jstr(_at(_PART, "tool")))]))
 _PART_FIELDS = sql_json.obj([
-    ("timestamp_ms", sql_json.jsonb(_int(_at(_D, "time")))),
-    ("message_id", sql_json.value(_when(_PROMPT, _str(_at(_PART, "messageID"))))),
-    ("assistant_message_id", sql_json.value(_when(f"NOT {_PROMPT}", _str(_at(_PART, "messageID"))))),
-    ("part_id", sql_json.value(_str(_at(_PART, "id")))),
-    ("call_id", sql_json.value(_when(_IS_TOOL, _str(_at(_PART, "callID"))))),
-    ("tool_name", sql_json.value(_when(_IS_TOOL, _str(_at(_PART, "tool"))))),
-    ("error_type", sql_json.value(_when(_said(Kind.TOOL_FAIL), _TOOL_ERR[0]))),
-    ("error_message", sql_json.value(_when(_said(Kind.TOOL_FAIL), _TOOL_ERROR_MESSAGE))),
-    ("finish", sql_json.value(_when(_STEP_END, _str(_at(_PART, "reason"))))),
-    ("tokens_input", sql_json.jsonb(_when(_STEP_END, _int(_at(_TOKENS, "input"))))),
-    ("tokens_output", sql_json.jsonb(_when(_STEP_END, _int(_at(_TOKENS, "output"))))),
-    ("tokens_reasoning", sql_json.jsonb(_when(_STEP_END, _int(_at(_TOKENS, "reasoning"))))),
-    ("tokens_cache_read", sql_json.jsonb(_when(_STEP_END, _int(_at(_TOKENS, "cache", "read"))))),
-    ("tokens_cache_write", sql_json.jsonb(_when(_STEP_END, _int(_at(_TOKENS, "cache", "write"))))),
-    ("cost", sql_json.value(_when(_STEP_END, _number(_at(_PART, "cost"))))),
+    ("timestamp_ms", _jint(_at(_D, "time"))),
+    (None, _IDS),
+    ("part_id", _jstr(_at(_PART, "id"))),
+    (None, _TOOL_IDS),
+    (None, _SAID_FIELDS),
     ("text", sql_json.value("lt.text")),
-    ("output_text", sql_json.value(_when(_said(Kind.TOOL_SUCCESS), _str(_at(_STATE, "output"))))),
-    ("duration_ms", sql_json.value(_when(f"{_said(Kind.TOOL_SUCCESS, Kind.TOOL_FAIL)} "
-                                         f"AND {_int(_at(_SPAN, 'start'))} IS NOT NULL "
-                                         f"AND {_int(_at(_SPAN, 'end'))} IS NOT NULL",
-                                         f"{_t(_at(_SPAN, 'end'))}::numeric - {_t(_at(_SPAN, 'start'))}::numeric"))),
-    ("child_session_id", sql_json.value(_when(_CHILD_KINDS, _str(_at(_STATE, "metadata", "sessionId"))))),
+    (None, _TOOL_ENDED),
+    ("child_session_id", _when(_CHILD_KINDS, _jstr(_at(_STATE, "metadata", "sessionId")))),
     ("input", sql_json.jsonb(_when(f"{_said(Kind.TOOL_START, Kind.TOOL_SUCCESS, Kind.TOOL_FAIL)} "
                                    f"AND NOT {_is(_at(_STATE, 'input'), 'null')}", _j(_at(_STATE, "input"))))),
 ])
@@ -205,4 +239,11 @@ FIELDS = f"""CASE e.type WHEN 'message.updated' THEN {_MESSAGE} WHEN 'session.up
 
 # data without the part's text when fields.text carries it (LegacyChatEvent.data_without_text).
 DATA = f"""CASE WHEN lt.text IS NOT NULL AND {_is(_at(_PART, 'text'), 'string')} AND {_t(_at(_PART, 'text'))} = lt.text
-            THEN jsonb_set(e.payload->'data', '{{part}}', {_j(_PART)} - 'text') ELSE e.payload->'data' END"""
+            THEN jsonb_set(lj.d, '{{part}}', {_j(_PART)} - 'text') ELSE lj.d END"""
+
+# The legacy row's laterals for bridge.store.reads.replay (after its `r.legacy`): the sub-objects, the milestone
+# kind (`lf.fresh`), fields.text and the milestone when the row is stored as it (`lt.said`; NULL: a re-send).
+LATERALS = f"""{_LATERALS}
+CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {FRESH} END AS fresh OFFSET 0) lf
+CROSS JOIN LATERAL (SELECT CASE WHEN r.legacy THEN {TEXT} END AS text,
+                           CASE WHEN r.legacy AND e.kind = lf.fresh THEN lf.fresh END AS said OFFSET 0) lt"""

@@ -21,7 +21,16 @@ def jsonb(expr: str) -> str:
     return f"({expr})::text"
 
 
-def obj(members: Sequence[tuple[str, str]]) -> str:
-    """A JSON object of `(key, JSON text expression)`, members whose expression is NULL left out."""
-    terms = ",\n        ".join(f"'\"{key}\":' || {expr}" for key, expr in members)
-    return f"('{{' || concat_ws(',',\n        {terms}) || '}}')"
+def _terms(members: Sequence[tuple[str | None, str]]) -> str:
+    return ",\n        ".join(expr if key is None else f"'\"{key}\":' || {expr}" for key, expr in members)
+
+
+def obj(members: Sequence[tuple[str | None, str]]) -> str:
+    """A JSON object of `(key, JSON text expression)`, members whose expression is NULL left out; a key of
+    None: the expression is `members(...)` of its own, spliced in place."""
+    return f"('{{' || concat_ws(',',\n        {_terms(members)}) || '}}')"
+
+
+def members(members: Sequence[tuple[str | None, str]]) -> str:
+    """Members of an object as `obj` prints them, for a CASE to choose a group of them at once (NULL: none)."""
+    return f"nullif(concat_ws(',',\n        {_terms(members)}), '')"
