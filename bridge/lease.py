@@ -122,8 +122,10 @@ def adoption_reason(owner: str | None, expired: bool, holder_dead: Callable[[str
 # one /global/event), and the first claim to commit wins. Left at that, the first worker up claims them all.
 # Each session has a home worker (a stable hash of its id) that claims at once; the others wait
 # `WORKER_CLAIM_DEFER_S` before trying, so they take a session only when its home worker did not (dead,
-# restarting, or slow): nothing waits on a worker that is not there, and nothing is claimed twice.
-WORKER_CLAIM_DEFER_S = 1.0
+# restarting, or slow): nothing waits on a worker that is not there, and nothing is claimed twice. 5 s, not
+# 1 s: workers start seconds apart on a loaded host, and with 1 s the first one up took all 1,000 sessions
+# in 2 of 7 bench runs; a session whose home worker is down is mirrored 5 s later, from its stored cursor.
+WORKER_CLAIM_DEFER_S = 5.0
 
 
 def home_worker(session_id: str, workers: int) -> int:
