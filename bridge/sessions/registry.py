@@ -133,7 +133,7 @@ class WarmRegistry:
             self._log.info("session_unparked", session_id=session_id, reason=reason)
         task = self._tg.create_task(self._follow(session_id, directory), name=f"follow:{session_id}")
         self._table.add(session_id, task, now, reason or "unspecified", self._failure_streak())
-        metrics.SESSIONS_WARM.set(len(self._table))
+        metrics.SESSIONS_WARM.set(self._table.claimed())
         self._log.info("session_warming", session_id=session_id, reason=reason)
         return True
 
@@ -194,4 +194,4 @@ class WarmRegistry:
         finally:
             if self._table.removed(session_id, w):
                 self._activity.forget(session_id)
-            metrics.SESSIONS_WARM.set(len(self._table))
+            metrics.SESSIONS_WARM.set(self._table.claimed())

@@ -170,6 +170,7 @@ class SessionRunner:
         self._table.hold(session_id, None)
         claim = await self._claims.claim(session_id, directory)
         self._table.hold(session_id, claim.epoch, self._clock())
+        metrics.SESSIONS_WARM.set(self._table.claimed())
         await self._activity.resume(session_id, claim.cursor_seq, await self._turn_state(session_id, claim))
         epoch, cursor = claim.epoch, claim.cursor_seq
         self._log.info("lease_claimed", session_id=session_id, epoch=epoch, cursor_seq=cursor)

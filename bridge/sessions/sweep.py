@@ -9,6 +9,7 @@ upstream session is never touched.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -25,7 +26,7 @@ from bridge.store.codecs import SessionRow
 
 
 class Orphans(Protocol):
-    async def adoption_candidates(self, me: str) -> list[SessionRow]: ...
+    async def adoption_candidates(self, me: str, holder_dead: Callable[[str], bool]) -> list[SessionRow]: ...
 
 
 class Warm(Protocol):
@@ -79,10 +80,13 @@ class Sweep:
             await asyncio.sleep(self._interval_s)
 
     async def adopt_orphans(self) -> None:
-        for c in await self._leases.adoption_candidates(self._owner):
+        """The store reads only what may be adopted: a live peer's sessions are not read, its holder is
+        judged once (bridge.store.chat_sessions.adoption); each holder's verdict is kept for this sweep."""
+        holder_dead = functools.cache(self._holder_dead)
+        for c in await self._leases.adoption_candidates(self._owner, holder_dead):
             if self._registry.get(c.session_id) is not None or self._registry.is_deleted(c.session_id):
                 continue
-            reason = adoption_reason(c.lease_owner, c.lease_expired, self._holder_dead)
+            reason = adoption_reason(c.lease_owner, c.lease_expired, holder_dead)
             if reason is not None:
                 self._registry.warm(c.session_id, c.directory, reason=reason)
 

@@ -104,6 +104,11 @@ class WarmTable:
     def __len__(self) -> int:
         return len(self._warm)
 
+    def claimed(self) -> int:
+        """Warm sessions whose lease we hold (`bridge_sessions_warm`): not those still claiming or refused,
+        which with workers every worker warms at once (docs/operations.md "Workers")."""
+        return len(self._epochs)
+
     def sessions(self) -> list[str]:
         return sorted(self._warm)
 

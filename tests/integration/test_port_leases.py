@@ -102,14 +102,17 @@ async def test_a_renewal_never_revives_a_lease_a_peer_took_and_a_hand_off_offers
     await backend.expire_lease("ses_B")
     await leases.claim("ses_B", B)  # expired: the peer takes it
     assert await leases.heartbeat(A, "host-a", 1, 15) == {"ses_A": 1}  # an expired lease nobody took is ours
-    rows = await leases.adoption_candidates(B)
+    assert await leases.adoption_candidates(B) == []  # A lives: its lease is not even read
+    rows = await leases.adoption_candidates(B, lambda holder: holder == A)
     assert [(r.session_id, r.lease_owner, r.lease_expired) for r in rows] == [("ses_A", A, False)]
     await leases.hand_off(A)
     rows = await leases.adoption_candidates(B)
     assert [(r.session_id, r.lease_owner, r.lease_expired) for r in rows] == [("ses_A", A, True)]
 
 
-async def test_adoption_lists_others_leases_and_free_running_sessions_never_deleted_ones(backend: Backend) -> None:
+async def test_adoption_lists_dead_holders_leases_and_free_running_sessions_never_deleted_ones(
+    backend: Backend,
+) -> None:
     leases, status = backend.leases(), backend.status()
     await leases.claim("ses_mine", A)
     await leases.claim("ses_peer", B, "/d/peer")
@@ -120,6 +123,23 @@ async def test_adoption_lists_others_leases_and_free_running_sessions_never_dele
     await leases.release("ses_idle", 1)  # free and idle: nothing to adopt
     await leases.claim("ses_gone", B)
     await leases.mark_deleted("ses_gone")
-    rows = await leases.adoption_candidates(A)
+    assert [r.session_id for r in await leases.adoption_candidates(A)] == ["ses_run"]  # B lives
+    asked: list[str] = []
+    rows = await leases.adoption_candidates(A, lambda holder: asked.append(holder) or holder == B)
     assert [(r.session_id, r.directory, r.lease_owner, r.lease_expired) for r in rows] == [
         ("ses_peer", "/d/peer", B, False), ("ses_run", None, None, True)]
+    assert asked == [B]  # once per live holder of another incarnation, never for ourselves
+
+
+async def test_each_live_holder_is_judged_once_and_only_dead_holders_sessions_are_listed(backend: Backend) -> None:
+    leases = backend.leases()
+    for k in range(3):
+        await leases.claim(f"ses_a{k}", A)
+        await leases.claim(f"ses_b{k}", B)
+    await leases.claim("ses_c", "host-c:3:cccc")
+    await backend.expire_lease("ses_c")  # expired: listed without asking
+    asked: list[str] = []
+    rows = await leases.adoption_candidates("host-d:4:dddd", lambda holder: asked.append(holder) or holder == A)
+    assert sorted(asked) == [A, B]
+    assert [(r.session_id, r.lease_owner, r.lease_expired) for r in rows] == [
+        ("ses_a0", A, False), ("ses_a1", A, False), ("ses_a2", A, False), ("ses_c", "host-c:3:cccc", True)]

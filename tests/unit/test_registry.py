@@ -5,10 +5,12 @@ release and lease loss, and the state it keeps once a session's task ends."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from bridge.sessions.registry import WarmRegistry
+from tests.support.metric_values import sample
 from tests.support.waiting import wait_until
-from tests.support.warm_registry import ME, Clock, Leases, claimed, warm_registry
+from tests.support.warm_registry import ME, NOW, Clock, Leases, claimed, warm_registry
 
 
 async def gone(registry: WarmRegistry, sid: str) -> None:
@@ -137,3 +139,23 @@ async def test_live_frames_are_of_no_use_exactly_while_a_live_event_would_not_wa
         assert registry.live_skip_reason("ses_A") == "parked" and not registry.warm("ses_A", reason="message.updated")
         registry.stop_all("release")
         assert registry.live_skip_reason("ses_D") is None  # not accepting: nothing is skipped on its account
+
+
+async def test_the_warm_gauge_counts_claimed_sessions_not_those_waiting_to_claim_or_refused() -> None:
+    """With workers every worker warms every session at once and all but one wait or are refused: the set's
+    `bridge_sessions_warm` (a sum over workers) counts each session once, where it is claimed."""
+    leases, clock = Leases(), Clock()
+    leases.put("ses_peer", lease_owner="peer:9:x", lease_epoch=1, lease_expires_at=NOW + timedelta(seconds=60))
+
+    def delay(sid: str) -> float:
+        return 600.0 if sid == "ses_later" else 0.0  # another worker is its home: this one waits
+
+    async with warm_registry(leases, clock, claim_delay=delay) as (registry, _):
+        await claimed(registry, clock, 1.0, "ses_A")
+        assert sample("bridge_sessions_warm") == 1
+        assert registry.warm("ses_later", reason="listed") and registry.warm("ses_peer", reason="listed")
+        await gone(registry, "ses_peer")  # refused: a live peer holds it
+        assert registry.get("ses_later") is not None and registry.epoch("ses_later") is None
+        assert sample("bridge_sessions_warm") == 1
+        await registry.release("ses_A")
+        assert sample("bridge_sessions_warm") == 0

@@ -2,6 +2,7 @@
 parking, the deletion tombstone, the session tree, and the one row reader (docs/lifecycle.md).
 
     claims.py   the claim, of one session or a batch in one transaction (claim_plan.py: its pure part)
+    adoption.py what the adoption sweep reads: orphans, and the sessions only of live holders found dead
     leases.py   renew, hand-off, release, adoption; incarnations; `LeaseStore` (executes claims, leases and
                 status: the PostgreSQL side of bridge.store.ports' LeasePort and SessionStatusPort)
     status.py   status writes by the lease holder, parking, deletion, title, gaps (statements)

@@ -1,6 +1,6 @@
-"""SQL of the leases on `chat_sessions` (renew, hand-off, release, orphan adoption; the claim is
-bridge.store.chat_sessions.claims) and of the incarnation heartbeats; `LeaseStore` executes them and the
-status statements (bridge.store.chat_sessions.status).
+"""SQL of the leases on `chat_sessions` (renew, hand-off, release; the claim is
+bridge.store.chat_sessions.claims, what the adoption sweep reads .adoption) and of the incarnation
+heartbeats; `LeaseStore` executes them and the status statements (bridge.store.chat_sessions.status).
 
 All lease times use the database clock (`now()`), so replicas with skewed clocks still agree on expiry.
 """
@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Insert, Select, Update, and_, false, func, or_, select
+from sqlalchemy import Insert, Select, Update, and_, false, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 import bridge.store.chat_sessions.status as st
 from bridge.lease import nobody_dead
+from bridge.store.chat_sessions.adoption import read_adoption_candidates
 from bridge.store.chat_sessions.claims import claim_batch_in, ttl_from_now
 from bridge.store.chat_sessions.reader import read_session
 from bridge.store.chat_sessions.status_batch import StatusWrite, lock_sessions, set_statuses_if_owner, set_titles
@@ -74,22 +75,6 @@ def hand_off_leases(upstream: str, owner: str) -> Update:
         chat_sessions.update()
         .where(S.upstream == ours.c.upstream, S.session_id == ours.c.session_id)
         .values(lease_expires_at=func.now(), updated_at=func.now())
-    )
-
-
-def select_adoption_candidates(upstream: str, me: str) -> Select[Any]:
-    """Sessions held by another incarnation (with whether that lease expired, by the database clock) and
-    sessions last known running whose lease is free. The caller decides (bridge.lease)."""
-    expired = or_(S.lease_expires_at.is_(None), S.lease_expires_at <= func.now())
-    # Our own expired leases count too: one whose follower is gone (a crash between claim and follow) is
-    # warmed again by the sweep; in a single-process deployment nobody else would adopt it. (A lease of a
-    # session we still follow is simply renewed by the next heartbeat: see renew_leases.)
-    held_elsewhere = and_(S.lease_owner.is_not(None), or_(S.lease_owner != me, expired))
-    running_unowned = and_(S.lease_owner.is_(None), S.status == "running")
-    return (
-        select(S.session_id, S.directory, S.lease_owner, expired.label("lease_expired"))
-        .where(S.upstream == upstream, S.deleted == false(), or_(held_elsewhere, running_unowned))
-        .order_by(S.session_id)
     )
 
 
@@ -190,12 +175,13 @@ class LeaseStore:
             await conn.execute(hand_off_leases(self._upstream, incarnation_id))
             await conn.execute(stop_incarnation(incarnation_id))
 
-    async def adoption_candidates(self, me: str) -> list[SessionRow]:
+    async def adoption_candidates(self, me: str, holder_dead: Callable[[str], bool] = nobody_dead) -> list[SessionRow]:
         """`session_id`, `directory`, `lease_owner` (None: free, last known running) and `lease_expired`
-        (by the database clock) of the sessions the sweep may adopt (bridge.sessions.sweep)."""
+        (by the database clock) of the sessions the sweep may adopt (bridge.sessions.sweep): expired leases,
+        free sessions last known running, and the sessions of live holders `holder_dead` judges dead (each
+        holder asked once; bridge.store.chat_sessions.adoption)."""
         async with self._engine.connect() as conn:
-            rows = await conn.execute(select_adoption_candidates(self._upstream, me))
-            return [session_row(r) for r in rows]
+            return await read_adoption_candidates(conn, self._upstream, me, holder_dead)
 
     async def turn_state(self, session_id: str, limit: int = 200) -> TurnState:
         """What a new owner needs to continue the status machine where the previous one stopped."""

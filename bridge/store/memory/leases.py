@@ -84,13 +84,24 @@ class MemoryLeases:
             if r.lease_owner == incarnation_id:
                 r.lease_expires_at = self._now()
 
-    async def adoption_candidates(self, me: str) -> list[SessionRow]:
+    async def adoption_candidates(self, me: str, holder_dead: Callable[[str], bool] = nobody_dead) -> list[SessionRow]:
+        now, judged = self._now(), dict[str, bool]()
         out = []
         for r in sorted(self.tables.sessions.values(), key=lambda r: r.session_id):
-            expired = r.lease_expires_at is None or r.lease_expires_at <= self._now()
-            held_elsewhere = r.lease_owner is not None and (r.lease_owner != me or expired)
-            running_unowned = r.lease_owner is None and r.status == "running"
-            if not r.deleted and (held_elsewhere or running_unowned):
+            if r.deleted:
+                continue
+            expired = r.lease_expires_at is None or r.lease_expires_at <= now
+            if r.lease_owner is None:
+                adoptable = r.status == "running"
+            elif expired:
+                adoptable = True
+            elif r.lease_owner == me:
+                adoptable = False
+            else:  # a live holder: asked once, as the database side does (bridge.store.chat_sessions.adoption)
+                if r.lease_owner not in judged:
+                    judged[r.lease_owner] = holder_dead(r.lease_owner)
+                adoptable = judged[r.lease_owner]
+            if adoptable:
                 out.append(SessionRow(r.session_id, directory=r.directory, lease_owner=r.lease_owner,
                                       lease_expired=expired))
         return out

@@ -8,7 +8,9 @@ The rules both keep (tests/integration/test_port_leases.py runs the same tests o
 - a release gives the lease up only for the epoch that holds it; the cursor stays.
 - a heartbeat renews every lease still ours (an expired one nobody took too) and never revives one a peer
   took; a hand-off expires ours at once, so peers adopt them.
-- adoption candidates: leases held by others (or our own expired ones) and free sessions last known running.
+- adoption candidates: expired leases (ours too), free sessions last known running, and the leases of live
+  holders `holder_dead` judges dead (asked once per holder: a live peer's sessions are not read); never
+  deleted sessions.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class LeasePort(Protocol):
 
     async def hand_off(self, incarnation_id: str) -> None: ...
 
-    async def adoption_candidates(self, me: str) -> list[SessionRow]:
-        """`session_id`, `directory`, `lease_owner`, `lease_expired` of the sessions the sweep may adopt."""
+    async def adoption_candidates(self, me: str, holder_dead: Callable[[str], bool] = nobody_dead) -> list[SessionRow]:
+        """`session_id`, `directory`, `lease_owner`, `lease_expired` of the sessions the sweep may adopt, by
+        session_id."""
         ...
