@@ -40,6 +40,13 @@ from bench.wire_procs import UPSTREAM, measured, processes, serve_url, until
 from tests.support.bridge_proc import free_port
 
 
+def _shares(phase: dict[str, Any]) -> str:
+    if "serve_cpu_us_per_event" not in phase:
+        return ""
+    return (f" (beside it: the serve {phase['serve_cpu_us_per_event']:.0f}, PostgreSQL and the rest "
+            f"{phase['rest_cpu_us_per_event']:.0f} us/event; {phase['machine_cores_busy']:.2f} cores busy)")
+
+
 def _phase(a: argparse.Namespace, what: str, pid: int) -> None:
     """A measured phase begins or ends (`catch_up`, `/catch_up`, `burst`, `/burst`): bench.wire_stages samples it."""
     hook = getattr(a, "phase_hook", None)
@@ -54,7 +61,7 @@ def _profile_phase(a: argparse.Namespace, pid: int) -> None:
 
 
 async def warm_idle_burst(a: argparse.Namespace, http: aiohttp.ClientSession, fake: str, bridge: str, pid: int,
-                          total: int, done: float, stored_is: Any) -> dict[str, Any]:
+                          total: int, done: float, stored_is: Any, *, serve_pid: int) -> dict[str, Any]:
     """After the catch-up: wait for every session to be warm, the idle window, then the burst."""
     res: dict[str, Any] = {}
 
@@ -85,6 +92,7 @@ async def warm_idle_burst(a: argparse.Namespace, http: aiohttp.ClientSession, fa
     metrics_before = await m.daemon_metrics(http, bridge)
     _phase(a, "burst", pid)
     cpu0 = m.cpu_s(pid)
+    shares = m.Shares(serve_pid, pid)
     async with http.post(fake + "/_bench/burst") as r:
         started = (await r.json())["started_at"]
     n = a.sessions * a.burst
@@ -98,7 +106,7 @@ async def warm_idle_burst(a: argparse.Namespace, http: aiohttp.ClientSession, fa
     complete = await stored_is(total + n)
     res["burst"] = {"complete": complete, "events": n, "seconds": done - started, "events_per_s": n / (done - started),
                     "published_s": (after["burst_published_at"] or done) - started,
-                    "cpu_us_per_event": burst_cpu / n * 1e6,
+                    "cpu_us_per_event": burst_cpu / n * 1e6, **shares.per_event(n),
                     "ingest": m.ingest_counters(metrics_before, await m.daemon_metrics(http, bridge)),
                     **m.Phase.between(before, after).per_event(n)}
     return res
@@ -128,10 +136,12 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
             # (a) catch-up after start; the daemon's CPU from its first upstream request (its start-up and
             # imports before it are not catch-up), sampled at the poll that first sees that request
             cpu_at_first: list[float] = []
+            shares_at_first: list[m.Shares] = []
 
             async def caught_up() -> bool:
                 if not cpu_at_first and (await m.get_json(http, fake + "/_bench/counters"))["first_request_at"]:
                     cpu_at_first.append(m.cpu_s(pid))
+                    shares_at_first.append(m.Shares(procs.serve.proc.pid, pid))
                     _phase(a, "catch_up", pid)
                 return await stored_is(total)
             try:
@@ -149,7 +159,8 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
                 "events_per_s": stored / catch_up_s, "ms_per_session": catch_up_s / a.sessions * 1000,
                 "from_spawn_s": done - spawned, "cpu_us_per_event_with_start": cpu_catch_up / max(stored, 1) * 1e6,
                 "cpu_us_per_event": (cpu_catch_up - (cpu_at_first or [0.0])[0]) / max(stored, 1) * 1e6,
-                **m.Phase.between({"routes": {}}, after_catch_up).per_event(max(stored, 1))}
+                **m.Phase.between({"routes": {}}, after_catch_up).per_event(max(stored, 1)),
+                **(shares_at_first[0].per_event(stored) if shares_at_first else {})}
             metrics = await m.daemon_metrics(http, bridge)
             out["catch_up"]["follower_crashes"] = metrics.get("bridge_follower_crashes_total", 0.0)
             # Sessions per lease holder (one per worker with BRIDGE_WORKERS > 1): how the claims spread.
@@ -158,7 +169,8 @@ async def measure(a: argparse.Namespace, work: Path, database_url: str) -> dict[
                 reverse=True)
             out["catch_up"]["ingest"] = m.ingest_counters({}, metrics)
             if out["catch_up"]["complete"]:
-                out.update(await warm_idle_burst(a, http, fake, bridge, pid, total, done, stored_is))
+                out.update(await warm_idle_burst(a, http, fake, bridge, pid, total, done, stored_is,
+                                                  serve_pid=procs.serve.proc.pid))
             out["burst_global_bytes"] = (await m.get_json(http, fake + "/_bench/counters"))["burst_global_bytes"]
             metrics = await m.daemon_metrics(http, bridge)
             out["follower_crashes"] = metrics.get("bridge_follower_crashes_total", 0)
@@ -180,7 +192,8 @@ def summary(r: dict[str, Any]) -> str:
         f"{r['sessions']} sessions x {r['events_per_session']} events (+ seq 0), burst {r['burst_per_session']} each",
         f"catch-up{'' if c['complete'] else ' INCOMPLETE'}: {c['events']} ev in {c['seconds']:.2f} s = "
         f"{c['events_per_s']:.0f} ev/s, {c['over_copy']:.3f}x COPY, {c['over_naive']:.1f}x naive, "
-        f"{c['ms_per_session']:.2f} ms/session, CPU {c['cpu_us_per_event']:.1f} us/event",
+        f"{c['ms_per_session']:.2f} ms/session, CPU {c['cpu_us_per_event']:.1f} us/event"
+        f"{_shares(c)}",
         f"  sync-log calls {c['sync_calls']} ({c['sync_request_bytes'] / 1e6:.1f} MB sent), "
         f"{c['sync_request_bytes_per_event']:.0f} B/event; other calls {c['other_calls']}: {c['calls']}",
         f"  ingest: {c['ingest']}"]
@@ -189,7 +202,7 @@ def summary(r: dict[str, Any]) -> str:
         lines += [
             f"burst{'' if b['complete'] else ' INCOMPLETE'}: {b['events']} ev in {b['seconds']:.2f} s = "
             f"{b['events_per_s']:.0f} ev/s, {b['over_copy']:.3f}x COPY, {b['over_naive']:.1f}x naive, "
-            f"CPU {b['cpu_us_per_event']:.1f} us/event",
+            f"CPU {b['cpu_us_per_event']:.1f} us/event{_shares(b)}",
             f"  sync-log calls {b['sync_calls']}, {b['sync_request_bytes_per_event']:.0f} B/event; "
             f"other {b['other_calls']}: {b['calls']}",
             f"  ingest: {b['ingest']}",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,29 @@ def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     return (int(fields[11]) + int(fields[12])) / TICKS + sum(cpu_s(int(c)) for c in children)
+
+
+def machine_busy_s() -> float:
+    """Every core's non-idle CPU seconds so far (/proc/stat: user, nice, system, irq, softirq, steal)."""
+    f = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    return sum(int(f[i]) for i in (1, 2, 3, 6, 7, 8)) / TICKS
+
+
+class Shares:
+    """The CPU a phase took beside the daemon's: the serve's and the rest of the machine's (PostgreSQL, and
+    whatever else runs: on a quiet machine, mostly PostgreSQL), per event, and the cores busy."""
+
+    def __init__(self, serve_pid: int, daemon_pid: int) -> None:
+        self.serve_pid, self.daemon_pid = serve_pid, daemon_pid
+        self.at = (time.monotonic(), machine_busy_s(), cpu_s(serve_pid), cpu_s(daemon_pid))
+
+    def per_event(self, events: int) -> dict[str, float]:
+        t, machine, serve, daemon = time.monotonic(), machine_busy_s(), cpu_s(self.serve_pid), cpu_s(self.daemon_pid)
+        d_machine, d_serve, d_daemon = machine - self.at[1], serve - self.at[2], daemon - self.at[3]
+        n = max(events, 1)
+        return {"serve_cpu_us_per_event": d_serve / n * 1e6,
+                "rest_cpu_us_per_event": max(d_machine - d_serve - d_daemon, 0.0) / n * 1e6,
+                "machine_cores_busy": d_machine / max(t - self.at[0], 1e-9)}
 
 
 def rss_mib(pid: int) -> float:

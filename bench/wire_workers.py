@@ -62,9 +62,17 @@ def table(rounds: list[list[dict[str, Any]]]) -> str:
         ("catch-up / COPY", lambda x: _fmt(_phase(x, "catch_up", "over_copy"), ".3f")),
         ("catch-up CPU per event (all processes), µs",
          lambda x: _fmt(_phase(x, "catch_up", "cpu_us_per_event"), ".0f")),
+        ("catch-up: the serve's / PostgreSQL and the rest's CPU per event, µs",
+         lambda x: f"{_fmt(_phase(x, 'catch_up', 'serve_cpu_us_per_event'), '.0f')} / "
+                   f"{_fmt(_phase(x, 'catch_up', 'rest_cpu_us_per_event'), '.0f')}"),
+        ("catch-up: cores busy", lambda x: _fmt(_phase(x, "catch_up", "machine_cores_busy"), ".2f")),
         ("burst: events/s", lambda x: _fmt(_phase(x, "burst", "events_per_s"), ",.0f")),
         ("burst / COPY", lambda x: _fmt(_phase(x, "burst", "over_copy"), ".3f")),
         ("burst CPU per event, µs", lambda x: _fmt(_phase(x, "burst", "cpu_us_per_event"), ".0f")),
+        ("burst: the serve's / PostgreSQL and the rest's CPU per event, µs",
+         lambda x: f"{_fmt(_phase(x, 'burst', 'serve_cpu_us_per_event'), '.0f')} / "
+                   f"{_fmt(_phase(x, 'burst', 'rest_cpu_us_per_event'), '.0f')}"),
+        ("burst: cores busy (of the machine's)", lambda x: _fmt(_phase(x, "burst", "machine_cores_busy"), ".2f")),
         ("idle CPU, every session warm, % of a core (the set)",
          lambda x: _fmt(_phase(x, "idle", "cpu_percent_of_a_core"), ".2f")),
         ("warm sessions", lambda x: _fmt(x.get("warm_sessions"), ",.0f")),
