@@ -17,7 +17,7 @@ An event naming a session id that does not have the upstream's id shape is dropp
 `bridge_rejects_total{reason="live_bad_session_id"}`), so no handler warms or routes it.
 
 A handler that says which sessions it has no use for (`live_skip_reason`: a peer holds it, and no subscriber
-here watches it) has their frames dropped before they are decoded, counted per chunk as
+here watches it) has their frames dropped before they are decoded, counted once per loop turn as
 `bridge_live_frames_skipped_total{reason}` — only the kinds whose every effect needs the session followed or
 watched here (bridge.events.global_peek.session_of; docs/operations.md "Workers").
 """
@@ -42,6 +42,7 @@ from bridge.events.legacy_state import LEGACY_TYPES, LegacyTurnState
 from bridge.events.syncframes import GlobalFrame, parse_global_frame
 from bridge.ids import valid_session_id
 from bridge.outage import OutageLog
+from bridge.perf.metric_batch import TALLY
 from bridge.upstream.client import UpstreamClient
 from bridge.upstream.sse import FrameTooLarge, SSEComment, SSEEvent, SSEParser
 
@@ -85,10 +86,6 @@ class LiveStream:
             handler, "on_durable_twin", None)
         # A handler that names the sessions it has no use for lets the reader drop their frames undecoded.
         self._skip_reason: Callable[[str], str | None] | None = getattr(handler, "live_skip_reason", None)
-        self._skipped: dict[str, int] = {}  # frames dropped since the last count, by reason
-        # Frames handled from their first bytes since the last count (a counter's inc per frame costs more
-        # than the look itself in prometheus_client's multiprocess mode, which workers use).
-        self._peeked: dict[str, int] = {}
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -135,21 +132,13 @@ class LiveStream:
                         if isinstance(item, SSEComment):
                             continue
                         await self._dispatch(item)
-                    if self._skipped or self._peeked:
-                        self._count_frames()
                 self._log.info("live_stream_ended")
 
-    def _count_frames(self) -> None:
-        """The counts of one chunk's frames, added to the metrics at once."""
-        for reason, n in self._skipped.items():
-            metrics.LIVE_FRAMES_SKIPPED.labels(reason=reason).inc(n)
-        for what, n in self._peeked.items():
-            metrics.LIVE_FRAMES_PEEKED.labels(what=what).inc(n)
-        self._skipped.clear()
-        self._peeked.clear()
-
-    def _peek_counted(self, what: str) -> None:
-        self._peeked[what] = self._peeked.get(what, 0) + 1
+    @staticmethod
+    def _peek_counted(what: str) -> None:
+        # Counted once per loop turn (bridge.perf.metric_batch): a counter's inc per frame costs more than the
+        # look itself in prometheus_client's multiprocess mode, which workers use.
+        TALLY.count(metrics.LIVE_FRAMES_PEEKED, (what,))
 
     def _unneeded(self, session_id: str | None) -> bool:
         """True for a frame of a session the handler has no use for: dropped (counted), not decoded."""
@@ -158,7 +147,7 @@ class LiveStream:
         reason = self._skip_reason(session_id)
         if reason is None:
             return False
-        self._skipped[reason] = self._skipped.get(reason, 0) + 1
+        TALLY.count(metrics.LIVE_FRAMES_SKIPPED, (reason,))
         return True
 
     async def _dispatch(self, item: SSEEvent) -> None:
