@@ -36,7 +36,11 @@ def test_quick_stage_run_samples_both_phases_and_adds_up(database_url: str, tmp_
     assert named > 0
     assert r["hotpath_us_per_event"]["parse+normalize+prepare+link"] > 0
     assert "| **measured total** (/proc, all processes) |" in run.stdout
-    # no log line per event: the daemon's lines (info level, as bench.wire runs it) are per session and per run
-    lines = (Path(r["work_dir"]) / "bridge.log").read_text().splitlines()
+    # no log line per event: the daemon's lines (info level, as bench.wire runs it) are per session and per run,
+    # and one per status transition (running / idle / interrupted: as many as the fake serve's activity polls
+    # happen to see, a few per session, never one per event)
+    lines = [ln for ln in (Path(r["work_dir"]) / "bridge.log").read_text().splitlines() if ln.startswith("{")]
+    status = [ln for ln in lines if '"event": "session_status"' in ln]
     stored, sessions = r["check"]["stored_rows"], r["sessions"]
-    assert stored == 220 and len([ln for ln in lines if ln.startswith("{")]) <= 5 * sessions + 40 < stored
+    assert stored == 220 and len(lines) - len(status) <= 5 * sessions + 40 < stored
+    assert len(status) < stored / 2
