@@ -213,20 +213,25 @@ def summary(r: dict[str, Any]) -> str:
         f"crashes {r['follower_crashes']:.0f}, log {r['daemon_log_problems']}; check {r['check']}"])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def workload_args(ap: argparse.ArgumentParser, workers_help: str) -> None:
+    """The workload's and the run's options, shared with the tools that run this measurement (bench.wire_stages)."""
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--events", type=int, default=20)
     ap.add_argument("--burst", type=int, default=20)
     ap.add_argument("--legacy-every", type=int, default=4)
-    ap.add_argument("--idle-seconds", type=float, default=20.0)
-    ap.add_argument("--settle-seconds", type=float, default=10.0, help="after warm-up, before the idle window")
-    ap.add_argument("--naive-seconds", type=float, default=8.0)
     ap.add_argument("--timeout", type=float, default=900.0, help="per phase")
-    ap.add_argument("--workers", type=int, default=1, help="BRIDGE_WORKERS of the daemon (CPU: all its processes)")
+    ap.add_argument("--workers", type=int, default=1, help=workers_help)
     ap.add_argument("--quick", action="store_true", help="20 sessions x 5 events, short idle and naive: a test")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, database)")
     ap.add_argument("--json", help="also write the results here")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    workload_args(ap, "BRIDGE_WORKERS of the daemon (CPU: all its processes)")
+    ap.add_argument("--idle-seconds", type=float, default=20.0)
+    ap.add_argument("--settle-seconds", type=float, default=10.0, help="after warm-up, before the idle window")
+    ap.add_argument("--naive-seconds", type=float, default=8.0)
     ap.add_argument("--profile", help="run the daemon under cProfile: BASE.0 catch-up, .1 idle, .2 burst, .3 stop")
     a = ap.parse_args()
     if a.quick:

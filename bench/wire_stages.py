@@ -119,17 +119,9 @@ def render(res: dict[str, Any], by_phase: dict[str, StageTable], hot: dict[str, 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sessions", type=int, default=1000)
-    ap.add_argument("--events", type=int, default=20)
-    ap.add_argument("--burst", type=int, default=20)
-    ap.add_argument("--legacy-every", type=int, default=4)
-    ap.add_argument("--workers", type=int, default=1, help="BRIDGE_WORKERS of the daemon (sampled: all processes)")
+    wire.workload_args(ap, "BRIDGE_WORKERS of the daemon (sampled: all processes)")
     ap.add_argument("--rate", type=int, default=250,
                     help="py-spy samples per second; 0: the same run unsampled (what the sampler costs the daemon)")
-    ap.add_argument("--timeout", type=float, default=900.0, help="per phase")
-    ap.add_argument("--quick", action="store_true", help="20 sessions x 5 events: a test")
-    ap.add_argument("--keep", action="store_true", help="keep the work directory (the raw samples, logs)")
-    ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
     # bench.wire's measurement with a short idle window (idle is not this table's) and a short naive baseline
     a.idle_seconds, a.settle_seconds, a.naive_seconds, a.profile = 1.0, 1.0, 1.0, None
