@@ -60,6 +60,10 @@ async def test_each_worker_decodes_only_the_frames_of_its_sessions_and_of_those_
     try:
         await bridge.wait_ready(60)
         await wait_until(lambda: '"workers_ready"' in bridge.log_path.read_text(), 60, 0.1, message="workers_ready")
+        # ready is not yet reading /global/event: a worker whose live stream connects after the first events
+        # never sees its home session, and the other worker rightly takes both after its claim delay
+        await wait_until(lambda: bridge.log_path.read_text().count('"live_stream_connected"') >= 2, 60, 0.1,
+                         message="both workers reading /global/event")
         for sid in sids:  # new sessions: both workers see them live, each one's home worker claims it at once
             fake.add_session(sid)
             await text_ended(fake, sid, "first")
